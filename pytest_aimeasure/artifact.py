@@ -1,0 +1,139 @@
+"""Artifacts: what the system under test produced, generated once, recorded, and linked to its tests.
+
+A test gets an artifact from the ``aimeasure_artifact`` fixture::
+
+    story = aimeasure_artifact("story-7", lambda: generate_story(seed=7), label="gen-v2")
+
+The first request in a session calls ``generate``; later requests for the same key return the same
+:class:`Artifact`. With a run store the content is recorded content-addressed, and under
+``--rejudge`` it is loaded from the stored run instead (``generate`` is never called). Gates and
+dimensions that use the same key are linked: a failed gate skips the dimensions of that artifact.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Literal, Protocol
+
+MediaType = Literal["text", "json"]
+
+
+@dataclass(frozen=True)
+class Artifact:
+    """One recorded artifact. ``value`` is what ``generate`` returned (or its stored copy);
+    ``text`` is what the judge reads."""
+
+    key: str
+    value: Any
+    text: str
+    sha256: str
+    media_type: MediaType
+    label: str | None = None
+    source: Literal["generated", "stored"] = "generated"
+
+    def __str__(self) -> str:
+        return self.text
+
+
+def encode(value: Any) -> tuple[str, MediaType]:
+    """The stored text of an artifact value: strings as they are, anything else as sorted JSON."""
+    if isinstance(value, str):
+        return value, "text"
+    if isinstance(value, bytes):
+        return value.decode("utf-8", errors="replace"), "text"
+    try:
+        return json.dumps(value, indent=2, sort_keys=True, ensure_ascii=False), "json"
+    except TypeError as exc:
+        raise TypeError(
+            f"artifact value of type {type(value).__name__} cannot be recorded: return a str or "
+            "a JSON-serialisable value from generate (or convert it first)"
+        ) from exc
+
+
+def decode(text: str, media_type: MediaType) -> Any:
+    return json.loads(text) if media_type == "json" else text
+
+
+def make_artifact(key: str, value: Any, *, label: str | None, source: Literal["generated", "stored"]) -> Artifact:
+    text, media = encode(value)
+    return Artifact(
+        key=key,
+        value=decode(text, media) if media == "json" else value if isinstance(value, str) else text,
+        text=text,
+        sha256=hashlib.sha256(text.encode()).hexdigest(),
+        media_type=media,
+        label=label,
+        source=source,
+    )
+
+
+class ArtifactRecorder(Protocol):
+    """The run store's side of artifacts."""
+
+    def record(self, artifact: Artifact) -> None: ...
+
+    def load(self, key: str) -> tuple[str, MediaType, str | None] | None: ...
+
+
+class ArtifactMissing(LookupError):
+    pass
+
+
+@dataclass
+class ArtifactRegistry:
+    """Session-wide: artifacts by key, and which artifacts a failed gate condemned."""
+
+    recorder: ArtifactRecorder | None = None
+    rejudge_run: str | None = None
+    _by_key: dict[str, Artifact] = field(default_factory=dict)
+    _failed_keys: dict[str, str] = field(default_factory=dict)
+    # Objects handed to failed gates by higher-scoped fixtures; kept alive so ids stay unique.
+    _failed_objects: dict[int, tuple[object, str]] = field(default_factory=dict)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def get(self, key: str, generate: Callable[[], Any], *, label: str | None) -> Artifact:
+        with self._lock:
+            if key in self._by_key:
+                return self._by_key[key]
+        if self.rejudge_run is not None:
+            stored = self.recorder.load(key) if self.recorder is not None else None
+            if stored is None:
+                raise ArtifactMissing(
+                    f"--rejudge {self.rejudge_run}: the run has no stored artifact {key!r}; it is "
+                    "never regenerated under --rejudge. Run without --rejudge to generate it."
+                )
+            text, media, stored_label = stored
+            artifact = make_artifact(key, decode(text, media), label=stored_label, source="stored")
+        else:
+            artifact = make_artifact(key, generate(), label=label, source="generated")
+            if self.recorder is not None:
+                self.recorder.record(artifact)
+        with self._lock:
+            return self._by_key.setdefault(key, artifact)
+
+    def by_key(self, key: str) -> Artifact | None:
+        return self._by_key.get(key)
+
+    def labels(self) -> list[str]:
+        return sorted({a.label for a in self._by_key.values() if a.label})
+
+    def gate_failed(self, gate_nodeid: str, values: list[object]) -> None:
+        for value in values:
+            if isinstance(value, Artifact):
+                self._failed_keys.setdefault(value.key, gate_nodeid)
+            else:
+                self._failed_objects.setdefault(id(value), (value, gate_nodeid))
+
+    def failed_gate_for(self, values: list[object]) -> str | None:
+        """The nodeid of a failed gate that used one of ``values``, if any."""
+        for value in values:
+            if isinstance(value, Artifact) and value.key in self._failed_keys:
+                return self._failed_keys[value.key]
+            hit = self._failed_objects.get(id(value))
+            if hit is not None and hit[0] is value:
+                return hit[1]
+        return None

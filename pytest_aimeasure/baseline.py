@@ -1,0 +1,389 @@
+"""The committed baseline file: its format, loading with actionable errors, and safe merging updates.
+
+The file is meant to live in version control and be reviewed in pull requests, so it is written to
+diff well: keys sorted, two-space indent, one score per line, floats rounded to 4 decimals, a trailing
+newline, and nothing that changes between machines or runs (no timestamps, hosts or paths). Each entry
+keeps the raw per-sample scores, not only the mean, so that pairing, pooling and power calculations
+stay possible later.
+
+Updating merges into the existing file under a file lock, re-reading it inside the lock, and replaces
+it atomically (temporary file in the same directory, fsync, ``os.replace``), so concurrent updaters
+(xdist workers, two terminals) lose no entry and a crash never leaves half a file behind.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import math
+import os
+import tempfile
+from collections.abc import Collection, Sequence
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+from filelock import FileLock, Timeout
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from pytest_aimeasure.models import SCORE_MAX, SCORE_MIN, Fingerprint, Measurement
+from pytest_aimeasure.stats import VAR_FLOOR_DEFAULT, dimension_stats
+
+BASELINE_FORMAT: Literal[1] = 1
+DEFAULT_BASELINE_NAME = "aimeasure-baseline.json"
+FLOAT_DECIMALS = 4
+_MEAN_SLACK = 0.5 * 10**-FLOAT_DECIMALS + 1e-9  # a stored mean is the true mean rounded to 4 places
+_MAX_REPORTED_ERRORS = 5
+
+Score = Annotated[int, Field(ge=SCORE_MIN, le=SCORE_MAX, strict=True)]
+
+
+class BaselineError(Exception):
+    """The baseline file cannot be used. The message names the file, where it is wrong, and the fix."""
+
+    def __init__(self, message: str, *, path: Path) -> None:
+        super().__init__(message)
+        self.path = path
+
+
+class BaselineEntry(BaseModel):
+    """One item's committed measurement: the raw scores and the ruler they were taken with."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    dimension: str = Field(min_length=1)
+    nodeid: str = Field(min_length=1)
+    scores: list[Score] = Field(min_length=1)
+    mean: float
+    n: int
+    floor: float
+    tolerance: float = Field(ge=0)
+    fingerprint: Fingerprint
+
+    @model_validator(mode="after")
+    def _derived_fields_match_scores(self) -> BaselineEntry:
+        # n and mean are stored for human readers of the diff; a mismatch means a hand edit or a
+        # botched merge, and silently trusting either side would compare against the wrong number.
+        if self.n != len(self.scores):
+            raise ValueError(f"n is {self.n} but there are {len(self.scores)} scores")
+        actual = math.fsum(self.scores) / len(self.scores)
+        if abs(self.mean - actual) > _MEAN_SLACK:
+            raise ValueError(f"mean is {self.mean} but the scores average {actual:.4f}")
+        return self
+
+
+class DimensionAggregate(BaseModel):
+    """Per-dimension summary over the file's entries, for human readers; recomputed on every write."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    mean: float
+    m: int = Field(ge=1, description="items")
+    n: int = Field(ge=1, description="samples over all items")
+    sd: float | None = Field(description="sd of the item means; null for a single item")
+    ci_low: float
+    ci_high: float
+
+
+class BaselineFile(BaseModel):
+    """The whole baseline file. ``entries`` is keyed by the stable item id ``dimension::nodeid``."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    format: Literal[1] = BASELINE_FORMAT
+    entries: dict[str, BaselineEntry] = Field(default_factory=dict)
+    dimensions: dict[str, DimensionAggregate] = Field(default_factory=dict)
+
+
+class UpdateSummary(BaseModel):
+    """What :func:`update_baseline` did, item ids sorted in each list."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    added: list[str] = Field(default_factory=list)
+    updated: list[str] = Field(default_factory=list)
+    removed: list[str] = Field(default_factory=list)
+    unchanged: list[str] = Field(default_factory=list)
+    kept_judge_error: list[str] = Field(default_factory=list)
+    kept: list[str] = Field(default_factory=list, description="entries of items that did not run")
+    written: bool = False
+
+
+# --------------------------------------------------------------------------------------------------
+# Serialisation
+# --------------------------------------------------------------------------------------------------
+
+
+def _round_floats(value: Any) -> Any:
+    if isinstance(value, float):
+        return round(value, FLOAT_DECIMALS) + 0.0  # + 0.0 turns -0.0 into 0.0
+    if isinstance(value, dict):
+        return {k: _round_floats(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_round_floats(v) for v in value]
+    return value
+
+
+def dumps_baseline(baseline: BaselineFile) -> str:
+    """The canonical text of a baseline file (sorted keys, indent 2, floats to 4 places, final newline)."""
+    data = _round_floats(baseline.model_dump(mode="json"))
+    return json.dumps(data, sort_keys=True, indent=2, ensure_ascii=False, allow_nan=False) + "\n"
+
+
+def _fix_hint(path: Path) -> str:
+    return (
+        f"Fix: restore it from version control (git checkout -- {path}) "
+        "or delete it and run pytest --ai-judge --update-baseline."
+    )
+
+
+def _field_path(loc: tuple[int | str, ...]) -> str:
+    return ".".join(str(part) for part in loc) or "(top level)"
+
+
+def _describe_validation_error(exc: ValidationError) -> list[str]:
+    lines = []
+    for error in exc.errors()[:_MAX_REPORTED_ERRORS]:
+        where = _field_path(error["loc"])
+        message = error["msg"].removeprefix("Value error, ")
+        got = error.get("input")
+        if error["type"] != "missing" and not isinstance(got, (dict, list)):
+            message += f" (got {json.dumps(got) if _is_json_scalar(got) else repr(got)})"
+        lines.append(f"  {where}: {message}")
+    if exc.error_count() > _MAX_REPORTED_ERRORS:
+        lines.append(f"  ... and {exc.error_count() - _MAX_REPORTED_ERRORS} more")
+    return lines
+
+
+def _is_json_scalar(value: object) -> bool:
+    return value is None or isinstance(value, (str, int, float, bool))
+
+
+def parse_baseline(text: str, path: Path) -> BaselineFile:
+    """Parse the text of a baseline file; ``path`` is only used in error messages."""
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        if any(line.startswith(("<<<<<<< ", "=======", ">>>>>>> ")) for line in text.splitlines()):
+            reason = "it contains unresolved merge-conflict markers"
+        elif not text.strip():
+            reason = "it is empty"
+        else:
+            reason = f"{exc.msg}"
+        raise BaselineError(
+            f"{path}:{exc.lineno}:{exc.colno}: the baseline file is not valid JSON at line {exc.lineno}, "
+            f"column {exc.colno}: {reason}. {_fix_hint(path)}",
+            path=path,
+        ) from exc
+    if not isinstance(data, dict):
+        raise BaselineError(
+            f"{path}: the baseline file must hold a JSON object, not {type(data).__name__}. "
+            f"{_fix_hint(path)}",
+            path=path,
+        )
+    found = data.get("format")
+    if found != BASELINE_FORMAT or isinstance(found, bool):
+        if isinstance(found, int) and not isinstance(found, bool) and found > BASELINE_FORMAT:
+            hint = "it was written by a newer pytest-aimeasure: upgrade the plugin, or re-baseline"
+        else:
+            hint = "it was not written by pytest-aimeasure"
+        stated = "has no format number" if found is None else f"has format {json.dumps(found)}"
+        raise BaselineError(
+            f"{path}: the baseline file {stated}; this plugin reads baseline format {BASELINE_FORMAT} "
+            f"({hint}). {_fix_hint(path)}",
+            path=path,
+        )
+    try:
+        return BaselineFile.model_validate(data)
+    except ValidationError as exc:
+        details = "\n".join(_describe_validation_error(exc))
+        raise BaselineError(
+            f"{path}: invalid baseline file:\n{details}\n{_fix_hint(path)}", path=path
+        ) from exc
+
+
+def _read(path: Path) -> tuple[str, BaselineFile] | None:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise BaselineError(
+            f"{path}: cannot read the baseline file ({exc}). {_fix_hint(path)}", path=path
+        ) from exc
+    return text, parse_baseline(text, path)
+
+
+def load_baseline(path: Path) -> BaselineFile | None:
+    """The baseline at ``path``, or None when there is no such file. Raises :class:`BaselineError`."""
+    read = _read(Path(path))
+    return None if read is None else read[1]
+
+
+# --------------------------------------------------------------------------------------------------
+# Building and merging entries
+# --------------------------------------------------------------------------------------------------
+
+
+def entry_from_measurement(measurement: Measurement) -> BaselineEntry:
+    """The baseline entry for a measurement, normalised exactly as a write-then-read would leave it."""
+    samples = sorted(measurement.samples, key=lambda s: s.index)
+    scores = [s.score for s in samples]
+    raw = {
+        "dimension": measurement.dimension,
+        "nodeid": measurement.nodeid,
+        "scores": scores,
+        "mean": math.fsum(scores) / len(scores),
+        "n": len(scores),
+        "floor": measurement.floor,
+        "tolerance": measurement.tolerance,
+        "fingerprint": measurement.fingerprint.model_dump(mode="json"),
+    }
+    return BaselineEntry.model_validate(_round_floats(raw))
+
+
+def _same_value(old: BaselineEntry, new: BaselineEntry) -> bool:
+    # Samples are exchangeable: the same scores in another order are the same measurement, and
+    # keeping the old order avoids a diff that says nothing.
+    return sorted(old.scores) == sorted(new.scores) and old.model_dump(exclude={"scores"}) == new.model_dump(
+        exclude={"scores"}
+    )
+
+
+def aggregate_dimensions(
+    entries: dict[str, BaselineEntry], *, var_floor: float = VAR_FLOOR_DEFAULT
+) -> dict[str, DimensionAggregate]:
+    """Per-dimension aggregates over ``entries`` (mean of item means, 95% CI of dimension_stats)."""
+    by_dimension: dict[str, list[list[int]]] = {}
+    for entry in entries.values():
+        by_dimension.setdefault(entry.dimension, []).append(entry.scores)
+    out = {}
+    for name, items in by_dimension.items():
+        st = dimension_stats(items, var_floor=var_floor)
+        out[name] = DimensionAggregate(
+            mean=st.mean, m=st.m, n=st.n_samples, sd=st.sd_items, ci_low=st.ci_low, ci_high=st.ci_high
+        )
+    return out
+
+
+def merge_entries(
+    old: dict[str, BaselineEntry],
+    measurements: Sequence[Measurement],
+    *,
+    whole_suite: bool,
+    prune: bool,
+    judge_error_ids: Collection[str] = (),
+) -> tuple[dict[str, BaselineEntry], UpdateSummary]:
+    """The merge rule of :func:`update_baseline`, without any I/O.
+
+    A measurement without samples is treated like a judge error (it has no value to record); when one
+    item id appears twice, the later measurement wins.
+    """
+    errors = set(judge_error_ids) | {m.item_id for m in measurements if not m.samples}
+    measured = {m.item_id: m for m in measurements if m.item_id not in errors}
+    merged = dict(old)
+    summary = UpdateSummary()
+    for item_id, measurement in measured.items():
+        entry = entry_from_measurement(measurement)
+        previous = old.get(item_id)
+        if previous is None:
+            summary.added.append(item_id)
+            merged[item_id] = entry
+        elif _same_value(previous, entry):
+            summary.unchanged.append(item_id)
+        else:
+            summary.updated.append(item_id)
+            merged[item_id] = entry
+    summary.kept_judge_error = [item_id for item_id in errors if item_id in old]
+    for item_id in old:
+        if item_id in measured or item_id in errors:
+            continue
+        if whole_suite or prune:
+            summary.removed.append(item_id)
+            del merged[item_id]
+        else:
+            summary.kept.append(item_id)
+    for ids in (summary.added, summary.updated, summary.removed, summary.unchanged):
+        ids.sort()
+    summary.kept_judge_error.sort()
+    summary.kept.sort()
+    return dict(sorted(merged.items())), summary
+
+
+# --------------------------------------------------------------------------------------------------
+# Writing
+# --------------------------------------------------------------------------------------------------
+
+
+def _atomic_write(path: Path, text: str) -> None:
+    try:
+        mode = path.stat().st_mode & 0o777
+    except FileNotFoundError:
+        mode = 0o644  # mkstemp's 0600 would hide a committed file from the rest of the team
+    fd, tmp_name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as handle:
+            handle.write(text)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.chmod(tmp_name, mode)
+        os.replace(tmp_name, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp_name)
+        raise
+    # The rename is durable only once the directory is synced; not possible on every platform.
+    with contextlib.suppress(OSError):
+        dir_fd = os.open(path.parent, os.O_RDONLY)
+        try:
+            os.fsync(dir_fd)
+        finally:
+            os.close(dir_fd)
+
+
+def update_baseline(
+    path: Path,
+    measurements: Sequence[Measurement],
+    *,
+    whole_suite: bool,
+    prune: bool,
+    judge_error_ids: Collection[str] = (),
+    lock_timeout: float = 60.0,
+) -> UpdateSummary:
+    """Merge ``measurements`` into the baseline at ``path`` and write it back atomically.
+
+    * measured items are added, or updated when their value changed (same scores in any order, same
+      fingerprint, floor and tolerance count as unchanged);
+    * entries of items that did not run are kept; entries of items that ended in a judge error keep
+      their old entry and are reported in ``kept_judge_error``;
+    * stale entries (not measured, not a judge error) are removed only when ``whole_suite`` or ``prune``;
+    * per-dimension aggregates are recomputed from the merged entries.
+
+    An invalid existing file raises :class:`BaselineError` and is left untouched. The file is not
+    rewritten when its canonical text would not change.
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    lock = FileLock(str(path) + ".lock", timeout=lock_timeout)
+    try:
+        with lock:
+            # Read inside the lock: another process may have written since this session started.
+            read = _read(path)
+            old_text, old = read if read is not None else (None, BaselineFile())
+            entries, summary = merge_entries(
+                old.entries,
+                measurements,
+                whole_suite=whole_suite,
+                prune=prune,
+                judge_error_ids=judge_error_ids,
+            )
+            text = dumps_baseline(BaselineFile(entries=entries, dimensions=aggregate_dimensions(entries)))
+            if text != old_text:
+                _atomic_write(path, text)
+                summary.written = True
+    except Timeout as exc:
+        raise BaselineError(
+            f"{path}: another process has held {lock.lock_file} for over {lock_timeout:.0f}s; "
+            "wait for it to finish and run the update again.",
+            path=path,
+        ) from exc
+    return summary

@@ -1,0 +1,120 @@
+"""The end of a session on the controller: findings, the baseline comparison and update, the exit
+status (set, never raised), the JSON results and the run's final record."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import pytest
+
+from pytest_aimeasure.models import Finding
+
+if TYPE_CHECKING:
+    from pytest_aimeasure.session import Outcome, SessionState
+
+
+def _floor_and_error_findings(state: SessionState) -> list[Finding]:
+    out: list[Finding] = []
+    for result in state.results.values():
+        m = result.measurement
+        if m is not None and m.breached and m.floor > 1.0:
+            lowest = m.lowest
+            out.append(
+                Finding(
+                    kind="floor_breach",
+                    severity="fail",
+                    subject=m.item_id,
+                    nodeid=result.nodeid,
+                    message=f"{m.dimension}: mean {m.mean:.2f} (95% CI {m.ci_low:.2f}–{m.ci_high:.2f}) "
+                    f"below the floor {m.floor:g}; samples {', '.join(map(str, m.scores))}",
+                    rationale=f"#{lowest.index} scored {lowest.score}: {lowest.rationale}",
+                    excerpt=m.excerpt,
+                    detail={"mean": round(m.mean, 4), "floor": m.floor, "scores": m.scores},
+                )
+            )
+        if result.judge_error:
+            out.append(
+                Finding(
+                    kind="judge_error",
+                    severity="fail",
+                    subject=result.item_id or result.nodeid,
+                    nodeid=result.nodeid,
+                    message=result.message or "judge error",
+                )
+            )
+    return out
+
+
+def conclude(state: SessionState, session: pytest.Session) -> Outcome:
+    from pytest_aimeasure.session import Outcome
+
+    s = state.settings
+    outcome = Outcome()
+    whole = state.whole_suite(session)
+    measurements = [r.measurement for r in state.results.values() if r.measurement is not None]
+    findings: list[Finding] = []
+    for result in state.results.values():
+        findings += result.findings
+    findings += _floor_and_error_findings(state)
+
+    if s.drift != "off" and (measurements or state._baseline is not None):
+        from pytest_aimeasure.compare import compare
+
+        outcome.comparison = compare(
+            state._baseline, measurements, whole_suite=whole, var_floor=s.var_floor
+        )
+        drift_findings = outcome.comparison.findings
+        if s.drift == "warn":
+            drift_findings = [
+                f.model_copy(update={"severity": "warn"}) if f.kind == "regressed" else f for f in drift_findings
+            ]
+        if s.update_baseline:
+            # Re-baselining is the fix for a changed ruler: say it happened, don't fail on it.
+            drift_findings = [
+                f.model_copy(update={"severity": "info"}) if f.kind == "not_comparable" else f
+                for f in drift_findings
+            ]
+        findings += drift_findings
+    if state.recording is not None:
+        findings += state.recording.session_findings()
+
+    state.config.hook.pytest_aimeasure_findings(findings=findings, config=state.config)
+    outcome.findings = findings
+
+    if s.update_baseline and not session.shouldstop:
+        from pytest_aimeasure.baseline import BaselineError, update_baseline
+
+        judge_errors = [
+            r.item_id or "" for r in state.results.values() if r.judge_error
+        ]
+        try:
+            summary = update_baseline(
+                s.baseline, measurements, whole_suite=whole, prune=s.prune_baseline,
+                judge_error_ids=[j for j in judge_errors if j],
+            )
+            outcome.baseline_update = summary.model_dump(mode="json")
+        except BaselineError as exc:
+            outcome.baseline_note = str(exc)
+            outcome.failed_because.append(f"the baseline was not updated: {exc}")
+
+    for kind, reason in (
+        ("regressed", "regressions against the baseline (--drift=fail)"),
+        ("not_comparable", "measurements not comparable with the baseline: the judge changed; re-baseline"),
+        ("budget", "items not judged: the judge budget ran out"),
+        ("missing", None),
+    ):
+        if reason and any(f.kind == kind and f.severity == "fail" for f in findings):
+            outcome.failed_because.append(reason)
+    if session.testsfailed:
+        outcome.failed_because.insert(0, f"{session.testsfailed} test(s) failed (gates, floors or judge errors)")
+    outcome.passed = not outcome.failed_because
+    if outcome.failed_because and session.exitstatus == pytest.ExitCode.OK:
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+    if s.json_path is not None:
+        from pytest_aimeasure.report.results import build_results, write_results
+
+        write_results(s.json_path, build_results(state, outcome, int(session.exitstatus)))
+    if state.recording is not None:
+        state.recording.finish(state, outcome)
+    return outcome

@@ -1,0 +1,289 @@
+"""What judge calls cost, and a budget that stops new calls before the money runs out.
+
+Prices come from the price map litellm ships inside its package
+(``litellm/model_prices_and_context_window_backup.json``), read as plain JSON: offline, and without
+importing litellm, which takes seconds. The map is loaded once per process.
+
+How a model name is looked up (the keys litellm uses):
+
+1. ``scripted`` (the offline judge), as model or provider, is free: exactly 0.0, a known price.
+2. With a provider that litellm knows (``anthropic``, ``openai``, ``azure``...) and a bare model
+   name, ``<provider>/<model>`` first (azure, bedrock and others key their entries that way), then the
+   bare name. A provider that is not a litellm provider (e.g. ``litellm``, our router backend) is
+   ignored.
+3. The name as given: ``gpt-4o``, ``claude-sonnet-4-5``, ``azure/gpt-4o``.
+4. ``<provider>/<model>`` names whose provider prefix is not part of the key (``anthropic/claude-x``,
+   ``openai/gpt-4o``): the part after the first ``/``, when that entry's ``litellm_provider`` is
+   the prefix (``bedrock`` also matches ``bedrock_converse``).
+5. Entries that are aliases (``alias_of``) are followed.
+
+Anything else is unknown: :func:`price_for` returns None and :func:`cost_usd` returns None, never
+0.0, so an unknown price can't pass for a free call. Input above a tier threshold
+(``input_cost_per_token_above_200k_tokens`` and the like) is priced at that tier, input and output,
+as litellm does. Not modelled: prompt-cache and batch rates, service tiers, off-peak discounts. Judge
+calls use none of them.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import math
+import re
+import threading
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+from pytest_aimeasure.models import Usage
+
+__all__ = [
+    "CHARS_PER_TOKEN",
+    "TYPICAL_VERDICT_TOKENS",
+    "Budget",
+    "Price",
+    "Reservation",
+    "cost_usd",
+    "estimate_call_usd",
+    "price_for",
+    "price_map_path",
+]
+
+PRICE_MAP_FILE = "model_prices_and_context_window_backup.json"
+FREE_MODELS = frozenset({"scripted"})
+CHARS_PER_TOKEN = 4
+"""English text averages about four characters per token for current tokenizers."""
+TYPICAL_VERDICT_TOKENS = 300
+"""A verdict tool call (dimension, score, a rationale of a few sentences) is ~100-300 output tokens.
+The estimate uses the top of that range; the actual cost settles the reservation afterwards."""
+_TIER_KEY = re.compile(r"^input_cost_per_token_above_(\d+)(k?)_tokens$")
+_MAX_ALIAS_HOPS = 5
+
+
+@dataclass(frozen=True)
+class Tier:
+    """Rates that apply once the input exceeds ``above_tokens``."""
+
+    above_tokens: int
+    input_per_token: float
+    output_per_token: float
+
+
+@dataclass(frozen=True)
+class Price:
+    """USD per token for one model, as found in the price map under ``key``."""
+
+    key: str
+    input_per_token: float
+    output_per_token: float
+    tiers: tuple[Tier, ...] = ()
+
+    def cost(self, usage: Usage) -> float:
+        rate_in, rate_out = self.input_per_token, self.output_per_token
+        for tier in self.tiers:  # ascending thresholds: the highest one exceeded wins
+            if usage.input_tokens > tier.above_tokens:
+                rate_in, rate_out = tier.input_per_token, tier.output_per_token
+        return usage.input_tokens * rate_in + usage.output_tokens * rate_out
+
+
+FREE = Price(key="scripted", input_per_token=0.0, output_per_token=0.0)
+
+
+def price_map_path() -> Path | None:
+    """Where the installed litellm keeps its bundled price map (found without importing litellm)."""
+    spec = importlib.util.find_spec("litellm")
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    for folder in spec.submodule_search_locations:
+        path = Path(folder) / PRICE_MAP_FILE
+        if path.is_file():
+            return path
+    return None
+
+
+@lru_cache(maxsize=1)
+def _price_map() -> dict[str, dict[str, Any]]:
+    path = price_map_path()
+    if path is None:
+        return {}
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return {k: v for k, v in data.items() if isinstance(v, dict)} if isinstance(data, dict) else {}
+
+
+def _number(value: Any) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    return float(value)
+
+
+def _entry_price(key: str, entry: dict[str, Any]) -> Price | None:
+    rate_in = _number(entry.get("input_cost_per_token"))
+    rate_out = _number(entry.get("output_cost_per_token"))
+    if rate_in is None or rate_out is None:
+        return None
+    tiers: list[Tier] = []
+    for name, value in entry.items():
+        match = _TIER_KEY.match(name)
+        tier_in = _number(value)
+        if match is None or tier_in is None:
+            continue
+        threshold = int(match.group(1)) * (1000 if match.group(2) else 1)
+        suffix = name.removeprefix("input_cost_per_token")
+        tier_out = _number(entry.get(f"output_cost_per_token{suffix}"))
+        tiers.append(Tier(threshold, tier_in, rate_out if tier_out is None else tier_out))
+    tiers.sort(key=lambda t: t.above_tokens)
+    return Price(key=key, input_per_token=rate_in, output_per_token=rate_out, tiers=tuple(tiers))
+
+
+def _lookup(key: str, providers: tuple[str, ...] | None = None) -> Price | None:
+    prices = _price_map()
+    for _ in range(_MAX_ALIAS_HOPS):
+        entry = prices.get(key)
+        if entry is None:
+            return None
+        if providers is not None:
+            owner = str(entry.get("litellm_provider", ""))
+            if not any(owner == p or owner.startswith(p + "_") for p in providers):
+                return None
+        alias = entry.get("alias_of")
+        if isinstance(alias, str) and alias != key:
+            key = alias
+            continue
+        return _entry_price(key, entry)
+    return None
+
+
+def _is_litellm_provider(name: str) -> bool:
+    # Every provider litellm prices appears as some entry's litellm_provider.
+    return name in _providers()
+
+
+@lru_cache(maxsize=1)
+def _providers() -> frozenset[str]:
+    return frozenset(
+        str(v.get("litellm_provider")) for v in _price_map().values() if v.get("litellm_provider")
+    )
+
+
+@lru_cache(maxsize=512)
+def price_for(model: str, provider: str | None = None) -> Price | None:
+    """The price of ``model`` (optionally served by ``provider``), or None when it is unknown."""
+    if model in FREE_MODELS or provider in FREE_MODELS:
+        return FREE
+    hint = provider if provider and _is_litellm_provider(provider) else None
+    if hint and "/" not in model:
+        found = _lookup(f"{hint}/{model}")
+        if found is not None:
+            return found
+    found = _lookup(model)
+    if found is not None:
+        return found
+    if "/" in model:
+        prefix, rest = model.split("/", 1)
+        return _lookup(rest, providers=(prefix,))
+    return None
+
+
+def cost_usd(model: str, usage: Usage, provider: str | None = None) -> float | None:
+    """What a call with ``usage`` cost in USD; None when the model's price is unknown (never 0.0)."""
+    price = price_for(model, provider)
+    return None if price is None else price.cost(usage)
+
+
+def estimate_call_usd(
+    model: str, prompt_chars: int, max_output_tokens: int, provider: str | None = None
+) -> float | None:
+    """A judge call's expected cost before it is made, for :meth:`Budget.reserve`.
+
+    Input is ~``prompt_chars / CHARS_PER_TOKEN`` tokens; output is counted at
+    ``min(max_output_tokens, TYPICAL_VERDICT_TOKENS)``. None when the price is unknown.
+    """
+    price = price_for(model, provider)
+    if price is None:
+        return None
+    usage = Usage(
+        input_tokens=math.ceil(max(prompt_chars, 0) / CHARS_PER_TOKEN),
+        output_tokens=max(min(max_output_tokens, TYPICAL_VERDICT_TOKENS), 0),
+    )
+    return price.cost(usage)
+
+
+# --------------------------------------------------------------------------------------------------
+# Budget
+# --------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Reservation:
+    """Money set aside for one call in flight; settle it exactly once."""
+
+    ident: int
+    amount_usd: float
+
+
+class Budget:
+    """A spending limit shared by every concurrent judge call of a process. Thread-safe.
+
+    A call may start only if what was spent, plus what calls in flight reserved, plus its own
+    estimate stays within the limit. The first refusal is final: every later reservation is refused
+    too, so a budget stop is one point in the run (before it everything was judged, after it
+    nothing), not a scatter of small calls squeezed into what in-flight calls left over. Estimates
+    are not exact, so the spend can end above the limit by at most what the calls in flight
+    underestimated.
+    """
+
+    def __init__(self, limit_usd: float) -> None:
+        if not limit_usd >= 0:  # also rejects NaN
+            raise ValueError(f"a budget must be >= 0 USD, not {limit_usd}")
+        self.limit_usd = float(limit_usd)
+        self._lock = threading.Lock()
+        self._spent = 0.0
+        self._open: dict[int, float] = {}
+        self._next = 0
+        self.refused = 0
+
+    def reserve(self, estimate_usd: float) -> Reservation | None:
+        """Set aside ``estimate_usd`` for a call, or None when it would exceed the limit (or an earlier
+        reservation was refused)."""
+        if not estimate_usd >= 0:
+            raise ValueError(f"an estimate must be >= 0 USD, not {estimate_usd}")
+        with self._lock:
+            committed = self._spent + sum(self._open.values())
+            if self.refused or committed + estimate_usd > self.limit_usd:
+                self.refused += 1
+                return None
+            self._next += 1
+            self._open[self._next] = estimate_usd
+            return Reservation(self._next, estimate_usd)
+
+    def settle(self, reservation: Reservation, actual_usd: float | None) -> None:
+        """Replace the reservation by what the call cost. ``None`` (cost unknown) books the estimate."""
+        with self._lock:
+            if self._open.pop(reservation.ident, None) is None:
+                raise ValueError(f"reservation {reservation.ident} is not open (settled twice?)")
+            self._spent += reservation.amount_usd if actual_usd is None else actual_usd
+
+    @property
+    def spent(self) -> float:
+        with self._lock:
+            return self._spent
+
+    @property
+    def in_flight(self) -> float:
+        with self._lock:
+            return sum(self._open.values())
+
+    @property
+    def remaining(self) -> float:
+        with self._lock:
+            return self.limit_usd - self._spent - sum(self._open.values())
+
+    @property
+    def exhausted(self) -> bool:
+        """True once a call was refused, or the limit is fully spent or reserved: no call can start."""
+        with self._lock:
+            return self.refused > 0 or self._spent + sum(self._open.values()) >= self.limit_usd

@@ -1,0 +1,279 @@
+"""The litellm judge backend: any ``provider/model`` string (``openai/gpt-4o-mini``, ``ollama/llama3``, ...).
+
+litellm is imported on first use, never at module import. Before that import,
+``LITELLM_LOCAL_MODEL_COST_MAP`` defaults to ``True`` so importing litellm does not fetch its price map
+from the network (it otherwise does, with retries, on every import).
+
+What litellm does by itself (verified against :mod:`pytest_aimeasure.testing.server`):
+
+* for ``openai/...`` it reads ``OPENAI_API_KEY`` and ``OPENAI_BASE_URL`` (then ``OPENAI_API_BASE``);
+* ``num_retries`` becomes the OpenAI SDK's ``max_retries``: transport retries of 408/409/429/5xx and
+  timeouts, honouring ``retry-after`` and otherwise backing off exponentially from 0.5 s;
+* it rejects some parameters client-side (``UnsupportedParamsError``), e.g. ``temperature=0`` for
+  o-series and gpt-5 models.
+
+This backend additionally passes ``<PREFIX>_BASE_URL`` / ``<PREFIX>_API_BASE`` as ``api_base`` when set,
+so every provider can be pointed at a local server the same way.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import time
+from typing import Any
+
+from pytest_aimeasure.judge.backends.anthropic import (
+    DEFAULT_MAX_TOKENS,
+    ProviderRejection,
+    auto_tool_instruction,
+    is_rejection,
+    rejects_forced_tool,
+    rejects_temperature,
+)
+from pytest_aimeasure.judge.backends.base import (
+    BackendError,
+    GenerateReply,
+    GenerateRequest,
+    JudgeReply,
+    JudgeRequest,
+    ToolMode,
+)
+from pytest_aimeasure.models import Usage
+
+__all__ = ["LitellmBackend", "base_url_from_env", "import_litellm"]
+
+_configured = False
+
+
+def import_litellm() -> Any:
+    """Import litellm without its network side effects and debug chatter (idempotent)."""
+    global _configured
+    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+    import litellm
+
+    if not _configured:
+        # The "Give Feedback / Get Help" banner litellm prints on every exception is noise in test output.
+        litellm.suppress_debug_info = True
+        if hasattr(litellm, "telemetry"):  # older releases phoned home unless told not to
+            litellm.telemetry = False
+        _configured = True
+    return litellm
+
+
+def base_url_from_env(prefix: str) -> str | None:
+    """``<PREFIX>_BASE_URL`` or ``<PREFIX>_API_BASE`` for a litellm provider prefix, if set."""
+    name = re.sub(r"[^A-Za-z0-9]", "_", prefix).upper()
+    for variable in (f"{name}_BASE_URL", f"{name}_API_BASE"):
+        value = os.environ.get(variable)
+        if value:
+            return value
+    return None
+
+
+class LitellmBackend:
+    """A judge backend on ``litellm.acompletion`` with a forced function call.
+
+    ``model`` is litellm's ``provider/model`` string. ``timeout`` (seconds, per attempt) and
+    ``max_retries`` (passed as ``num_retries``) configure each call. ``api_base`` / ``api_key`` default to
+    the environment (see the module docstring).
+    """
+
+    def __init__(
+        self,
+        model: str,
+        *,
+        timeout: float | None = None,
+        max_retries: int = 4,
+        api_base: str | None = None,
+        api_key: str | None = None,
+    ) -> None:
+        prefix, sep, name = model.partition("/")
+        if not (sep and prefix and name):
+            raise BackendError(
+                f"litellm model {model!r} must look like 'provider/model' (openai/gpt-4o-mini)"
+            )
+        self.model = model
+        self.prefix = prefix
+        self.provider = f"litellm:{prefix}"
+        self.timeout = timeout
+        self.max_retries = max_retries
+        self.api_base = api_base if api_base is not None else base_url_from_env(prefix)
+        self.api_key = api_key
+        # Learned from rejections, then kept so later calls don't pay for the same 400 again.
+        self.sends_temperature = True
+        self.forces_tool = True
+        self._litellm: Any = None
+
+    @property
+    def concurrency_key(self) -> str:
+        """One concurrency limit per litellm provider prefix (``openai``, ``ollama`` ...)."""
+        return self.prefix
+
+    def __repr__(self) -> str:
+        return f"LitellmBackend(model={self.model!r}, api_base={self.api_base!r}, timeout={self.timeout!r})"
+
+    async def aclose(self) -> None:
+        """Nothing to close: litellm owns and caches its HTTP clients."""
+        return None
+
+    # -- calls -----------------------------------------------------------------------------------
+
+    async def _complete(self, kwargs: dict[str, Any], timeout: float | None) -> Any:
+        if self._litellm is None:
+            self._litellm = import_litellm()
+        litellm = self._litellm
+        kwargs.setdefault("model", self.model)
+        kwargs["num_retries"] = self.max_retries
+        limit = timeout if timeout is not None else self.timeout
+        if limit is not None:
+            kwargs["timeout"] = limit
+        if self.api_base is not None:
+            kwargs["api_base"] = self.api_base
+        if self.api_key is not None:
+            kwargs["api_key"] = self.api_key
+        try:
+            return await litellm.acompletion(**kwargs)
+        except Exception as exc:  # litellm raises its own, openai's and httpx's exceptions
+            raise self._error(exc, litellm, limit) from exc
+
+    def _error(self, exc: Exception, litellm: Any, limit: float | None) -> BackendError:
+        message = str(getattr(exc, "message", None) or exc)
+        if isinstance(exc, litellm.Timeout) or "timed out" in message.lower():
+            after = f"{limit:g}s" if limit is not None else "the default timeout"
+            return BackendError(
+                f"litellm request to {self.model} timed out after {after} (--judge-timeout; "
+                f"{self.max_retries + 1} attempts)",
+                retryable=True,
+            )
+        status = getattr(exc, "status_code", None)
+        if isinstance(status, int):
+            return ProviderRejection(
+                f"litellm error {status} ({type(exc).__name__}) for {self.model}: {message}",
+                status=status,
+                provider_message=message,
+            )
+        return BackendError(f"litellm call to {self.model} failed ({type(exc).__name__}): {message}")
+
+    async def judge(self, request: JudgeRequest) -> JudgeReply:
+        """One forced function call; the reply is parsed but not validated."""
+        tool = request.tool
+        tools = [
+            {
+                "type": "function",
+                "function": {
+                    "name": tool.name,
+                    "description": tool.description,
+                    "parameters": tool.input_schema,
+                },
+            }
+        ]
+        turns = [{"role": m.role, "content": m.content} for m in request.messages]
+        # At most three attempts: each retry turns off one thing the model rejected.
+        for _ in range(3):
+            send_temperature = request.temperature is not None and self.sends_temperature
+            forced = self.forces_tool
+            system = request.system
+            if not forced:
+                instruction = auto_tool_instruction(tool.name)
+                system = f"{system}\n\n{instruction}" if system else instruction
+            kwargs: dict[str, Any] = {
+                "messages": ([{"role": "system", "content": system}] if system else []) + turns,
+                "tools": tools,
+                "tool_choice": ({"type": "function", "function": {"name": tool.name}} if forced else "auto"),
+                "max_tokens": request.max_tokens,
+            }
+            if send_temperature:
+                kwargs["temperature"] = request.temperature
+            started = time.perf_counter()
+            try:
+                response = await self._complete(kwargs, request.timeout)
+            except BackendError as error:
+                if send_temperature and is_rejection(error, rejects_temperature):
+                    self.sends_temperature = False
+                    continue
+                if forced and is_rejection(error, rejects_forced_tool):
+                    self.forces_tool = False
+                    continue
+                raise
+            latency = time.perf_counter() - started
+            mode: ToolMode = "forced" if forced else "auto"
+            sent = request.temperature if send_temperature else None
+            return self._judge_reply(response, tool.name, latency, mode, sent)
+        raise BackendError(f"litellm kept rejecting the judge call for {self.model}", status=400)
+
+    def _judge_reply(
+        self, response: Any, tool_name: str, latency: float, mode: ToolMode, temperature_sent: float | None
+    ) -> JudgeReply:
+        message = response.choices[0].message if getattr(response, "choices", None) else None
+        text = str(getattr(message, "content", None) or "")
+        calls = list(getattr(message, "tool_calls", None) or [])
+        functions = [(getattr(f, "name", None), getattr(f, "arguments", None)) for f in _functions(calls)]
+        tool_input: dict[str, Any] | None = None
+        raw = text
+        matching = [arguments for name, arguments in functions if name == tool_name]
+        if matching:
+            arguments = matching[0]
+            raw = arguments if isinstance(arguments, str) else json.dumps(arguments)
+            try:
+                parsed = json.loads(raw)
+            except ValueError:
+                parsed = None  # not JSON: the engine reports it, with raw, as a malformed verdict
+            tool_input = parsed if isinstance(parsed, dict) else None
+        elif functions:  # the model called some other function: show what it did
+            raw = json.dumps([{"name": name, "arguments": arguments} for name, arguments in functions])
+        return JudgeReply(
+            tool_input=tool_input,
+            text=text,
+            raw=raw,
+            usage=_usage(response),
+            model=str(getattr(response, "model", None) or self.model),
+            latency_s=latency,
+            mode=mode,
+            temperature_sent=temperature_sent,
+        )
+
+    async def generate(self, request: GenerateRequest) -> GenerateReply:
+        """A plain text completion; ``params`` are passed to ``litellm.acompletion`` (``model``,
+        ``max_tokens``, ``temperature``, ...)."""
+        params = dict(request.params)
+        params.setdefault("max_tokens", DEFAULT_MAX_TOKENS)
+        if "temperature" in params and not self.sends_temperature:
+            params.pop("temperature")
+        messages = ([{"role": "system", "content": request.system}] if request.system else []) + [
+            {"role": "user", "content": request.prompt}
+        ]
+        for _ in range(2):
+            started = time.perf_counter()
+            try:
+                response = await self._complete({**params, "messages": messages}, request.timeout)
+            except BackendError as error:
+                if "temperature" in params and is_rejection(error, rejects_temperature):
+                    self.sends_temperature = False
+                    params.pop("temperature")
+                    continue
+                raise
+            latency = time.perf_counter() - started
+            message = response.choices[0].message if getattr(response, "choices", None) else None
+            return GenerateReply(
+                text=str(getattr(message, "content", None) or ""),
+                usage=_usage(response),
+                model=str(getattr(response, "model", None) or self.model),
+                latency_s=latency,
+            )
+        raise BackendError(f"litellm kept rejecting the generation call for {self.model}", status=400)
+
+
+def _functions(calls: list[Any]) -> list[Any]:
+    return [call.function for call in calls if getattr(call, "function", None) is not None]
+
+
+def _usage(response: Any) -> Usage:
+    usage = getattr(response, "usage", None)
+    if usage is None:
+        return Usage()
+    return Usage(
+        input_tokens=int(getattr(usage, "prompt_tokens", 0) or 0),
+        output_tokens=int(getattr(usage, "completion_tokens", 0) or 0),
+    )

@@ -1,0 +1,478 @@
+"""The judge as an instrument: N concurrent samples per item, each validated, retried with feedback,
+journaled, and aggregated into a :class:`~pytest_aimeasure.models.Measurement` with error bars.
+
+All judge calls of a session run on one event loop in a background thread. pytest calls
+:meth:`JudgeEngine.measure` from the test thread and blocks until the item is measured; suites use
+:meth:`JudgeEngine.ameasure` to measure many items at once. Limits are per provider
+(``concurrency_key``), so a slow provider never holds back a fast one.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import threading
+from collections import Counter
+from collections.abc import Awaitable, Callable, Coroutine
+from concurrent.futures import Future
+from dataclasses import dataclass, field
+from typing import Any, Protocol, TypeVar
+
+from pydantic import ValidationError
+
+from pytest_aimeasure import __version__
+from pytest_aimeasure.judge.backends.base import (
+    Backend,
+    BackendError,
+    JudgeReply,
+    JudgeRequest,
+    Message,
+)
+from pytest_aimeasure.judge.prompt import (
+    JudgePrompt,
+    render_user_message,
+    text_hash,
+    verdict_tool,
+)
+from pytest_aimeasure.models import (
+    TOOL_SCHEMA_VERSION,
+    Fingerprint,
+    Measurement,
+    Sample,
+    Usage,
+    Verdict,
+)
+from pytest_aimeasure.stats import VAR_FLOOR_DEFAULT, item_stats
+
+T = TypeVar("T")
+PLUGIN_MAJOR = int(__version__.split(".")[0])
+EXCERPT_CHARS = 600
+
+SampleKey = tuple[str, str, str, int]
+"""(fingerprint digest, prompt hash, artifact sha256, sample index)."""
+
+
+class JudgeError(Exception):
+    """The judge could not produce a valid verdict for an item; no score is recorded for it."""
+
+    def __init__(self, message: str, *, raw_outputs: list[str] | None = None) -> None:
+        super().__init__(message)
+        self.raw_outputs = raw_outputs or []
+
+
+class ReplayMiss(JudgeError):
+    """``--judge-cache=replay`` found no stored sample for a call it would have made."""
+
+
+class NotJudged(Exception):
+    """The item was not judged for a reason that is not the judge's fault (the budget ran out)."""
+
+    def __init__(self, reason: str, message: str) -> None:
+        super().__init__(message)
+        self.reason = reason
+
+
+class SampleSink(Protocol):
+    """Where samples are looked up before a call and recorded after it (the run store)."""
+
+    def lookup(self, key: SampleKey) -> Sample | None: ...
+
+    def record(self, key: SampleKey, *, item_id: str, nodeid: str, sample: Sample) -> None: ...
+
+
+class BudgetGate(Protocol):
+    """Admission control for calls that cost money (see :mod:`pytest_aimeasure.cost`)."""
+
+    def reserve(self, estimate_usd: float) -> Any | None: ...
+
+    def settle(self, reservation: Any, actual_usd: float) -> None: ...
+
+
+@dataclass(frozen=True)
+class JudgeSettings:
+    model: str
+    samples: int = 3
+    concurrency: int = 8
+    timeout: float | None = None
+    max_invalid_retries: int = 2
+    var_floor: float = VAR_FLOOR_DEFAULT
+    temperature: float | None = 0.0
+    max_tokens: int = 1024
+    replay: bool = False
+
+
+@dataclass(frozen=True)
+class ItemSpec:
+    """One item to measure: one dimension of one artifact."""
+
+    nodeid: str
+    item_id: str
+    dimension: str
+    rubric: str
+    artifact: str
+    samples: int
+    floor: float = 3.0
+    tolerance: float = 0.5
+    facts: dict[str, Any] | None = None
+    phase: str | None = None
+    artifact_key: str | None = None
+    artifact_sha256: str | None = None
+
+
+@dataclass
+class Spend:
+    """What the judge consumed this session (this process)."""
+
+    calls: int = 0
+    retries: int = 0
+    cached: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cost_usd: float = 0.0
+    cost_unknown: bool = False
+    judge_errors: int = 0
+    lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
+
+    def add_call(self, usage: Usage, cost: float | None) -> None:
+        with self.lock:
+            self.calls += 1
+            self.input_tokens += usage.input_tokens
+            self.output_tokens += usage.output_tokens
+            if cost is None:
+                self.cost_unknown = True
+            else:
+                self.cost_usd += cost
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "calls": self.calls,
+            "retries": self.retries,
+            "cached": self.cached,
+            "input_tokens": self.input_tokens,
+            "output_tokens": self.output_tokens,
+            "cost_usd": None if self.cost_unknown else round(self.cost_usd, 6),
+            "judge_errors": self.judge_errors,
+        }
+
+
+CostFn = Callable[[str, str, Usage], "float | None"]
+EstimateFn = Callable[[str, str, int, int], "float | None"]
+
+
+def excerpt(text: str, limit: int = EXCERPT_CHARS) -> str:
+    text = text.strip()
+    if len(text) <= limit:
+        return text
+    return text[: limit - 1].rstrip() + "…"
+
+
+def _validate(reply: JudgeReply, dimension: str) -> Verdict | str:
+    """A verdict, or the error to feed back to the model."""
+    if reply.tool_input is None:
+        said = reply.text.strip() or reply.raw.strip()
+        return f"you did not call the tool record_verdict (you replied with text: {excerpt(said, 200)!r})"
+    try:
+        verdict = Verdict.model_validate(reply.tool_input)
+    except ValidationError as exc:
+        problems = "; ".join(
+            f"{'.'.join(str(p) for p in err['loc']) or 'input'}: {err['msg']}" for err in exc.errors()
+        )
+        return f"the tool input was invalid ({problems})"
+    if verdict.dimension != dimension:
+        return f"the verdict is about {verdict.dimension!r}, but you were asked about {dimension!r}"
+    return verdict
+
+
+class JudgeEngine:
+    """Owns the backends, the per-provider limits and the event loop thread of a session."""
+
+    def __init__(
+        self,
+        settings: JudgeSettings,
+        *,
+        make_backend: Callable[[str], Backend],
+        prompt: Callable[[str], JudgePrompt] | None = None,
+        sink: SampleSink | None = None,
+        budget: BudgetGate | None = None,
+        cost: CostFn | None = None,
+        estimate: EstimateFn | None = None,
+    ) -> None:
+        self.settings = settings
+        self._make_backend = make_backend
+        self._prompt = prompt or (lambda dimension: JudgePrompt())
+        self.sink = sink
+        self.budget = budget
+        self._cost = cost
+        self._estimate = estimate
+        self.spend = Spend()
+        self._backends: dict[str, Backend] = {}
+        self._backend_lock = threading.Lock()
+        self._semaphores: dict[str, asyncio.Semaphore] = {}
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
+
+    # -- loop management -------------------------------------------------------------------------
+    def _ensure_loop(self) -> asyncio.AbstractEventLoop:
+        if self._loop is None:
+            loop = asyncio.new_event_loop()
+            thread = threading.Thread(target=loop.run_forever, name="aimeasure-judge", daemon=True)
+            thread.start()
+            self._loop, self._thread = loop, thread
+        return self._loop
+
+    def submit(self, coro: Coroutine[Any, Any, T]) -> Future[T]:
+        """Schedule a coroutine on the judge loop (for suites that measure many items at once)."""
+        return asyncio.run_coroutine_threadsafe(coro, self._ensure_loop())
+
+    def run(self, coro: Coroutine[Any, Any, T]) -> T:
+        future = self.submit(coro)
+        try:
+            return future.result()
+        except BaseException:
+            future.cancel()
+            raise
+
+    def close(self) -> None:
+        if self._loop is None:
+            return
+        loop, thread = self._loop, self._thread
+        backends = list(self._backends.values())
+
+        async def _close_all() -> None:
+            for backend in backends:
+                try:
+                    await backend.aclose()
+                except Exception:  # closing is best effort: the session result is already known
+                    pass
+
+        try:
+            asyncio.run_coroutine_threadsafe(_close_all(), loop).result(timeout=5)
+        except Exception:
+            pass
+        loop.call_soon_threadsafe(loop.stop)
+        if thread is not None:
+            thread.join(timeout=5)
+        if not loop.is_running():
+            loop.close()
+        self._loop = self._thread = None
+
+    # -- backends and limits ---------------------------------------------------------------------
+    def backend(self, model: str | None = None) -> Backend:
+        name = model or self.settings.model
+        with self._backend_lock:
+            if name not in self._backends:
+                self._backends[name] = self._make_backend(name)
+            return self._backends[name]
+
+    def semaphore(self, key: str) -> asyncio.Semaphore:
+        # Only touched from the loop thread, so no lock is needed.
+        if key not in self._semaphores:
+            self._semaphores[key] = asyncio.Semaphore(self.settings.concurrency)
+        return self._semaphores[key]
+
+    async def limited(self, key: str, call: Callable[[], Awaitable[T]]) -> T:
+        async with self.semaphore(key):
+            return await call()
+
+    # -- measuring -------------------------------------------------------------------------------
+    def measure(self, spec: ItemSpec) -> Measurement:
+        return self.run(self.ameasure(spec))
+
+    async def ameasure(self, spec: ItemSpec) -> Measurement:
+        backend = self.backend()
+        template = self._prompt(spec.dimension)
+        user_text = render_user_message(
+            template, dimension=spec.dimension, rubric=spec.rubric, artifact=spec.artifact, facts=spec.facts
+        )
+        prompt_hash = template.template_hash()
+        rubric_hash = text_hash(spec.rubric)
+        artifact_sha = spec.artifact_sha256 or hashlib.sha256(spec.artifact.encode()).hexdigest()
+        key_fp = hashlib.sha256(
+            "|".join(
+                [
+                    backend.provider,
+                    backend.model,
+                    repr(self.settings.temperature),
+                    str(spec.samples),
+                    prompt_hash,
+                    rubric_hash,
+                    str(TOOL_SCHEMA_VERSION),
+                    str(PLUGIN_MAJOR),
+                ]
+            ).encode()
+        ).hexdigest()[:16]
+        rendered_hash = text_hash(template.system + "\n" + user_text)
+        tasks = [
+            self._one_sample(
+                backend, spec, template, user_text, (key_fp, rendered_hash, artifact_sha, index)
+            )
+            for index in range(spec.samples)
+        ]
+        results = await asyncio.gather(*tasks, return_exceptions=True)
+        for result in results:
+            if isinstance(result, BaseException) and not isinstance(result, Exception):
+                raise result
+        budget_stops = [r for r in results if isinstance(r, NotJudged)]
+        if budget_stops:
+            raise budget_stops[0]
+        errors = [r for r in results if isinstance(r, Exception)]
+        if errors:
+            self.spend.judge_errors += 1
+            judge_errors = [e for e in errors if isinstance(e, JudgeError)]
+            if judge_errors:
+                raw = [out for e in judge_errors for out in e.raw_outputs]
+                raise type(judge_errors[0])(str(judge_errors[0]), raw_outputs=raw)
+            raise errors[0]
+        samples = sorted((r for r in results if isinstance(r, Sample)), key=lambda s: s.index)
+        return self._aggregate(spec, backend, samples, prompt_hash, rubric_hash, artifact_sha)
+
+    def _aggregate(
+        self,
+        spec: ItemSpec,
+        backend: Backend,
+        samples: list[Sample],
+        prompt_hash: str,
+        rubric_hash: str,
+        artifact_sha: str,
+    ) -> Measurement:
+        stats = item_stats([s.score for s in samples], var_floor=self.settings.var_floor)
+        models = Counter(s.model for s in samples if s.model)
+        modes = Counter(s.tool_mode for s in samples if s.tool_mode)
+        temps = Counter(s.temperature for s in samples)
+        fingerprint = Fingerprint(
+            provider=backend.provider,
+            model=models.most_common(1)[0][0] if models else backend.model,
+            temperature=temps.most_common(1)[0][0] if temps else self.settings.temperature,
+            samples=spec.samples,
+            prompt_hash=prompt_hash,
+            rubric_hash=rubric_hash,
+            tool_mode=modes.most_common(1)[0][0] if modes else "forced",  # type: ignore[arg-type]
+            plugin_major=PLUGIN_MAJOR,
+        )
+        return Measurement(
+            item_id=spec.item_id,
+            nodeid=spec.nodeid,
+            dimension=spec.dimension,
+            floor=spec.floor,
+            tolerance=spec.tolerance,
+            phase=spec.phase,
+            samples=samples,
+            mean=stats.mean,
+            sd=stats.sd,
+            n=stats.n,
+            ci_low=stats.ci_low,
+            ci_high=stats.ci_high,
+            fingerprint=fingerprint,
+            artifact_key=spec.artifact_key,
+            artifact_sha256=artifact_sha,
+            excerpt=excerpt(spec.artifact),
+            facts=spec.facts,
+        )
+
+    async def _one_sample(
+        self,
+        backend: Backend,
+        spec: ItemSpec,
+        template: JudgePrompt,
+        user_text: str,
+        key: SampleKey,
+    ) -> Sample:
+        index = key[3]
+        if self.sink is not None:
+            found = self.sink.lookup(key)
+            if found is not None:
+                with self.spend.lock:
+                    self.spend.cached += 1
+                return found.model_copy(update={"index": index})
+        if self.settings.replay:
+            raise ReplayMiss(
+                f"--judge-cache=replay: no stored sample #{index} for {spec.item_id} "
+                f"(model {backend.model}, prompt {key[1]}, artifact {key[2][:12]}); run once with "
+                "--judge-cache=on to record it"
+            )
+        messages: list[Message] = [Message("user", user_text)]
+        raw_outputs: list[str] = []
+        total = Usage()
+        started = asyncio.get_running_loop().time()
+        attempts = self.settings.max_invalid_retries + 1
+        for attempt in range(attempts):
+            request = JudgeRequest(
+                system=template.system,
+                messages=tuple(messages),
+                tool=verdict_tool(spec.dimension),
+                dimension=spec.dimension,
+                temperature=self.settings.temperature,
+                max_tokens=self.settings.max_tokens,
+                timeout=self.settings.timeout,
+                context={
+                    "artifact": spec.artifact,
+                    "rubric": spec.rubric,
+                    "facts": spec.facts,
+                    "index": index,
+                    "attempt": attempt,
+                    "nodeid": spec.nodeid,
+                },
+            )
+            reply = await self._call(backend, request, sum(len(m.content) for m in messages))
+            total = total + reply.usage
+            raw_outputs.append(reply.raw)
+            verdict = _validate(reply, spec.dimension)
+            if isinstance(verdict, Verdict):
+                sample = Sample(
+                    index=index,
+                    dimension=spec.dimension,
+                    score=verdict.score,
+                    rationale=verdict.rationale,
+                    usage=total,
+                    latency_s=round(asyncio.get_running_loop().time() - started, 4),
+                    model=reply.model or backend.model,
+                    retries=attempt,
+                    cost_usd=self._cost(backend.provider, backend.model, total) if self._cost else None,
+                    tool_mode=reply.mode,
+                    temperature=reply.temperature_sent,
+                )
+                if self.sink is not None:
+                    self.sink.record(key, item_id=spec.item_id, nodeid=spec.nodeid, sample=sample)
+                return sample
+            if attempt + 1 < attempts:
+                with self.spend.lock:
+                    self.spend.retries += 1
+                messages += [
+                    Message("assistant", reply.raw or reply.text or "(empty reply)"),
+                    Message(
+                        "user",
+                        f"Your verdict was not accepted: {verdict}. Call the tool record_verdict "
+                        f"again, once, with dimension {spec.dimension!r}, an integer score from 1 to 5 "
+                        "and a non-empty rationale.",
+                    ),
+                ]
+            else:
+                raise JudgeError(
+                    f"no valid verdict for {spec.item_id} sample #{index} after {attempts} attempts; "
+                    f"last problem: {verdict}",
+                    raw_outputs=raw_outputs,
+                )
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    async def _call(self, backend: Backend, request: JudgeRequest, prompt_chars: int) -> JudgeReply:
+        reservation = None
+        if self.budget is not None:
+            estimate = (
+                self._estimate(backend.provider, backend.model, prompt_chars, request.max_tokens)
+                if self._estimate
+                else None
+            )
+            reservation = self.budget.reserve(estimate or 0.0)
+            if reservation is None:
+                raise NotJudged("budget", "not judged: budget")
+        try:
+            reply = await self.limited(backend.concurrency_key, lambda: backend.judge(request))
+        except BackendError as exc:
+            if reservation is not None and self.budget is not None:
+                self.budget.settle(reservation, 0.0)
+            raise JudgeError(f"{backend.provider} judge call failed: {exc}") from exc
+        cost = self._cost(backend.provider, backend.model, reply.usage) if self._cost else None
+        if reservation is not None and self.budget is not None:
+            self.budget.settle(reservation, cost or 0.0)
+        self.spend.add_call(reply.usage, cost)
+        return reply

@@ -1,0 +1,163 @@
+"""The object behind the ``judge`` fixture: one test's handle on the session's judge engine."""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+from pytest_aimeasure import runtime
+from pytest_aimeasure.artifact import Artifact
+from pytest_aimeasure.judge.engine import ItemSpec, NotJudged
+from pytest_aimeasure.models import Measurement
+
+if TYPE_CHECKING:
+    from pytest_aimeasure.session import SessionState
+
+
+class FloorBreach(AssertionError):
+    """A dimension's mean fell below its floor."""
+
+
+def item_id(dimension: str, nodeid: str) -> str:
+    """The stable id of an item in the baseline: renaming the test or the dimension makes a new item
+    (the old entry is then reported "missing" and pruned on the next whole-suite update)."""
+    return f"{dimension}::{nodeid}"
+
+
+def floor_message(m: Measurement) -> str:
+    lowest = m.lowest
+    scores = ", ".join(str(s) for s in m.scores)
+    half = (m.ci_high - m.ci_low) / 2
+    lines = [
+        f"{m.dimension}: mean {m.mean:.2f} ± {half:.2f} (95% CI {m.ci_low:.2f}–{m.ci_high:.2f}, "
+        f"n={m.n}) is below the floor {m.floor:g}",
+        f"samples: {scores}",
+        f"lowest sample (#{lowest.index}, score {lowest.score}): {lowest.rationale}",
+        "artifact excerpt:",
+        *("    " + line for line in (m.excerpt or "(empty)").splitlines()),
+    ]
+    return "\n".join(lines)
+
+
+def artifact_text(artifact: Any) -> tuple[str, str | None, str | None]:
+    """(text the judge reads, artifact key, sha256) for whatever a test passes to ``score``."""
+    if isinstance(artifact, Artifact):
+        return artifact.text, artifact.key, artifact.sha256
+    if isinstance(artifact, str):
+        return artifact, None, None
+    if isinstance(artifact, bytes):
+        return artifact.decode("utf-8", errors="replace"), None, None
+    try:
+        return json.dumps(artifact, indent=2, sort_keys=True, ensure_ascii=False, default=str), None, None
+    except (TypeError, ValueError):
+        return str(artifact), None, None
+
+
+class Judge:
+    """Measures items with the session's judge. Create it through the ``judge`` fixture."""
+
+    def __init__(self, state: SessionState, item: pytest.Item) -> None:
+        self._state = state
+        self._item = item
+
+    def score(
+        self,
+        artifact: Any,
+        *,
+        rubric: str | None = None,
+        facts: dict[str, Any] | None = None,
+        dimension: str | None = None,
+        floor: float | None = None,
+        samples: int | None = None,
+    ) -> Measurement:
+        """Sample the judge N times on ``artifact`` for one dimension and return the measurement.
+
+        ``artifact`` is a str, an :class:`~pytest_aimeasure.artifact.Artifact`, or any
+        JSON-serialisable value. ``facts`` are numbers computed in code; the judge is told they are
+        ground truth. In a dimension test, the dimension, floor, samples and rubric default to the
+        marker's, and a mean below the floor fails the test.
+        """
+        __tracebackhide__ = True
+        mark = self._item.get_closest_marker("dimension")
+        kwargs = dict(mark.kwargs) if mark is not None else {}
+        name = mark.args[0] if mark is not None else dimension
+        if mark is not None and dimension is not None and dimension != name:
+            raise pytest.UsageError(
+                f"{self._item.nodeid}: judge.score(dimension={dimension!r}) disagrees with "
+                f"@pytest.mark.dimension({name!r}); drop the keyword or fix the marker"
+            )
+        if not name:
+            raise pytest.UsageError(
+                f"{self._item.nodeid}: judge.score needs dimension= outside a @pytest.mark.dimension test"
+            )
+        rubric = rubric or kwargs.get("rubric")
+        if not rubric:
+            raise pytest.UsageError(
+                f"{self._item.nodeid}: no rubric for dimension {name!r}: pass rubric= to "
+                "@pytest.mark.dimension or to judge.score"
+            )
+        record = runtime.current()
+        if mark is not None and record is not None and any(m.dimension == name for m in record.measurements):
+            raise pytest.UsageError(
+                f"{self._item.nodeid}: a dimension test measures one item; it called judge.score "
+                "twice. Parametrize the test to measure several artifacts."
+            )
+        text, key, sha = artifact_text(artifact)
+        if isinstance(artifact, Artifact):
+            failed = self._state.artifacts.failed_gate_for([artifact])
+            if failed is not None:
+                pytest.skip(f"gate failed: {failed}")
+        n = samples or kwargs.get("samples") or self._state.settings.samples
+        limit = floor if floor is not None else kwargs.get("floor", 3.0 if mark is not None else None)
+        spec = ItemSpec(
+            nodeid=self._item.nodeid,
+            item_id=item_id(name, self._item.nodeid),
+            dimension=name,
+            rubric=rubric,
+            artifact=text,
+            samples=int(n),
+            floor=float(limit) if limit is not None else 1.0,
+            tolerance=float(kwargs.get("tolerance", 0.5)),
+            facts=facts,
+            phase=kwargs.get("phase"),
+            artifact_key=key,
+            artifact_sha256=sha,
+        )
+        engine = self._state.engine()
+        try:
+            measurement = engine.measure(spec)
+        except NotJudged as exc:
+            runtime.record_finding(
+                "budget",
+                f"not judged: {exc.reason} ({self._state.budget_text()})",
+                subject=spec.item_id,
+                severity="fail",
+            )
+            pytest.skip(f"not judged: {exc.reason} ({self._state.budget_text()})")
+        if record is not None:
+            record.measurements.append(measurement)
+            if key and key not in record.artifact_keys:
+                record.artifact_keys.append(key)
+        self._item.config.hook.pytest_aimeasure_measured(measurement=measurement, item=self._item)
+        for prop, value in (
+            ("aimeasure.dimension", name),
+            ("aimeasure.mean", round(measurement.mean, 4)),
+            ("aimeasure.sd", round(measurement.sd, 4)),
+            ("aimeasure.n", measurement.n),
+            ("aimeasure.ci", f"{measurement.ci_low:.4f}..{measurement.ci_high:.4f}"),
+        ):
+            self._item.user_properties.append((prop, value))
+        if limit is not None and measurement.breached:
+            raise FloorBreach(floor_message(measurement))
+        if limit is not None and measurement.near_floor:
+            runtime.record_finding(
+                "floor_warning",
+                f"{name}: mean {measurement.mean:.2f} is above the floor {limit:g} but its 95% CI reaches "
+                f"{measurement.ci_low:.2f}",
+                subject=spec.item_id,
+                severity="warn",
+                excerpt=measurement.excerpt,
+            )
+        return measurement

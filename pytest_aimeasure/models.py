@@ -1,0 +1,230 @@
+"""Pydantic models for every verdict, measurement and file format the plugin reads or writes.
+
+Data flows one way: a judge call yields a :class:`Sample`; the N samples of one item make a
+:class:`Measurement`; comparisons and checks turn measurements into :class:`Finding` objects.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+SCORE_MIN = 1
+SCORE_MAX = 5
+TOOL_SCHEMA_VERSION = 1
+
+
+class Usage(BaseModel):
+    """Tokens one judge (or generator) call consumed, as the provider reported them."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    input_tokens: int = 0
+    output_tokens: int = 0
+
+    def __add__(self, other: Usage) -> Usage:
+        return Usage(
+            input_tokens=self.input_tokens + other.input_tokens,
+            output_tokens=self.output_tokens + other.output_tokens,
+        )
+
+
+class Verdict(BaseModel):
+    """What the judge's forced tool call must return. Strict: a score of "4" or 4.5 is invalid."""
+
+    model_config = ConfigDict(extra="ignore", strict=True)
+
+    dimension: str = Field(min_length=1)
+    score: int = Field(ge=SCORE_MIN, le=SCORE_MAX)
+    rationale: str = Field(min_length=1)
+
+    @field_validator("rationale")
+    @classmethod
+    def _rationale_not_blank(cls, value: str) -> str:
+        if not value.strip():
+            raise ValueError("rationale must not be blank")
+        return value.strip()
+
+
+class Fingerprint(BaseModel):
+    """The ruler's identity. Two measurements are comparable only when their fingerprints match."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    provider: str
+    model: str
+    temperature: float | None
+    samples: int
+    prompt_hash: str
+    rubric_hash: str
+    tool_schema_version: int = TOOL_SCHEMA_VERSION
+    tool_mode: Literal["forced", "auto", "scripted"] = "forced"
+    plugin_major: int
+
+    def differences(self, other: Fingerprint) -> list[str]:
+        """Names of the fields whose values differ, in declaration order."""
+        mine, theirs = self.model_dump(), other.model_dump()
+        return [name for name in mine if mine[name] != theirs[name]]
+
+    def digest(self) -> str:
+        """A short stable hash, used in cache keys."""
+        blob = json.dumps(self.model_dump(), sort_keys=True).encode()
+        return hashlib.sha256(blob).hexdigest()[:16]
+
+
+class Sample(BaseModel):
+    """One judge call's verdict plus what it cost."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    index: int = Field(ge=0)
+    dimension: str
+    score: int = Field(ge=SCORE_MIN, le=SCORE_MAX)
+    rationale: str
+    usage: Usage = Field(default_factory=Usage)
+    latency_s: float = 0.0
+    model: str = ""
+    retries: int = 0
+    cost_usd: float | None = None
+    tool_mode: Literal["forced", "auto", "scripted"] | None = None
+    temperature: float | None = None
+    source: Literal["judge", "cache", "journal"] = "judge"
+
+
+class Measurement(BaseModel):
+    """The N samples of one item (one dimension of one artifact), aggregated with error bars."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    item_id: str
+    nodeid: str
+    dimension: str
+    floor: float
+    tolerance: float
+    phase: str | None = None
+    samples: list[Sample]
+    mean: float
+    sd: float
+    n: int
+    ci_low: float
+    ci_high: float
+    confidence: float = 0.95
+    fingerprint: Fingerprint
+    artifact_key: str | None = None
+    artifact_sha256: str | None = None
+    excerpt: str = ""
+    facts: dict[str, Any] | None = None
+
+    @property
+    def scores(self) -> list[int]:
+        return [s.score for s in self.samples]
+
+    @property
+    def lowest(self) -> Sample:
+        return min(self.samples, key=lambda s: (s.score, s.index))
+
+    @property
+    def breached(self) -> bool:
+        return self.mean < self.floor
+
+    @property
+    def near_floor(self) -> bool:
+        """Above the floor, but the floor lies inside the confidence interval."""
+        return not self.breached and self.ci_low < self.floor
+
+    @property
+    def usage(self) -> Usage:
+        total = Usage()
+        for s in self.samples:
+            total = total + s.usage
+        return total
+
+    @property
+    def cost_usd(self) -> float | None:
+        costs = [s.cost_usd for s in self.samples if s.source == "judge"]
+        if any(c is None for c in costs):
+            return None
+        return float(sum(c for c in costs if c is not None))
+
+
+FindingKind = Literal[
+    "floor_breach",
+    "floor_warning",
+    "judge_error",
+    "regressed",
+    "improved",
+    "inconclusive",
+    "underpowered",
+    "not_comparable",
+    "missing",
+    "new",
+    "repair",
+    "retry",
+    "budget",
+    "gate_failed",
+    "self_preference",
+    "generation_error",
+    "resume",
+]
+
+
+class Finding(BaseModel):
+    """A thing a human should look at. ``severity`` decides whether it can fail the run."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    kind: FindingKind
+    severity: Literal["fail", "warn", "info"]
+    subject: str
+    message: str
+    nodeid: str | None = None
+    rationale: str | None = None
+    excerpt: str | None = None
+    detail: dict[str, Any] = Field(default_factory=dict)
+
+
+Outcome = Literal["passed", "failed", "skipped", "error"]
+
+
+class ItemResult(BaseModel):
+    """One test's final record in a run: what it was, how it ended, what it measured and found."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    nodeid: str
+    kind: Literal["gate", "dimension", "other"]
+    outcome: Outcome
+    duration_s: float = 0.0
+    item_id: str | None = None
+    measurement: Measurement | None = None
+    artifact_keys: list[str] = Field(default_factory=list)
+    findings: list[Finding] = Field(default_factory=list)
+    message: str | None = None
+    judge_error: bool = False
+
+
+class RunMeta(BaseModel):
+    """A run's metadata file. Written at start, rewritten at the end; never holds samples."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    run_id: str
+    started_at: str
+    ended_at: str | None = None
+    status: Literal["running", "finished", "interrupted"] = "running"
+    argv: list[str] = Field(default_factory=list)
+    git_commit: str | None = None
+    git_dirty: bool | None = None
+    plugin_version: str
+    judge_model: str | None = None
+    fingerprints: list[Fingerprint] = Field(default_factory=list)
+    generators: list[str] = Field(default_factory=list)
+    resumed_from: str | None = None
+    rejudge_of: str | None = None
+    items: int = 0
+    failures: int = 0
+    judge_calls: int = 0
+    spend_usd: float | None = None

@@ -1,0 +1,378 @@
+"""pytest hooks of pytest-aimeasure: options, markers, ordering, fixtures, reports, xdist glue.
+
+This module is loaded for every pytest run through the ``pytest11`` entry point, so it imports
+nothing heavy: the judge, the backends, the store and the reports are imported only once a session
+asks for them (``--ai-judge``, ``--aimeasure-json``, ``--update-baseline``...).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Generator, Iterator
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+from pytest_aimeasure import hookspecs, options, runtime
+
+if TYPE_CHECKING:
+    from pytest_aimeasure.artifact import Artifact
+    from pytest_aimeasure.judge.fixture import Judge
+    from pytest_aimeasure.session import SessionState
+    from pytest_aimeasure.testing.server import ProviderServer
+
+PAYLOAD = "aimeasure"
+DIMENSION_KWARGS = ("floor", "samples", "tolerance", "rubric", "phase")
+
+state_key = pytest.StashKey["SessionState"]()
+
+
+def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
+    pluginmanager.add_hookspecs(hookspecs)
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    options.add_options(parser)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers",
+        "gate: a hard, deterministic check of an artifact; when it fails, the dimensions of the same "
+        "artifact are skipped and the judge is never called for them.",
+    )
+    config.addinivalue_line(
+        "markers",
+        "dimension(name, *, floor=3.0, samples=None, tolerance=0.5, rubric=None, phase=None): a quality "
+        "graded 1-5 by the LLM judge against a floor (needs --ai-judge).",
+    )
+    from pytest_aimeasure.session import SessionState
+
+    state = SessionState.from_config(config)
+    config.stash[state_key] = state
+    config.pluginmanager.register(MeasurePlugin(config, state), "aimeasure-session")
+    if config.pluginmanager.hasplugin("xdist"):
+        config.pluginmanager.register(XdistGlue(state), "aimeasure-xdist")
+
+
+# -- marker validation --------------------------------------------------------------------------
+def marker_problem(item: pytest.Item) -> str | None:
+    """Why the item's aimeasure markers are invalid, or None."""
+    dims = list(item.iter_markers("dimension"))
+    gates = list(item.iter_markers("gate"))
+    if dims and gates:
+        return "a test is either a gate or a dimension, not both: remove one of the markers"
+    if len(dims) > 1:
+        return "more than one @pytest.mark.dimension applies (module, class or function); keep one"
+    if gates and (gates[0].args or gates[0].kwargs):
+        return "@pytest.mark.gate takes no arguments"
+    if not dims:
+        return None
+    mark = dims[0]
+    if len(mark.args) != 1 or not isinstance(mark.args[0], str) or not mark.args[0].strip():
+        return "@pytest.mark.dimension needs the dimension's name as its one positional argument, e.g. " \
+               "@pytest.mark.dimension('tone', floor=3.0)"
+    unknown = sorted(set(mark.kwargs) - set(DIMENSION_KWARGS))
+    if unknown:
+        return f"@pytest.mark.dimension got unknown keyword {unknown[0]!r}; known: {', '.join(DIMENSION_KWARGS)}"
+    floor = mark.kwargs.get("floor", 3.0)
+    if isinstance(floor, bool) or not isinstance(floor, (int, float)) or not 1 <= floor <= 5:
+        return f"@pytest.mark.dimension floor={floor!r} must be a number from 1 to 5"
+    samples = mark.kwargs.get("samples")
+    if samples is not None and (isinstance(samples, bool) or not isinstance(samples, int) or samples < 1):
+        return f"@pytest.mark.dimension samples={samples!r} must be a whole number >= 1"
+    tolerance = mark.kwargs.get("tolerance", 0.5)
+    if isinstance(tolerance, bool) or not isinstance(tolerance, (int, float)) or tolerance <= 0:
+        return f"@pytest.mark.dimension tolerance={tolerance!r} must be a number > 0"
+    for key in ("rubric", "phase"):
+        value = mark.kwargs.get(key)
+        if value is not None and not (isinstance(value, str) and value.strip()):
+            return f"@pytest.mark.dimension {key}={value!r} must be a non-empty string"
+    return None
+
+
+def item_kind(item: pytest.Item) -> str:
+    if item.get_closest_marker("gate") is not None:
+        return "gate"
+    if item.get_closest_marker("dimension") is not None:
+        return "dimension"
+    return "other"
+
+
+def _ordering_group(item: pytest.Item) -> tuple[Any, ...]:
+    """Items of one module that share the parameters of their higher-scoped fixtures: one artifact."""
+    callspec = getattr(item, "callspec", None)
+    fixtureinfo = getattr(item, "_fixtureinfo", None)
+    key: list[tuple[str, Any]] = []
+    if callspec is not None and fixtureinfo is not None:
+        for name, index in sorted(callspec.indices.items()):
+            defs = fixtureinfo.name2fixturedefs.get(name)
+            if defs and defs[-1].scope != "function":
+                key.append((name, index))
+    module = item.getparent(pytest.Module)
+    return (module.nodeid if module else "", tuple(key))
+
+
+def order_gates_first(items: list[pytest.Item]) -> None:
+    """Within each artifact group, move gates ahead of the other tests, keeping order otherwise."""
+    groups: dict[tuple[Any, ...], list[pytest.Item]] = {}
+    for item in items:
+        groups.setdefault(_ordering_group(item), []).append(item)
+    placed: set[tuple[Any, ...]] = set()
+    ordered: list[pytest.Item] = []
+    for item in items:
+        group = _ordering_group(item)
+        if group in placed:
+            continue
+        placed.add(group)
+        members = groups[group]
+        ordered += [i for i in members if item_kind(i) == "gate"]
+        ordered += [i for i in members if item_kind(i) != "gate"]
+    items[:] = ordered
+
+
+class MeasurePlugin:
+    """The session's hooks. Registered once per process in pytest_configure."""
+
+    def __init__(self, config: pytest.Config, state: SessionState) -> None:
+        self.config = config
+        self.state = state
+
+    # -- collection ------------------------------------------------------------------------------
+    @pytest.hookimpl(wrapper=True)
+    def pytest_pycollect_makeitem(
+        self, collector: pytest.Collector, name: str, obj: object
+    ) -> Generator[None, Any, Any]:
+        result = yield
+        made = result if isinstance(result, list) else [result]
+        for item in made:
+            if isinstance(item, pytest.Item):
+                problem = marker_problem(item)
+                if problem:
+                    raise pytest.Collector.CollectError(f"{item.nodeid}: {problem}")
+        return result
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_collection_modifyitems(self, config: pytest.Config, items: list[pytest.Item]) -> None:
+        for item in items:
+            problem = marker_problem(item)  # items from non-Python collectors (suite files) too
+            if problem:
+                raise pytest.UsageError(f"{item.nodeid}: {problem}")
+        order_gates_first(items)
+        if not self.state.judging:
+            for item in items:
+                mark = item.get_closest_marker("dimension")
+                if mark is not None:
+                    item.add_marker(
+                        pytest.mark.skip(
+                            reason=f"dimension {mark.args[0]!r} is judged only with --ai-judge "
+                            "(pytest --ai-judge --judge-model MODEL, or set ANTHROPIC_API_KEY)"
+                        )
+                    )
+        self.state.note_collected(items)
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_runtestloop(self, session: pytest.Session) -> bool | None:
+        if self.state.dry_run:
+            self.state.dry_run_report(session)
+            return True
+        return None
+
+    # -- running ---------------------------------------------------------------------------------
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_protocol(self, item: pytest.Item, nextitem: pytest.Item | None) -> Generator[None, Any, Any]:
+        with runtime.running(item.nodeid):
+            return (yield)
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_runtest_call(self, item: pytest.Item) -> None:
+        if item_kind(item) != "dimension":
+            return
+        failed_gate = self.state.artifacts.failed_gate_for(list(getattr(item, "funcargs", {}).values()))
+        if failed_gate is not None:
+            runtime.record_finding(
+                "gate_failed",
+                f"not judged: gate failed: {failed_gate}",
+                severity="info",
+                detail={"gate": failed_gate},
+            )
+            pytest.skip(f"gate failed: {failed_gate}")
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_makereport(
+        self, item: pytest.Item, call: pytest.CallInfo[None]
+    ) -> Generator[None, pytest.TestReport, pytest.TestReport]:
+        report = yield
+        kind = item_kind(item)
+        record = runtime.current()
+        payload: dict[str, Any] = {"kind": kind}
+        if call.when == "call" or (call.when == "setup" and not report.passed):
+            if kind == "gate" and report.failed:
+                self.state.artifacts.gate_failed(item.nodeid, self._artifact_values(item))
+            if record is not None:
+                payload["measurements"] = [m.model_dump(mode="json") for m in record.measurements]
+                payload["findings"] = [f.model_dump(mode="json") for f in record.findings]
+                payload["artifact_keys"] = list(record.artifact_keys)
+            excinfo = call.excinfo
+            if excinfo is not None:
+                from pytest_aimeasure.judge.engine import JudgeError
+
+                if isinstance(excinfo.value, JudgeError):
+                    payload["judge_error"] = str(excinfo.value)
+                    raw = "\n".join(f"  attempt output: {r}" for r in excinfo.value.raw_outputs[-6:])
+                    report.longrepr = f"judge error: {excinfo.value}\n{raw}".rstrip()
+        report.user_properties = [*report.user_properties, (PAYLOAD, json.dumps(payload))]
+        return report
+
+    def _artifact_values(self, item: pytest.Item) -> list[object]:
+        """Fixture values that identify the item's artifact: Artifact objects and the values of
+        fixtures scoped above the function (the same object is handed to every test of the scope)."""
+        funcargs: dict[str, object] = getattr(item, "funcargs", {})
+        fixtureinfo = getattr(item, "_fixtureinfo", None)
+        values: list[object] = []
+        from pytest_aimeasure.artifact import Artifact
+
+        for name, value in funcargs.items():
+            if isinstance(value, Artifact):
+                values.append(value)
+                continue
+            defs = fixtureinfo.name2fixturedefs.get(name) if fixtureinfo is not None else None
+            if defs and defs[-1].scope != "function" and value is not None:
+                values.append(value)
+        record = runtime.current()
+        for key in record.artifact_keys if record is not None else ():
+            artifact = self.state.artifacts.by_key(key)
+            if artifact is not None:
+                values.append(artifact)
+        return values
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_report_teststatus(self, report: pytest.TestReport, config: pytest.Config) -> Any:
+        payload = report_payload(report)
+        if payload and payload.get("judge_error") and report.failed:
+            return "error", "E", ("ERROR", {"red": True})
+        return None
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        if self.state.is_worker:
+            return  # the payload must travel to the controller untouched
+        payload = report_payload(report)
+        if payload is None:
+            return
+        # The payload is transport only: keep it out of JUnit XML, add readable properties instead.
+        report.user_properties = [p for p in report.user_properties if p[0] != PAYLOAD]
+        extra = self.state.on_report(report, payload)
+        if extra:
+            report.user_properties = [*report.user_properties, *extra]
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_sessionstart(self, session: pytest.Session) -> None:
+        self.state.start()
+
+    # -- session end -----------------------------------------------------------------------------
+    def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
+        self.state.finish(session)
+
+    def pytest_terminal_summary(self, terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
+        self.state.terminal_summary(terminalreporter)
+
+    def pytest_unconfigure(self, config: pytest.Config) -> None:
+        self.state.close()
+
+
+def report_payload(report: pytest.TestReport) -> dict[str, Any] | None:
+    for name, value in getattr(report, "user_properties", ()):
+        if name == PAYLOAD:
+            return json.loads(value) if isinstance(value, str) else dict(value)
+    return None
+
+
+class XdistGlue:
+    """Hands the run id to workers and collects their judge spend (controller side)."""
+
+    def __init__(self, state: SessionState) -> None:
+        self.state = state
+
+    def pytest_configure_node(self, node: Any) -> None:
+        node.workerinput.update(self.state.workerinput())
+
+    def pytest_testnodedown(self, node: Any, error: Any) -> None:
+        self.state.merge_workeroutput(getattr(node, "workeroutput", {}) or {})
+
+
+# -- fixtures -----------------------------------------------------------------------------------
+@pytest.fixture
+def judge(request: pytest.FixtureRequest) -> Judge:
+    """The LLM judge, as an instrument. In a ``@pytest.mark.dimension`` test the dimension's name,
+    floor and samples come from the marker; the measurement fails the test when its mean is below
+    the floor, and is recorded for the baseline comparison.
+
+    Example::
+
+        @pytest.mark.dimension("tone", floor=3.0, rubric="5: every line matches the character's warmth")
+        def test_tone(story, judge):
+            judge.score(story, facts={"characters": 3})
+
+    Outside a dimension test pass ``dimension=`` (and ``rubric=``); nothing fails unless ``floor=`` is
+    given. Needs ``--ai-judge``.
+    """
+    state = request.config.stash[state_key]
+    if not state.judging:
+        pytest.skip("the judge fixture needs --ai-judge")
+    from pytest_aimeasure.judge.fixture import Judge
+
+    return Judge(state, request.node)
+
+
+@pytest.fixture(scope="session")
+def aimeasure_artifact(request: pytest.FixtureRequest) -> Callable[..., Artifact]:
+    """Generate, record and return an artifact, once per session per key.
+
+    Example::
+
+        @pytest.fixture(scope="module")
+        def story(aimeasure_artifact):
+            return aimeasure_artifact("story-7", lambda: my_generator(seed=7), label="gen-v2")
+
+    ``generate`` is called on the first request of a key; the content is stored in the run store
+    (content-addressed). Under ``--rejudge`` the stored copy is returned and ``generate`` is never
+    called. Gates and dimensions that use the same key are linked: a failed gate skips the
+    dimensions of that artifact. The returned :class:`~pytest_aimeasure.artifact.Artifact` has
+    ``.value`` (what generate returned), ``.text`` (what the judge reads), ``.sha256``, ``.key``.
+    """
+    state = request.config.stash[state_key]
+
+    def get(key: str, generate: Callable[[], Any], *, label: str | None = None) -> Artifact:
+        from pytest_aimeasure.artifact import ArtifactMissing
+
+        try:
+            artifact = state.artifacts.get(key, generate, label=label)
+        except ArtifactMissing as exc:
+            pytest.fail(str(exc), pytrace=False)
+        record = runtime.current()
+        if record is not None and key not in record.artifact_keys:
+            record.artifact_keys.append(key)
+        return artifact
+
+    return get
+
+
+@pytest.fixture
+def aimeasure_server() -> Iterator[ProviderServer]:
+    """A local fake LLM provider on 127.0.0.1 speaking the Anthropic Messages and OpenAI Chat
+    Completions APIs, with scripted verdicts, latency and faults, for testing your own evals.
+
+    Example::
+
+        def test_my_eval_handles_overload(aimeasure_server, monkeypatch):
+            from pytest_aimeasure.testing import Fault
+            monkeypatch.setenv("ANTHROPIC_BASE_URL", aimeasure_server.anthropic_base_url)
+            monkeypatch.setenv("ANTHROPIC_API_KEY", "test-key")
+            aimeasure_server.script(Fault.overloaded(), 4)
+            ...  # run your code; aimeasure_server.calls counts the requests
+    """
+    from pytest_aimeasure.testing.server import ProviderServer
+
+    with ProviderServer() as server:
+        yield server

@@ -1,0 +1,227 @@
+"""The session's link to the run store: the run it writes, the samples it reuses, what it costs.
+
+The judge engine sees a :class:`Recording` as its sample sink (look up before a call, journal after
+it), its budget and its price list; artifacts are recorded through it; the controller appends each
+test's final record and closes the run. Resume and the sample cache are one mechanism (see
+:mod:`pytest_aimeasure.cache`): a resumed run's journals are read back as the lookup's first source.
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+from pytest_aimeasure import __version__
+from pytest_aimeasure.artifact import Artifact, MediaType
+from pytest_aimeasure.cache import CacheError, SampleLookup
+from pytest_aimeasure.models import Finding, ItemResult, RunMeta, Sample, Usage
+from pytest_aimeasure.store import Journal, Run, RunStore, SampleKey, SampleRecord, StoreError, git_info
+
+if TYPE_CHECKING:
+    from pytest_aimeasure.cost import Budget
+    from pytest_aimeasure.session import Outcome, SessionState
+
+RUN_ID_KEY = "aimeasure_run_id"
+RESUMING_KEY = "aimeasure_resuming"
+REJUDGE_KEY = "aimeasure_rejudge_run"
+
+
+def _cost_model(provider: str, model: str) -> tuple[str, str | None]:
+    """(model, provider) as litellm's price map keys them."""
+    if provider == "anthropic":
+        return model.removeprefix("anthropic/"), "anthropic"
+    return model, None
+
+
+@dataclass
+class Recording:
+    store: RunStore
+    run: Run
+    lookup: SampleLookup
+    resuming: bool
+    rejudge: Run | None
+    budget: Budget | None
+    is_worker: bool
+    _journal: Journal | None = None
+    _findings: list[Finding] = field(default_factory=list)
+
+    # -- opening ---------------------------------------------------------------------------------
+    @classmethod
+    def open(cls, state: SessionState) -> Recording:
+        s, config = state.settings, state.config
+        store = RunStore(s.store)
+        try:
+            store.ensure_writable()
+            workerinput: dict[str, Any] | None = getattr(config, "workerinput", None)
+            if workerinput is not None:
+                run = store.open_run(workerinput[RUN_ID_KEY])
+                resuming = bool(workerinput.get(RESUMING_KEY))
+                rejudge_id = workerinput.get(REJUDGE_KEY)
+            else:
+                rejudge_id = store.resolve(s.rejudge) if s.rejudge is not None else None
+                resuming = s.resume is not None
+                run = cls._controller_run(store, state, rejudge_id)
+            rejudge = store.open_run(rejudge_id) if rejudge_id else None
+            lookup = SampleLookup(store, mode=s.cache, resume_run=run if resuming else None)  # type: ignore[arg-type]
+        except (StoreError, CacheError) as exc:
+            raise pytest.UsageError(f"run store {s.store}: {exc}") from None
+        budget = None
+        if s.budget_usd is not None:
+            from pytest_aimeasure.cost import Budget
+
+            budget = Budget(s.budget_usd)
+        rec = cls(store, run, lookup, resuming, rejudge, budget, workerinput is not None)
+        if resuming and not rec.is_worker:
+            for problem in lookup.resume_problems:
+                rec._findings.append(
+                    Finding(kind="resume", severity="warn", subject=run.run_id, message=problem)
+                )
+        return rec
+
+    @staticmethod
+    def _controller_run(store: RunStore, state: SessionState, rejudge_id: str | None) -> Run:
+        s = state.settings
+        if s.resume is not None:
+            run = store.open_run(store.resolve(s.resume))
+            run.write_meta(run.meta.model_copy(update={"status": "running", "ended_at": None}))
+            return run
+        commit, dirty = git_info(state.config.rootpath)
+        meta = RunMeta(
+            run_id=store.new_run_id(),
+            started_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
+            argv=list(sys.argv),
+            git_commit=commit,
+            git_dirty=dirty,
+            plugin_version=__version__,
+            judge_model=s.model,
+            rejudge_of=rejudge_id,
+        )
+        return store.start_run(meta)
+
+    @property
+    def run_id(self) -> str:
+        return self.run.run_id
+
+    @property
+    def rejudge_run_id(self) -> str | None:
+        return self.rejudge.run_id if self.rejudge is not None else None
+
+    def workerinput(self) -> dict[str, Any]:
+        return {RUN_ID_KEY: self.run.run_id, RESUMING_KEY: self.resuming, REJUDGE_KEY: self.rejudge_run_id}
+
+    # -- the engine's sample sink ----------------------------------------------------------------
+    @property
+    def sink(self) -> _Sink:
+        return _Sink(self)
+
+    def lookup_sample(self, key: tuple[str, str, str, int]) -> Sample | None:
+        return self.lookup.get(SampleKey(*key))
+
+    def record_sample(self, key: tuple[str, str, str, int], *, item_id: str, nodeid: str, sample: Sample) -> None:
+        record = SampleRecord(key=SampleKey(*key), item_id=item_id, nodeid=nodeid, sample=sample)
+        if self._journal is None:
+            self._journal = self.run.journal()
+        self._journal.append(record)
+        self.lookup.put(record, run_id=self.run.run_id)
+
+    # -- artifacts -------------------------------------------------------------------------------
+    def record(self, artifact: Artifact) -> None:
+        self.run.record_artifact(artifact.key, artifact.text, label=artifact.label, media_type=artifact.media_type)
+
+    def load(self, key: str) -> tuple[str, MediaType, str | None] | None:
+        source = self.rejudge or self.run
+        ref = source.artifact(key)
+        content = source.load_artifact(key)
+        if ref is None or content is None:
+            return None
+        text = content.decode("utf-8", errors="replace") if isinstance(content, bytes) else content
+        media: MediaType = "json" if ref.media_type == "json" else "text"
+        return text, media, ref.label
+
+    # -- money -----------------------------------------------------------------------------------
+    def cost(self, provider: str, model: str, usage: Usage) -> float | None:
+        if provider == "scripted":
+            return 0.0
+        from pytest_aimeasure.cost import cost_usd
+
+        name, prov = _cost_model(provider, model)
+        return cost_usd(name, usage, provider=prov)
+
+    def estimate(self, provider: str, model: str, prompt_chars: int, max_tokens: int) -> float | None:
+        if provider == "scripted":
+            return 0.0
+        from pytest_aimeasure.cost import estimate_call_usd
+
+        name, prov = _cost_model(provider, model)
+        return estimate_call_usd(name, prompt_chars, max_tokens, provider=prov)
+
+    def check_budget_prices(self, model: str | None) -> None:
+        """A budget needs a price: an unknown one is an error before any call, never a free ride."""
+        if model is None:
+            return
+        from pytest_aimeasure.judge.resolve import route
+
+        kind = route(model)
+        if kind == "scripted":
+            return
+        if self.estimate(kind, model, 1000, 1024) is None:
+            raise pytest.UsageError(
+                f"--judge-budget-usd: litellm's price map has no price for {model!r}, so spend cannot be "
+                "bounded; choose a priced model or drop the budget"
+            )
+
+    def budget_text(self) -> str:
+        if self.budget is None:
+            return "no budget"
+        return f"${self.budget.spent:.4f} of ${self.budget.limit_usd:.4f} spent"
+
+    # -- results ---------------------------------------------------------------------------------
+    def record_item(self, result: ItemResult) -> None:
+        self.run.record_item(result)
+
+    def session_findings(self) -> list[Finding]:
+        return list(self._findings)
+
+    def finish(self, state: SessionState, outcome: Outcome) -> None:
+        results = list(state.results.values())
+        fingerprints = []
+        for r in results:
+            if r.measurement is not None and r.measurement.fingerprint not in fingerprints:
+                fingerprints.append(r.measurement.fingerprint)
+        spend = state.spend()
+        meta = self.run.meta.model_copy(
+            update={
+                "ended_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+                "status": "finished",
+                "fingerprints": fingerprints,
+                "generators": state.artifacts.labels(),
+                "items": len(results),
+                "failures": sum(1 for r in results if r.outcome in ("failed", "error")),
+                "judge_calls": spend["calls"],
+                "spend_usd": spend["cost_usd"],
+            }
+        )
+        self.run.write_meta(meta)
+
+    def close(self) -> None:
+        self.lookup.close()
+        self.run.close()
+        if self.rejudge is not None:
+            self.rejudge.close()
+
+
+@dataclass
+class _Sink:
+    """The engine's view of the recording (:class:`~pytest_aimeasure.judge.engine.SampleSink`)."""
+
+    recording: Recording
+
+    def lookup(self, key: tuple[str, str, str, int]) -> Sample | None:
+        return self.recording.lookup_sample(key)
+
+    def record(self, key: tuple[str, str, str, int], *, item_id: str, nodeid: str, sample: Sample) -> None:
+        self.recording.record_sample(key, item_id=item_id, nodeid=nodeid, sample=sample)

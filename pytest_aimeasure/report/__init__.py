@@ -1,0 +1,1 @@
+"""Reports of a session's outcome: the terminal section and the JSON results."""

@@ -1,0 +1,374 @@
+"""One pytest session's instrument state: settings, the judge engine, the run, the results.
+
+Data flows one way: test → measurement (``judge`` fixture, any process) → report → this object on
+the controller → run store → comparison with the baseline → findings → exit status and reports.
+Workers (xdist) judge and journal; only the controller reads or writes the baseline and the JSON.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+from pytest_aimeasure import __version__, options
+from pytest_aimeasure.artifact import ArtifactRegistry
+from pytest_aimeasure.models import Finding, ItemResult, Measurement
+
+if TYPE_CHECKING:
+    from pytest_aimeasure.compare import Comparison
+    from pytest_aimeasure.judge.engine import JudgeEngine, Spend
+    from pytest_aimeasure.recording import Recording
+
+
+@dataclass(frozen=True)
+class Settings:
+    judging: bool
+    model: str | None
+    samples: int
+    concurrency: int
+    timeout: float
+    cache: str
+    budget_usd: float | None
+    dry_run: bool
+    baseline: Path
+    update_baseline: bool
+    prune_baseline: bool
+    drift: str
+    json_path: Path | None
+    store: Path
+    rejudge: str | None
+    resume: str | None
+    var_floor: float
+
+    @classmethod
+    def from_config(cls, config: pytest.Config) -> Settings:
+        root = config.rootpath
+
+        def path(dest: str) -> Path | None:
+            value = options.get(config, dest)
+            if value is None:
+                return None
+            p = Path(os.path.expanduser(str(value)))
+            return p if p.is_absolute() else root / p
+
+        rejudge, resume = options.get(config, "rejudge"), options.get(config, "resume")
+        dry_run = bool(options.get(config, "judge_dry_run"))
+        judging = bool(options.get(config, "ai_judge")) or rejudge is not None or resume is not None or dry_run
+        model = options.get(config, "judge_model")
+        if judging and model is None:
+            from pytest_aimeasure.judge.resolve import CONFIGURE_HELP, default_model
+
+            model = default_model()
+            if model is None and not dry_run:
+                raise pytest.UsageError(f"--ai-judge: {CONFIGURE_HELP}")
+        if judging and model is not None:
+            from pytest_aimeasure.judge.resolve import ModelError, route
+
+            try:
+                route(model)
+            except ModelError as exc:
+                raise pytest.UsageError(f"--judge-model: {exc}") from None
+        for flag, value in (("--rejudge", rejudge), ("--resume", resume)):
+            if value is not None and value != "latest" and os.path.exists(value) and os.sep in value:
+                raise pytest.UsageError(
+                    f"{flag} took {value!r} as a run id, but it is a path: write {flag}=latest (or "
+                    f"{flag}=RUN_ID) before the test paths"
+                )
+        if rejudge is not None and resume is not None:
+            raise pytest.UsageError("--rejudge and --resume do not combine: pick one")
+        if dry_run and getattr(config.option, "numprocesses", None):
+            raise pytest.UsageError("--judge-dry-run does not combine with -n: it runs no test anyway")
+        return cls(
+            judging=judging,
+            model=model,
+            samples=options.get(config, "judge_samples"),
+            concurrency=options.get(config, "judge_concurrency"),
+            timeout=options.get(config, "judge_timeout"),
+            cache=options.get(config, "judge_cache"),
+            budget_usd=options.get(config, "judge_budget_usd"),
+            dry_run=dry_run,
+            baseline=path("baseline") or root / "aimeasure-baseline.json",
+            update_baseline=bool(options.get(config, "update_baseline")),
+            prune_baseline=bool(options.get(config, "prune_baseline")),
+            drift=options.get(config, "drift"),
+            json_path=path("aimeasure_json"),
+            store=path("aimeasure_store") or root / ".aimeasure",
+            rejudge=rejudge,
+            resume=resume,
+            var_floor=options.get(config, "judge_var_floor"),
+        )
+
+
+@dataclass
+class Outcome:
+    """What the session concluded (controller only)."""
+
+    findings: list[Finding] = field(default_factory=list)
+    comparison: Comparison | None = None
+    baseline_update: dict[str, Any] | None = None
+    baseline_note: str | None = None
+    failed_because: list[str] = field(default_factory=list)
+    passed: bool = True
+
+
+class SessionState:
+    """Stashed on the config; the plugin's hooks delegate to it."""
+
+    def __init__(self, config: pytest.Config, settings: Settings) -> None:
+        self.config = config
+        self.settings = settings
+        self.is_worker = hasattr(config, "workerinput")
+        self.artifacts = ArtifactRegistry()
+        self.results: dict[str, ItemResult] = {}
+        self.collected: list[str] = []
+        self.dimension_items: list[tuple[str, str, int]] = []
+        self.outcome: Outcome | None = None
+        self.recording: Recording | None = None
+        self.worker_spend: list[dict[str, Any]] = []
+        self._engine: JudgeEngine | None = None
+        self._engine_lock = threading.Lock()
+        self._baseline: Any = None
+
+    @classmethod
+    def from_config(cls, config: pytest.Config) -> SessionState:
+        return cls(config, Settings.from_config(config))
+
+    @property
+    def judging(self) -> bool:
+        return self.settings.judging
+
+    @property
+    def dry_run(self) -> bool:
+        return self.settings.dry_run
+
+    # -- start -----------------------------------------------------------------------------------
+    def start(self) -> None:
+        """Fail fast, before any judge call: a bad baseline, an unwritable store, an unknown run."""
+        if self.dry_run:
+            return
+        if not self.is_worker and (self.judging or self.settings.update_baseline):
+            from pytest_aimeasure.baseline import BaselineError, load_baseline
+
+            try:
+                self._baseline = load_baseline(self.settings.baseline)
+            except BaselineError as exc:
+                raise pytest.UsageError(str(exc)) from None
+        if self.judging:
+            from pytest_aimeasure.recording import Recording
+
+            self.recording = Recording.open(self)
+            self.artifacts.recorder = self.recording
+            self.artifacts.rejudge_run = self.recording.rejudge_run_id
+            if self.settings.budget_usd is not None:
+                self.recording.check_budget_prices(self.settings.model)
+
+    def workerinput(self) -> dict[str, Any]:
+        return self.recording.workerinput() if self.recording is not None else {}
+
+    # -- the engine ------------------------------------------------------------------------------
+    def engine(self) -> JudgeEngine:
+        with self._engine_lock:
+            if self._engine is None:
+                self._engine = self._make_engine()
+            return self._engine
+
+    def _make_engine(self) -> JudgeEngine:
+        from pytest_aimeasure.judge.backends.base import Backend
+        from pytest_aimeasure.judge.backends.scripted import ScriptedCall, ScriptedScore
+        from pytest_aimeasure.judge.engine import JudgeEngine, JudgeSettings
+        from pytest_aimeasure.judge.prompt import JudgePrompt
+        from pytest_aimeasure.judge.resolve import ModelError, build_backend
+
+        config, s = self.config, self.settings
+        assert s.model is not None
+
+        def scripted_fallback(call: ScriptedCall) -> ScriptedScore | None:
+            result: ScriptedScore | None = config.hook.pytest_aimeasure_scripted_verdict(call=call, config=config)
+            return result
+
+        def make_backend(model: str) -> Backend:
+            custom: Backend | None = config.hook.pytest_aimeasure_make_backend(model=model, config=config)
+            if custom is not None:
+                return custom
+            try:
+                return build_backend(model, timeout=s.timeout, scripted_fallback=scripted_fallback)
+            except ModelError as exc:
+                raise pytest.UsageError(f"--judge-model: {exc}") from None
+
+        def prompt(dimension: str) -> JudgePrompt:
+            template = JudgePrompt()
+            config.hook.pytest_aimeasure_judge_prompt(prompt=template, dimension=dimension, config=config)
+            return template
+
+        rec = self.recording
+        return JudgeEngine(
+            JudgeSettings(
+                model=s.model,
+                samples=s.samples,
+                concurrency=s.concurrency,
+                timeout=s.timeout,
+                var_floor=s.var_floor,
+                replay=s.cache == "replay",
+            ),
+            make_backend=make_backend,
+            prompt=prompt,
+            sink=rec.sink if rec is not None else None,
+            budget=rec.budget if rec is not None else None,
+            cost=rec.cost if rec is not None else None,
+            estimate=rec.estimate if rec is not None else None,
+        )
+
+    def budget_text(self) -> str:
+        if self.recording is not None and self.recording.budget is not None:
+            return self.recording.budget_text()
+        return "no budget set"
+
+    def spend(self) -> dict[str, Any]:
+        """Judge spend of the whole session: this process plus every worker."""
+        parts = [self._engine.spend.as_dict()] if self._engine is not None else []
+        parts += self.worker_spend
+        total: dict[str, Any] = {
+            "calls": 0, "retries": 0, "cached": 0, "input_tokens": 0, "output_tokens": 0,
+            "cost_usd": 0.0, "judge_errors": 0,
+        }
+        for part in parts:
+            for name, value in part.items():
+                if name == "cost_usd":
+                    total[name] = None if value is None or total[name] is None else total[name] + value
+                else:
+                    total[name] += value
+        if total["cost_usd"] is not None:
+            total["cost_usd"] = round(total["cost_usd"], 6)
+        return total
+
+    def merge_workeroutput(self, output: dict[str, Any]) -> None:
+        spend = output.get("aimeasure_spend")
+        if spend:
+            self.worker_spend.append(spend)
+
+    # -- collection and reports ------------------------------------------------------------------
+    def note_collected(self, items: list[pytest.Item]) -> None:
+        self.collected = [i.nodeid for i in items]
+        self.dimension_items = []
+        for item in items:
+            mark = item.get_closest_marker("dimension")
+            if mark is not None:
+                samples = mark.kwargs.get("samples") or self.settings.samples
+                self.dimension_items.append((item.nodeid, mark.args[0], int(samples)))
+
+    def on_report(self, report: pytest.TestReport, payload: dict[str, Any]) -> list[tuple[str, Any]]:
+        """Fold one report into the item's result (controller). Returns extra JUnit properties."""
+        if self.is_worker:
+            return []
+        kind = payload.get("kind", "other")
+        result = self.results.get(report.nodeid)
+        if result is None:
+            result = self.results[report.nodeid] = ItemResult(nodeid=report.nodeid, kind=kind, outcome="passed")
+        result.duration_s = round(result.duration_s + float(report.duration), 4)
+        for raw in payload.get("measurements", []):
+            m = Measurement.model_validate(raw)
+            result.measurement = m
+            result.item_id = m.item_id
+        result.findings += [Finding.model_validate(f) for f in payload.get("findings", [])]
+        for key in payload.get("artifact_keys", []):
+            if key not in result.artifact_keys:
+                result.artifact_keys.append(key)
+        if payload.get("judge_error"):
+            result.outcome = "error"
+            result.judge_error = True
+            result.message = payload["judge_error"]
+        elif report.failed:
+            result.outcome = "failed" if report.when == "call" else "error"
+            result.message = _first_line(report.longreprtext)
+        elif report.skipped and result.outcome == "passed":
+            result.outcome = "skipped"
+            longrepr = report.longrepr
+            result.message = str(longrepr[2]) if isinstance(longrepr, tuple) else _first_line(str(longrepr))
+        extra: list[tuple[str, Any]] = []
+        if report.when == "teardown":
+            if self.recording is not None:
+                self.recording.record_item(result)
+            m = result.measurement
+            if m is not None:
+                extra.append(("aimeasure.verdict", self._item_verdict(m)))
+        return extra
+
+    def _item_verdict(self, m: Measurement) -> str:
+        if m.breached:
+            return "floor_breach"
+        if self._baseline is None:
+            return "new"
+        from pytest_aimeasure.compare import compare
+
+        item = compare(self._baseline, [m], whole_suite=False, var_floor=self.settings.var_floor).items.get(m.item_id)
+        return item.verdict if item is not None else "new"
+
+    # -- dry run ---------------------------------------------------------------------------------
+    def dry_run_report(self, session: pytest.Session) -> None:
+        from pytest_aimeasure.report.terminal import dry_run_lines
+
+        reporter = self.config.pluginmanager.get_plugin("terminalreporter")
+        write = reporter.write_line if reporter is not None else print
+        for line in dry_run_lines(self):
+            write(line)
+
+    # -- session end -----------------------------------------------------------------------------
+    def whole_suite(self, session: pytest.Session) -> bool:
+        """Did this session select the whole suite? Only then are missing items reported and stale
+        baseline entries pruned without --prune-baseline."""
+        opt = self.config.option
+        if getattr(opt, "keyword", "") or getattr(opt, "markexpr", ""):
+            return False
+        if getattr(opt, "lf", False) or getattr(opt, "deselect", None) or getattr(opt, "maxfail", 0):
+            return False
+        if getattr(opt, "stepwise", False) or session.shouldstop or session.shouldfail:
+            return False
+        if any(r.outcome == "error" and r.kind == "other" and "collect" in (r.message or "") for r in self.results.values()):
+            return False
+        return bool(self.config.args_source != pytest.Config.ArgsSource.ARGS)
+
+    def finish(self, session: pytest.Session) -> None:
+        if self.dry_run:
+            return
+        if self.is_worker:
+            if self._engine is not None:
+                self.config.workeroutput["aimeasure_spend"] = self._engine.spend.as_dict()  # type: ignore[attr-defined]
+            return
+        if not (self.judging or self.settings.update_baseline or self.settings.json_path):
+            return
+        from pytest_aimeasure.conclude import conclude
+
+        self.outcome = conclude(self, session)
+
+    def terminal_summary(self, reporter: Any) -> None:
+        if self.outcome is None or self.is_worker:
+            return
+        from pytest_aimeasure.report.terminal import summary_lines
+
+        reporter.write_sep("=", "aimeasure")
+        for line in summary_lines(self, self.outcome):
+            reporter.write_line(line)
+
+    def close(self) -> None:
+        if self._engine is not None:
+            self._engine.close()
+            self._engine = None
+        if self.recording is not None:
+            self.recording.close()
+
+
+def _first_line(text: str) -> str:
+    for line in text.splitlines():
+        if line.strip():
+            return line.strip()[:300]
+    return ""
+
+
+def _stderr(message: str) -> None:
+    sys.stderr.write(message + "\n")
