@@ -113,15 +113,17 @@ def _cfg_value(path: Path, section: str) -> tuple[bool, str | None]:
 
 
 def _pyproject_value(path: Path) -> tuple[bool, str | None]:
-    if sys.version_info >= (3, 11):
-        import tomllib
-    else:  # pragma: no cover - Python 3.10
+    loads: Callable[[str], dict[str, Any]] | None = None
+    for name in ("tomllib", "tomli"):  # tomllib is 3.11+; tomli may be there on 3.10
         try:
-            import tomli as tomllib
+            loads = importlib.import_module(name).loads
         except ImportError:
-            return False, None
+            continue
+        break
+    if loads is None:
+        return False, None
     try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
+        data = loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return False, None
     options = data.get("tool", {}).get("pytest", {}).get("ini_options")
@@ -381,7 +383,7 @@ def _run_trend(args: argparse.Namespace, ctx: CliContext) -> int:
         measurements = per_dim.get(args.dimension)
         if not measurements:
             continue
-        scores = [[s.score for s in m.samples] or [m.mean] for m in measurements]
+        scores = [[float(s.score) for s in m.samples] or [m.mean] for m in measurements]
         stats = dimension_stats(scores)
         half = max(stats.mean - stats.ci_low, stats.ci_high - stats.mean)
         prints = {m.fingerprint for m in measurements}
