@@ -168,7 +168,7 @@ def parse_baseline(text: str, path: Path) -> BaselineFile:
         elif not text.strip():
             reason = "it is empty"
         else:
-            reason = f"{exc.msg}"
+            reason = exc.msg
         raise BaselineError(
             f"{path}:{exc.lineno}:{exc.colno}: the baseline file is not valid JSON at line {exc.lineno}, "
             f"column {exc.colno}: {reason}. {_fix_hint(path)}",
@@ -347,6 +347,7 @@ def update_baseline(
     whole_suite: bool,
     prune: bool,
     judge_error_ids: Collection[str] = (),
+    var_floor: float = VAR_FLOOR_DEFAULT,
     lock_timeout: float = 60.0,
 ) -> UpdateSummary:
     """Merge ``measurements`` into the baseline at ``path`` and write it back atomically.
@@ -356,10 +357,11 @@ def update_baseline(
     * entries of items that did not run are kept; entries of items that ended in a judge error keep
       their old entry and are reported in ``kept_judge_error``;
     * stale entries (not measured, not a judge error) are removed only when ``whole_suite`` or ``prune``;
-    * per-dimension aggregates are recomputed from the merged entries.
+    * per-dimension aggregates are recomputed from the merged entries (``var_floor`` only shapes
+      their informational CI).
 
     An invalid existing file raises :class:`BaselineError` and is left untouched. The file is not
-    rewritten when its canonical text would not change.
+    rewritten when its canonical text would not change, and not created when there is nothing to record.
     """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -376,8 +378,9 @@ def update_baseline(
                 prune=prune,
                 judge_error_ids=judge_error_ids,
             )
-            text = dumps_baseline(BaselineFile(entries=entries, dimensions=aggregate_dimensions(entries)))
-            if text != old_text:
+            aggregates = aggregate_dimensions(entries, var_floor=var_floor)
+            text = dumps_baseline(BaselineFile(entries=entries, dimensions=aggregates))
+            if text != old_text and (entries or old_text is not None):
                 _atomic_write(path, text)
                 summary.written = True
     except Timeout as exc:

@@ -299,7 +299,7 @@ def _show_dimensions(ctx: CliContext, items: list[ItemResult]) -> None:
                 f"{item.nodeid} / {m.dimension}",
                 item.outcome,
                 _estimate(m),
-                f"{m.floor:g}",
+                f"{m.floor:.1f}",
                 f"{low.score}: {_one_line(low.rationale)}",
             ]
         )

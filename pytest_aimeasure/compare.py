@@ -100,8 +100,9 @@ def _r(x: float) -> float:
     return round(x, 4)
 
 
-def _pair(lo_hi: tuple[float, float]) -> tuple[float, float]:
-    return (_r(lo_hi[0]), _r(lo_hi[1]))
+def _pair(lo_hi: tuple[float, float]) -> list[float]:
+    # A list, as JSON will give it back: findings must survive the session-results round trip.
+    return [_r(lo_hi[0]), _r(lo_hi[1])]
 
 
 def _drift_fields(result: Drift) -> dict[str, Any]:

@@ -152,7 +152,7 @@ def play_view(graph: nx.DiGraph) -> nx.DiGraph:
 
     Returns ``graph`` itself when no ending has choices, so the common case costs nothing.
     """
-    exits = [(u, v) for u in graph if graph.out_degree(u) and is_ending(graph, u) for v in graph.succ[u]]
+    exits = [(u, v) for u, ending in graph.nodes(data="ending") if ending for v in graph.succ[u]]
     if not exits:
         return graph
     return nx.restricted_view(graph, [], exits)
@@ -568,6 +568,22 @@ def _sorted_deep(value: Any) -> Any:
     return value
 
 
+def _farthest(play: nx.DiGraph, start: Hashable, parts: list[set[Hashable]]) -> dict[Hashable, int]:
+    """Longest distance from ``start`` to each reachable node, by one pass in topological order.
+
+    Exact for every node whose reachable ancestors are all off cycles; other values are meaningless,
+    and :func:`graph_facts` only reads values it has shown to be exact.
+    """
+    order = nx.condensation(play, parts)
+    farthest: dict[Hashable, int] = {start: 0}
+    for part in nx.topological_sort(order):
+        for node in order.nodes[part]["members"]:
+            before = [farthest[u] for u in play.pred[node] if u in farthest]
+            if before and node != start:
+                farthest[node] = max(before) + 1
+    return farthest
+
+
 def graph_facts(
     graph: GraphLike,
     start: Hashable | None = None,
@@ -612,23 +628,21 @@ def graph_facts(
     start_ok = start is not None and start in g
     reachable = reachable_nodes(g, start) if start_ok else set()
     distance: dict[Hashable, int] = nx.single_source_shortest_path_length(play, start) if start_ok else {}
+    parts = list(nx.strongly_connected_components(play))
+    cyclic = [part for part in parts if len(part) > 1 or play.has_edge(next(iter(part)), next(iter(part)))]
+    on_cycles: set[Hashable] = set().union(*cyclic)
+    farthest = _farthest(play, start, parts) if start_ok else {}
+
     paths: dict[str, dict[str, int | None]] = {}
     for outcome, group in by_outcome.items():
         hits = [distance[e] for e in group if e in distance]
         longest: int | None = None
-        if hits:
-            # Nodes on some route start → ending-of-this-outcome; its only source is the start and its
-            # only sinks are those endings, so the DAG's longest path is the longest such route.
-            routes = play.subgraph(reachable & nodes_reaching_endings(g, group))
-            if nx.is_directed_acyclic_graph(routes):
-                longest = int(nx.dag_longest_path_length(routes, weight=None))
+        # A cycle through a node on some route to these endings lies wholly on such routes (its
+        # nodes share that node's reachability), so no route node on a cycle means the routes form
+        # a DAG, and the farthest distance of its endings is the longest route.
+        if hits and not (reachable & nodes_reaching_endings(g, group) & on_cycles):
+            longest = max(farthest[e] for e in group if e in distance)
         paths[outcome] = {"shortest": min(hits) if hits else None, "longest": longest}
-
-    cyclic = [
-        part
-        for part in nx.strongly_connected_components(play)
-        if len(part) > 1 or play.has_edge(next(iter(part)), next(iter(part)))
-    ]
     total = g.number_of_nodes()
     facts: dict[str, Any] = {
         "start": None if start is None else str(start),
@@ -651,7 +665,7 @@ def graph_facts(
         "path_length_by_outcome": paths,
         "acyclic": not cyclic,
         "cyclic_components": len(cyclic),
-        "nodes_on_cycles": sum(len(part) for part in cyclic),
+        "nodes_on_cycles": len(on_cycles),
     }
     result: dict[str, Any] = _sorted_deep(facts)
     return result

@@ -8,6 +8,7 @@ asks for them (``--ai-judge``, ``--aimeasure-json``, ``--update-baseline``...).
 from __future__ import annotations
 
 import json
+import sys
 from collections.abc import Callable, Generator, Iterator
 from typing import TYPE_CHECKING, Any
 
@@ -53,6 +54,21 @@ def pytest_configure(config: pytest.Config) -> None:
     config.pluginmanager.register(MeasurePlugin(config, state), "aimeasure-session")
     if config.pluginmanager.hasplugin("xdist"):
         config.pluginmanager.register(XdistGlue(state), "aimeasure-xdist")
+        if not hasattr(config, "workerinput") and getattr(config.option, "dist", "no") == "load":
+            # A gate and the dimensions of its artifact must run on one worker, in order: 'loadgroup'
+            # is 'load' plus the groups we add to gates and dimensions (one per module).
+            config.option.dist = "loadgroup"
+
+
+def item_nodeid(item: pytest.Item) -> str:
+    """The item's node id without the ``@group`` suffix xdist's loadgroup appends, so item ids (and
+    the baseline) are the same with and without ``-n``."""
+    if not getattr(item.config.option, "loadgroup", False):
+        return item.nodeid
+    names = sorted(
+        {str(m.args[0] if m.args else m.kwargs.get("name", "default")) for m in item.iter_markers("xdist_group")}
+    )
+    return item.nodeid.removesuffix("@" + "_".join(names)) if names else item.nodeid
 
 
 # -- marker validation --------------------------------------------------------------------------
@@ -152,12 +168,22 @@ class MeasurePlugin:
                     raise pytest.Collector.CollectError(f"{item.nodeid}: {problem}")
         return result
 
-    @pytest.hookimpl(trylast=True)
-    def pytest_collection_modifyitems(self, config: pytest.Config, items: list[pytest.Item]) -> None:
+    @pytest.hookimpl(wrapper=True)
+    def pytest_collection_modifyitems(
+        self, config: pytest.Config, items: list[pytest.Item]
+    ) -> Generator[None, None, None]:
         for item in items:
             problem = marker_problem(item)  # items from non-Python collectors (suite files) too
             if problem:
                 raise pytest.UsageError(f"{item.nodeid}: {problem}")
+        if getattr(config.option, "loadgroup", False):
+            # Before xdist's own hook, which turns the groups into node id suffixes.
+            for item in items:
+                if item_kind(item) != "other" and item.get_closest_marker("xdist_group") is None:
+                    module = item.getparent(pytest.Module)
+                    item.add_marker(pytest.mark.xdist_group(f"aimeasure:{module.nodeid if module else ''}"))
+        yield
+        # After every other plugin (pytest's fixture reordering included): gates first.
         order_gates_first(items)
         if not self.state.judging:
             for item in items:
@@ -170,6 +196,7 @@ class MeasurePlugin:
                         )
                     )
         self.state.note_collected(items)
+        return None
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_runtestloop(self, session: pytest.Session) -> bool | None:
@@ -181,7 +208,7 @@ class MeasurePlugin:
     # -- running ---------------------------------------------------------------------------------
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_protocol(self, item: pytest.Item, nextitem: pytest.Item | None) -> Generator[None, Any, Any]:
-        with runtime.running(item.nodeid):
+        with runtime.running(item_nodeid(item)):
             return (yield)
 
     @pytest.hookimpl(tryfirst=True)
@@ -205,19 +232,19 @@ class MeasurePlugin:
         report = yield
         kind = item_kind(item)
         record = runtime.current()
-        payload: dict[str, Any] = {"kind": kind}
+        payload: dict[str, Any] = {"kind": kind, "nodeid": item_nodeid(item)}
         if call.when == "call" or (call.when == "setup" and not report.passed):
             if kind == "gate" and report.failed:
-                self.state.artifacts.gate_failed(item.nodeid, self._artifact_values(item))
+                self.state.artifacts.gate_failed(item_nodeid(item), self._artifact_values(item))
             if record is not None:
                 payload["measurements"] = [m.model_dump(mode="json") for m in record.measurements]
                 payload["findings"] = [f.model_dump(mode="json") for f in record.findings]
                 payload["artifact_keys"] = list(record.artifact_keys)
             excinfo = call.excinfo
-            if excinfo is not None:
-                from pytest_aimeasure.judge.engine import JudgeError
-
-                if isinstance(excinfo.value, JudgeError):
+            # A JudgeError can only exist once the engine module was imported: don't import it here.
+            engine = sys.modules.get("pytest_aimeasure.judge.engine")
+            if excinfo is not None and engine is not None:
+                if isinstance(excinfo.value, engine.JudgeError):
                     payload["judge_error"] = str(excinfo.value)
                     raw = "\n".join(f"  attempt output: {r}" for r in excinfo.value.raw_outputs[-6:])
                     report.longrepr = f"judge error: {excinfo.value}\n{raw}".rstrip()
@@ -260,11 +287,10 @@ class MeasurePlugin:
         payload = report_payload(report)
         if payload is None:
             return
-        # The payload is transport only: keep it out of JUnit XML, add readable properties instead.
-        report.user_properties = [p for p in report.user_properties if p[0] != PAYLOAD]
         extra = self.state.on_report(report, payload)
-        if extra:
-            report.user_properties = [*report.user_properties, *extra]
+        if report.when == "teardown":
+            # JUnit XML reads the teardown report's properties: transport out, readable values in.
+            report.user_properties = [*(p for p in report.user_properties if p[0] != PAYLOAD), *extra]
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_sessionstart(self, session: pytest.Session) -> None:

@@ -13,9 +13,10 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from pytest_aimeasure.models import Finding, FindingKind, Measurement
+if TYPE_CHECKING:  # pydantic is imported only once a finding or measurement is made
+    from pytest_aimeasure.models import Finding, FindingKind, Measurement
 
 
 @dataclass
@@ -64,6 +65,8 @@ def record_finding(
         record_finding("repair", "repaired unreachable scene(s) in story-7: s4, s9",
                        subject="story-7", detail={"nodes": ["s4", "s9"]})
     """
+    from pytest_aimeasure.models import Finding
+
     record = _current.get()
     finding = Finding(
         kind=kind,

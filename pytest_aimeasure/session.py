@@ -18,9 +18,9 @@ import pytest
 
 from pytest_aimeasure import __version__, options
 from pytest_aimeasure.artifact import ArtifactRegistry
-from pytest_aimeasure.models import Finding, ItemResult, Measurement
 
 if TYPE_CHECKING:
+    from pytest_aimeasure.models import Finding, ItemResult
     from pytest_aimeasure.compare import Comparison
     from pytest_aimeasure.judge.engine import JudgeEngine, Spend
     from pytest_aimeasure.recording import Recording
@@ -254,22 +254,27 @@ class SessionState:
 
     # -- collection and reports ------------------------------------------------------------------
     def note_collected(self, items: list[pytest.Item]) -> None:
-        self.collected = [i.nodeid for i in items]
+        from pytest_aimeasure.plugin import item_nodeid
+
+        self.collected = [item_nodeid(i) for i in items]
         self.dimension_items = []
         for item in items:
             mark = item.get_closest_marker("dimension")
             if mark is not None:
                 samples = mark.kwargs.get("samples") or self.settings.samples
-                self.dimension_items.append((item.nodeid, mark.args[0], int(samples)))
+                self.dimension_items.append((item_nodeid(item), mark.args[0], int(samples)))
 
     def on_report(self, report: pytest.TestReport, payload: dict[str, Any]) -> list[tuple[str, Any]]:
         """Fold one report into the item's result (controller). Returns extra JUnit properties."""
         if self.is_worker:
             return []
+        from pytest_aimeasure.models import Finding, ItemResult, Measurement
+
         kind = payload.get("kind", "other")
-        result = self.results.get(report.nodeid)
+        nodeid = payload.get("nodeid") or report.nodeid
+        result = self.results.get(nodeid)
         if result is None:
-            result = self.results[report.nodeid] = ItemResult(nodeid=report.nodeid, kind=kind, outcome="passed")
+            result = self.results[nodeid] = ItemResult(nodeid=nodeid, kind=kind, outcome="passed")
         result.duration_s = round(result.duration_s + float(report.duration), 4)
         for raw in payload.get("measurements", []):
             m = Measurement.model_validate(raw)

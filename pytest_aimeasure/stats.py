@@ -1,7 +1,7 @@
 """The instrument's error bars: pure functions, no I/O, no numpy/scipy.
 
-Notation follows docs/DESIGN "Statistics": one dimension has items i = 1..m, item i has n_i judge
-samples with mean x̄_i and sample variance v_i (ddof 1).
+Notation follows the "Statistics" section of the design notes: one dimension has items i = 1..m,
+item i has n_i judge samples with mean x̄_i and sample variance v_i (ddof 1).
 
 Choices made here (and why):
 
@@ -144,7 +144,7 @@ def t_ppf(p: float, df: float) -> float:
 
     Exact closed forms for df = 1 and 2; otherwise a safeguarded Newton iteration on the upper tail
     (computed from the regularised incomplete beta), started from the Cornish–Fisher expansion.
-    Agrees with scipy.stats.t.ppf to ~1e-10 for df ≥ 1.
+    Agrees with scipy.stats.t.ppf to ~1e-8 relative (checked for df from 1 to 5e6).
     """
     if not 0.0 < p < 1.0:
         raise ValueError(f"p must be in (0, 1), got {p}")
@@ -304,7 +304,8 @@ def dimension_stats(
     sd_items = math.sqrt(_mean_var(means)[1]) if m > 1 else None
     se_items: float | None = None
     df_items: float | None = None
-    se, df, source = se_meas, df_meas, "measurement"
+    se, df = se_meas, df_meas
+    source: Literal["measurement", "items"] = "measurement"
     if m >= MIN_ITEMS_FOR_ITEM_SE and sd_items is not None:
         se_items, df_items = sd_items / math.sqrt(m), float(m - 1)
         if se_items > se_meas:
@@ -323,7 +324,7 @@ def dimension_stats(
         df_items=df_items,
         se=se,
         df=df,
-        se_source="items" if source == "items" else "measurement",
+        se_source=source,
         ci_low=mean - half,
         ci_high=mean + half,
         confidence=confidence,

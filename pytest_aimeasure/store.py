@@ -175,7 +175,7 @@ class _AppendFile:
         self._lock = threading.Lock()
         created = not path.exists()
         try:
-            self._fd: int | None = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+            self._fd: int | None = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
         except OSError as exc:
             raise StoreError(f"cannot open {path} for appending: {exc}", path=path) from exc
         if created:
@@ -299,6 +299,7 @@ class Run:
         self._items: _AppendFile | None = None
         self._manifest_file: _AppendFile | None = None
         self._manifest: dict[str, ArtifactRef] | None = None
+        self._owner_pid: int | None = None
         self._lock = threading.Lock()
 
     def __repr__(self) -> str:
@@ -316,9 +317,10 @@ class Run:
         its owner, so a run whose owner died can be shown as interrupted."""
         if meta.run_id != self.run_id:
             raise StoreError(f"meta names run {meta.run_id!r} but this is run {self.run_id!r}")
-        if meta.status == "running":
+        if meta.status == "running" and self._owner_pid != os.getpid():
             owner = {"host": socket.gethostname(), "pid": os.getpid()}
             _atomic_write(self.path / "owner.json", json.dumps(owner).encode())
+            self._owner_pid = os.getpid()
         _atomic_write(self.path / "meta.json", meta.model_dump_json(indent=2).encode() + b"\n")
         self.meta = meta
 

@@ -104,7 +104,7 @@ def test_dict_form_converts_nodes_edges_and_attributes() -> None:
 
 def test_list_form_nodes_with_ids_convert_like_the_mapping_form() -> None:
     as_list = {"start": "s1", "nodes": [{"id": k, **v} for k, v in STORY["nodes"].items()]}
-    g, start, problems = graph_from_dict(as_list)
+    g, _, problems = graph_from_dict(as_list)
     reference, _, _ = graph_from_dict(STORY)
     assert problems == []
     assert nx.utils.graphs_equal(g, reference)
@@ -115,7 +115,7 @@ def test_dangling_choice_is_a_violation_not_a_key_error() -> None:
         "start": "s1",
         "nodes": {"s1": {"choices": [{"to": "end"}, {"to": "s9"}]}, "end": {"ending": True}},
     }
-    g, start, problems = graph_from_dict(spec)
+    g, _, problems = graph_from_dict(spec)
     assert problems == [
         Violation("dangling_choice", ("s1", "s9"), "choice 2 of s1 goes to s9, which is not a node")
     ]
@@ -186,11 +186,12 @@ def test_null_node_body_is_an_empty_node() -> None:
         {"start": "s1", "nodes": {"s1": {"choices": [{"to": "end"}]}, "end": None}}
     )
     assert kinds(problems) == []
-    assert kinds(check_graph(g)) == ["dead_end"]  # "end" has no ending flag and no choices
+    # "end" has no ending flag and no choices, so it is a dead end and play can never end
+    assert kinds(check_graph(g)) == ["dead_end", "no_ending"]
 
 
 def test_graph_to_dict_round_trips() -> None:
-    g, start, _ = graph_from_dict(STORY)
+    g, _, _ = graph_from_dict(STORY)
     back = graph_to_dict(g)
     assert back["start"] == "s1"
     again, _, problems = graph_from_dict(back)
@@ -228,7 +229,7 @@ def test_missing_start_for_a_digraph() -> None:
 
 def test_missing_start_skips_start_dependent_checks_but_not_the_rest() -> None:
     g = digraph([("s1", "s2")], {"end": "success"}, start="nowhere")
-    assert kinds(check_graph(g, required_outcomes={"success"})) == ["missing_start", "dead_end"]
+    assert kinds(check_graph(g, required_outcomes={"success"})) == ["missing_start", "dead_end", "trap"]
 
 
 def test_unreachable_names_every_lost_node_in_graph_order() -> None:
@@ -285,7 +286,8 @@ def test_required_outcome_missing_or_unreachable() -> None:
     g = digraph([("s1", "win"), ("s2", "lose")], {"win": "success", "lose": "failure"})
     found = find_missing_outcomes(g, "s1", {"success", "failure", "partial"})
     assert [str(v) for v in found] == [
-        "missing_outcome: required outcome 'failure' cannot be reached: its ending(s) lose cannot be reached from s1",
+        "missing_outcome: required outcome 'failure' cannot be reached: "
+        "its ending(s) lose cannot be reached from s1",
         "missing_outcome: required outcome 'partial' cannot be reached: no ending has that outcome",
     ]
     assert found[0].nodes == ("lose",)
@@ -297,7 +299,8 @@ def test_unknown_tier_is_reported_but_a_missing_tier_is_not() -> None:
     g.edges["s1", "end"]["tier"] = "optimial"
     g.edges["s1", "s2"]["tier"] = ["optimal"]
     assert [v.nodes for v in find_unknown_tiers(g)] == [("s1", "end"), ("s1", "s2")]
-    assert find_unknown_tiers(g, ("optimial", "other")) == [find_unknown_tiers(g)[1]]
+    assert [v.nodes for v in find_unknown_tiers(g, ("optimial", "other"))] == [("s1", "s2")]
+    assert "has tier 'optimial', which is not one of optimal, acceptable" in find_unknown_tiers(g)[0].message
 
 
 def test_custom_tiers_are_accepted() -> None:
@@ -342,9 +345,10 @@ def test_assert_graph_ok_message_has_one_line_per_violation() -> None:
     with pytest.raises(AssertionError) as excinfo:
         assert_graph_ok(g, required_outcomes={"success", "failure"}, subject="story-7")
     assert str(excinfo.value) == (
-        "story-7 breaks the graph contract (5 violations):\n"
+        "story-7 breaks the graph contract (6 violations):\n"
         "  - unreachable: not reachable from start s1: s4, end\n"
         "  - dead_end: s2 is not an ending and has no choices\n"
+        "  - trap: no ending can be reached from s1\n"
         "  - no_ending: no ending can be reached from start s1\n"
         "  - missing_outcome: required outcome 'failure' cannot be reached: no ending has that outcome\n"
         "  - missing_outcome: required outcome 'success' cannot be reached: its ending(s) end cannot be "

@@ -11,6 +11,7 @@ from pytest_aimeasure import runtime
 from pytest_aimeasure.artifact import Artifact
 from pytest_aimeasure.judge.engine import ItemSpec, NotJudged
 from pytest_aimeasure.models import Measurement
+from pytest_aimeasure.plugin import item_nodeid
 
 if TYPE_CHECKING:
     from pytest_aimeasure.session import SessionState
@@ -112,8 +113,8 @@ class Judge:
         n = samples or kwargs.get("samples") or self._state.settings.samples
         limit = floor if floor is not None else kwargs.get("floor", 3.0 if mark is not None else None)
         spec = ItemSpec(
-            nodeid=self._item.nodeid,
-            item_id=item_id(name, self._item.nodeid),
+            nodeid=item_nodeid(self._item),
+            item_id=item_id(name, item_nodeid(self._item)),
             dimension=name,
             rubric=rubric,
             artifact=text,

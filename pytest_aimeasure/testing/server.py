@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-import itertools
 import json
 import socket
 import threading
@@ -40,6 +39,7 @@ FaultKind = Literal[
     "overloaded",
     "slow",
     "malformed_tool_input",
+    "invalid_json",
     "text_only",
     "out_of_range",
     "reject",
@@ -77,7 +77,7 @@ _OPENAI_ERROR_TYPES: dict[int, str] = {
 }
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)
 class Fault:
     """A scripted misbehaviour. Build one with the constructors (``Fault.rate_limit()`` ...), then pass
     it to :meth:`ProviderServer.script` or return it from a scorer."""
@@ -90,6 +90,20 @@ class Fault:
     payload: Mapping[str, Any] | None = None
     text: str = ""
     score: int | None = None
+
+    def __repr__(self) -> str:
+        # Show the constructor call that built it; the dataclass repr lists every unused field.
+        fields = {
+            "rate_limit": ("retry_after",),
+            "slow": ("delay",),
+            "malformed_tool_input": ("payload",) if self.payload is not None else (),
+            "invalid_json": ("text",),
+            "text_only": ("text",),
+            "out_of_range": ("score",),
+            "reject": ("status", "message"),
+        }.get(self.kind, ())
+        args = ", ".join(f"{name}={getattr(self, name)!r}" for name in fields)
+        return f"Fault.{self.kind}({args})"
 
     @classmethod
     def rate_limit(cls, retry_after: float = 0.05) -> Fault:
@@ -116,6 +130,12 @@ class Fault:
     def malformed_tool_input(cls, payload: Mapping[str, Any] | None = None) -> Fault:
         """A tool call whose input breaks the schema; by default ``{"dimension": <dim>, "score": "five"}``."""
         return cls("malformed_tool_input", payload=None if payload is None else dict(payload))
+
+    @classmethod
+    def invalid_json(cls, arguments: str = '{"dimension": "quality", "score": 4,') -> Fault:
+        """A tool call whose arguments are not JSON: the OpenAI ``arguments`` string is ``arguments``
+        verbatim; the Anthropic ``input`` is that string instead of an object."""
+        return cls("invalid_json", text=arguments)
 
     @classmethod
     def text_only(cls, text: str = "I think it is pretty good, maybe a four.") -> Fault:
@@ -168,6 +188,12 @@ class _Aborted(Exception):
     """Internal: the server is stopping; drop the connection without a reply."""
 
 
+@dataclass(frozen=True)
+class _ToolCall:
+    input: Any  # Anthropic's tool_use input: the verdict dict (or a bare string for invalid JSON)
+    arguments: str  # OpenAI's function.arguments: the same, as JSON text
+
+
 @dataclass
 class _Reply:
     status: int
@@ -215,7 +241,6 @@ class ProviderServer:
         self._stopping = threading.Event()
         self._httpd: _HTTPServer | None = None
         self._thread: threading.Thread | None = None
-        self._ids = itertools.count(1)
 
         self._calls = 0
         self._calls_by_model: dict[str, int] = {}
@@ -456,6 +481,7 @@ class ProviderServer:
     def _render(self, seen: SeenRequest, outcome: Outcome) -> _Reply:
         dimension = seen.dimension or "unspecified"
         tool_input: dict[str, Any] | None = None
+        raw_arguments: str | None = None  # set only for a tool call whose arguments are not JSON
         text = ""
         if isinstance(outcome, Fault):
             if outcome.kind in ("rate_limit", "server_error", "overloaded", "reject"):
@@ -472,6 +498,8 @@ class ProviderServer:
             elif outcome.kind == "out_of_range":
                 score = outcome.score if outcome.score is not None else 7
                 tool_input = _verdict(dimension, score)
+            elif outcome.kind == "invalid_json":
+                raw_arguments = outcome.text
             else:  # text_only
                 text = outcome.text
         elif isinstance(outcome, bool):
@@ -483,16 +511,21 @@ class ProviderServer:
         else:
             text = outcome
 
-        if tool_input is not None and (not seen.has_tools or _tool_choice_is_none(seen)):
+        call: _ToolCall | None = None
+        if tool_input is not None:
+            call = _ToolCall(tool_input, json.dumps(tool_input))
+        elif raw_arguments is not None:
+            call = _ToolCall(raw_arguments, raw_arguments)
+        if call is not None and (not seen.has_tools or _tool_choice_is_none(seen)):
             # No tool may be called, so a scripted "tool call" can only come out as text.
-            text, tool_input = json.dumps(tool_input), None
+            text, call = call.arguments, None
 
-        reply_blob = json.dumps(tool_input) if tool_input is not None else text
+        reply_blob = call.arguments if call is not None else text
         input_tokens = len(seen.system + seen.prompt) // 4 + 10
         output_tokens = len(reply_blob) // 4 + 5
         call_id = uuid.uuid4().hex[:24]
         build = _anthropic_message if seen.protocol == "anthropic" else _openai_completion
-        return _Reply(200, build(seen, tool_input, text, call_id, input_tokens, output_tokens))
+        return _Reply(200, build(seen, call, text, call_id, input_tokens, output_tokens))
 
 
 def _tool_choice_is_none(seen: SeenRequest) -> bool:
@@ -542,16 +575,16 @@ def _error(
 
 def _anthropic_message(
     seen: SeenRequest,
-    tool_input: dict[str, Any] | None,
+    call: _ToolCall | None,
     text: str,
     call_id: str,
     input_tokens: int,
     output_tokens: int,
 ) -> dict[str, Any]:
     content: list[dict[str, Any]]
-    if tool_input is not None:
+    if call is not None:
         tool_id = f"toolu_{call_id}"
-        content = [{"type": "tool_use", "id": tool_id, "name": seen.tool_name, "input": tool_input}]
+        content = [{"type": "tool_use", "id": tool_id, "name": seen.tool_name, "input": call.input}]
         stop_reason = "tool_use"
     else:
         content = [{"type": "text", "text": text}]
@@ -570,19 +603,19 @@ def _anthropic_message(
 
 def _openai_completion(
     seen: SeenRequest,
-    tool_input: dict[str, Any] | None,
+    call: _ToolCall | None,
     text: str,
     call_id: str,
     input_tokens: int,
     output_tokens: int,
 ) -> dict[str, Any]:
-    message: dict[str, Any] = {"role": "assistant", "content": None if tool_input is not None else text}
-    if tool_input is not None:
+    message: dict[str, Any] = {"role": "assistant", "content": None if call is not None else text}
+    if call is not None:
         message["tool_calls"] = [
             {
                 "id": f"call_{call_id}",
                 "type": "function",
-                "function": {"name": seen.tool_name, "arguments": json.dumps(tool_input)},
+                "function": {"name": seen.tool_name, "arguments": call.arguments},
             }
         ]
     return {
@@ -594,7 +627,7 @@ def _openai_completion(
             {
                 "index": 0,
                 "message": message,
-                "finish_reason": "tool_calls" if tool_input is not None else "stop",
+                "finish_reason": "tool_calls" if call is not None else "stop",
                 "logprobs": None,
             }
         ],

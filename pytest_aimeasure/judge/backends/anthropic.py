@@ -262,7 +262,7 @@ class AnthropicBackend:
         texts: list[str] = []
         blocks: list[Any] = []
         for block in response.content or []:
-            blocks.append(block.model_dump(mode="json", exclude_none=True))
+            blocks.append(block.model_dump(mode="json", exclude_none=True, warnings=False))
             kind = getattr(block, "type", None)
             if kind == "tool_use" and getattr(block, "name", None) == tool_name and tool_input is None:
                 tool_input = block.input if isinstance(block.input, dict) else None

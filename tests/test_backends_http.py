@@ -1,0 +1,511 @@
+"""The real SDK backends (anthropic, litellm) against the local provider server, over real HTTP."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+
+from pytest_aimeasure.judge.backends.anthropic import AnthropicBackend, auto_tool_instruction
+from pytest_aimeasure.judge.backends.base import (
+    Backend,
+    BackendError,
+    GenerateRequest,
+    JudgeReply,
+    JudgeRequest,
+    Message,
+    ToolSpec,
+)
+from pytest_aimeasure.judge.backends.litellm import LitellmBackend, base_url_from_env
+from pytest_aimeasure.testing import Fault, ProviderServer
+
+TOOL_NAME = "record_verdict"
+ANTHROPIC_MODEL = "claude-test"
+OPENAI_MODEL = "gpt-test"
+KINDS = ["anthropic", "litellm"]
+
+AnyBackend = AnthropicBackend | LitellmBackend
+
+
+def judge_request(dimension: str = "tone", **overrides: Any) -> JudgeRequest:
+    tool = ToolSpec(
+        name=TOOL_NAME,
+        description=f"Record your verdict on the dimension '{dimension}'.",
+        input_schema={
+            "type": "object",
+            "properties": {
+                "dimension": {"type": "string", "enum": [dimension]},
+                "rationale": {"type": "string", "minLength": 1},
+                "score": {"type": "integer", "minimum": 1, "maximum": 5},
+            },
+            "required": ["dimension", "rationale", "score"],
+            "additionalProperties": False,
+        },
+    )
+    fields: dict[str, Any] = {
+        "system": "You are a strict judge.",
+        "messages": (Message("user", f"Grade the {dimension} of: the quick brown fox"),),
+        "tool": tool,
+        "dimension": dimension,
+    }
+    fields.update(overrides)
+    return JudgeRequest(**fields)
+
+
+def model_name(kind: str) -> str:
+    """The model name the server sees for each backend kind."""
+    return ANTHROPIC_MODEL if kind == "anthropic" else OPENAI_MODEL
+
+
+def make_backend(kind: str, server: ProviderServer, *, model: str | None = None, **kwargs: Any) -> AnyBackend:
+    kwargs.setdefault("timeout", 10.0)
+    if kind == "anthropic":
+        return AnthropicBackend(model or ANTHROPIC_MODEL, base_url=server.url, api_key="test-key", **kwargs)
+    return LitellmBackend(
+        f"openai/{model or OPENAI_MODEL}", api_base=server.openai_base_url, api_key="test-key", **kwargs
+    )
+
+
+def run(backend: AnyBackend, call: Callable[[AnyBackend], Any]) -> Any:
+    """Run one backend call on a fresh event loop, closing the backend afterwards."""
+
+    async def main() -> Any:
+        try:
+            return await call(backend)
+        finally:
+            await backend.aclose()
+
+    return asyncio.run(main())
+
+
+def judge(backend: AnyBackend, request: JudgeRequest | None = None) -> JudgeReply:
+    reply: JudgeReply = run(backend, lambda b: b.judge(request or judge_request()))
+    return reply
+
+
+def judge_error(backend: AnyBackend, request: JudgeRequest | None = None) -> BackendError:
+    with pytest.raises(BackendError) as caught:
+        judge(backend, request)
+    return caught.value
+
+
+@pytest.fixture(autouse=True)
+def _isolated_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Nothing from the developer's shell may route a test to a real provider.
+    for name in (
+        "ANTHROPIC_API_KEY",
+        "ANTHROPIC_AUTH_TOKEN",
+        "ANTHROPIC_BASE_URL",
+        "ANTHROPIC_PROFILE",
+        "OPENAI_API_KEY",
+        "OPENAI_BASE_URL",
+        "OPENAI_API_BASE",
+    ):
+        monkeypatch.delenv(name, raising=False)
+
+
+@pytest.fixture
+def server() -> Iterator[ProviderServer]:
+    with ProviderServer() as running:
+        yield running
+
+
+# -- the happy path ----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_backend_protocol(kind: str, server: ProviderServer) -> None:
+    backend = make_backend(kind, server)
+    assert isinstance(backend, Backend)
+    if kind == "anthropic":
+        assert (backend.provider, backend.model, backend.concurrency_key) == (
+            "anthropic",
+            ANTHROPIC_MODEL,
+            "anthropic",
+        )
+    else:
+        assert (backend.provider, backend.model, backend.concurrency_key) == (
+            "litellm:openai",
+            f"openai/{OPENAI_MODEL}",
+            "openai",
+        )
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_forced_tool_call_returns_the_scripted_verdict(kind: str, server: ProviderServer) -> None:
+    server.script(5)
+    reply = judge(make_backend(kind, server))
+    assert reply.tool_input is not None
+    assert reply.tool_input["dimension"] == "tone"
+    assert reply.tool_input["score"] == 5
+    assert "tone" in reply.tool_input["rationale"]
+    assert reply.mode == "forced"
+    assert reply.temperature_sent == 0.0
+    assert reply.model == model_name(kind)
+    assert reply.latency_s > 0
+    assert reply.raw and "tone" in reply.raw
+    system, prompt = "You are a strict judge.", "Grade the tone of: the quick brown fox"
+    assert reply.usage.input_tokens == len(system + prompt) // 4 + 10
+    assert reply.usage.output_tokens == len(json.dumps(reply.tool_input)) // 4 + 5
+
+    (seen,) = server.requests
+    assert seen.protocol == ("anthropic" if kind == "anthropic" else "openai")
+    assert seen.model == model_name(kind)
+    assert seen.forced is True
+    if kind == "anthropic":
+        assert seen.tool_choice == {"type": "tool", "name": TOOL_NAME}
+    else:
+        assert seen.tool_choice == {"type": "function", "function": {"name": TOOL_NAME}}
+    assert seen.temperature == 0.0
+    assert seen.tool_name == TOOL_NAME
+    assert seen.dimension == "tone"
+    assert seen.system == system
+    assert seen.prompt == prompt
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_no_temperature_requested_means_none_sent(kind: str, server: ProviderServer) -> None:
+    reply = judge(make_backend(kind, server), judge_request(temperature=None))
+    assert reply.temperature_sent is None
+    assert "temperature" not in server.requests[-1].body
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_retry_turns_are_sent_in_order(kind: str, server: ProviderServer) -> None:
+    request = judge_request(
+        messages=(
+            Message("user", "Grade it."),
+            Message("assistant", '{"score": "five"}'),
+            Message("user", "score: Input should be a valid integer. Call the tool again."),
+        )
+    )
+    judge(make_backend(kind, server), request)
+    seen = server.requests[-1]
+    turns = [m for m in seen.messages if m["role"] != "system"]
+    assert [m["role"] for m in turns] == ["user", "assistant", "user"]
+    assert seen.prompt == "Grade it.\nscore: Input should be a valid integer. Call the tool again."
+
+
+# -- transport retries -------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize(
+    "fault", [Fault.rate_limit(retry_after=0.05), Fault.overloaded(), Fault.server_error()], ids=repr
+)
+def test_transient_error_then_success(kind: str, fault: Fault, server: ProviderServer) -> None:
+    server.script(fault, 3)
+    started = time.monotonic()
+    reply = judge(make_backend(kind, server))
+    elapsed = time.monotonic() - started
+    assert reply.tool_input is not None and reply.tool_input["score"] == 3
+    assert server.calls == 2  # the SDK retried once
+    assert [seen.status for seen in server.requests] == [fault.status, 200]
+    assert elapsed < 3.0
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_rate_limit_waits_for_retry_after(kind: str, server: ProviderServer) -> None:
+    server.script(Fault.rate_limit(retry_after=0.3), 2)
+    judge(make_backend(kind, server))
+    first, second = server.requests
+    assert second.started - first.finished >= 0.25
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_retries_exhausted(kind: str, server: ProviderServer) -> None:
+    server.script(Fault.overloaded(), Fault.overloaded(), 4)
+    error = judge_error(make_backend(kind, server, max_retries=1))
+    assert error.status == 529
+    assert error.retryable
+    assert "Overloaded" in str(error)
+    assert server.calls == 2
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_bad_request_is_not_retried(kind: str, server: ProviderServer) -> None:
+    server.script(Fault.reject(400, "prompt is too long: 300000 tokens > 200000 maximum"))
+    error = judge_error(make_backend(kind, server))
+    assert error.status == 400
+    assert not error.retryable
+    assert "prompt is too long" in str(error)
+    assert server.calls == 1
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_slow_response_times_out(kind: str, server: ProviderServer) -> None:
+    server.script(Fault.slow(5))
+    started = time.monotonic()
+    error = judge_error(make_backend(kind, server, timeout=0.3, max_retries=0))
+    elapsed = time.monotonic() - started
+    assert "timed out after 0.3s" in str(error)
+    assert "--judge-timeout" in str(error)
+    assert error.retryable
+    assert elapsed < 3.0
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_request_timeout_overrides_backend_timeout(kind: str, server: ProviderServer) -> None:
+    server.script(Fault.slow(5))
+    error = judge_error(make_backend(kind, server, timeout=30, max_retries=0), judge_request(timeout=0.3))
+    assert "timed out after 0.3s" in str(error)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_timeout_is_retried_by_the_sdk(kind: str, server: ProviderServer) -> None:
+    server.script(Fault.slow(5), 2)
+    reply = judge(make_backend(kind, server, timeout=0.3, max_retries=1))
+    assert reply.tool_input is not None and reply.tool_input["score"] == 2
+    assert server.calls == 2
+
+
+# -- model quirks ------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_temperature_rejection_falls_back_and_is_remembered(kind: str, server: ProviderServer) -> None:
+    server.reject_temperature_models.add(model_name(kind))
+    server.script(2, 3)
+    backend = make_backend(kind, server)
+
+    async def twice() -> tuple[JudgeReply, JudgeReply]:
+        try:
+            return await backend.judge(judge_request()), await backend.judge(judge_request())
+        finally:
+            await backend.aclose()
+
+    first, second = asyncio.run(twice())
+    assert first.tool_input is not None and first.tool_input["score"] == 2
+    assert second.tool_input is not None and second.tool_input["score"] == 3
+    assert first.temperature_sent is None and second.temperature_sent is None
+    assert [(seen.temperature, seen.status) for seen in server.requests] == [
+        (0.0, 400),
+        (None, 200),
+        (None, 200),
+    ]
+    assert all("temperature" not in seen.body for seen in server.requests[1:])
+
+
+def test_litellm_client_side_temperature_rejection(server: ProviderServer) -> None:
+    # litellm refuses temperature=0 for o-series models itself (UnsupportedParamsError), before any HTTP.
+    backend = make_backend("litellm", server, model="o1")
+    reply = judge(backend)
+    assert reply.temperature_sent is None
+    assert reply.tool_input is not None and reply.tool_input["score"] == 4
+    (seen,) = server.requests
+    assert "temperature" not in seen.body
+    assert backend.sends_temperature is False
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_forced_tool_rejection_falls_back_to_auto(kind: str, server: ProviderServer) -> None:
+    server.reject_forced_tool_models.add(model_name(kind))
+    server.script(5, 1)
+    backend = make_backend(kind, server)
+
+    async def twice() -> tuple[JudgeReply, JudgeReply]:
+        try:
+            return await backend.judge(judge_request()), await backend.judge(judge_request())
+        finally:
+            await backend.aclose()
+
+    first, second = asyncio.run(twice())
+    assert (first.mode, second.mode) == ("auto", "auto")
+    assert first.tool_input is not None and first.tool_input["score"] == 5
+    assert second.tool_input is not None and second.tool_input["score"] == 1
+    rejected, *accepted = server.requests
+    assert rejected.forced and rejected.status == 400
+    assert len(accepted) == 2  # the second call went straight to auto
+    for seen in accepted:
+        assert not seen.forced
+        assert seen.tool_choice == ({"type": "auto"} if kind == "anthropic" else "auto")
+        assert seen.system.startswith("You are a strict judge.")
+        assert auto_tool_instruction(TOOL_NAME) in seen.system
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_both_rejections_at_once(kind: str, server: ProviderServer) -> None:
+    server.reject_temperature_models.add(model_name(kind))
+    server.reject_forced_tool_models.add(model_name(kind))
+    reply = judge(make_backend(kind, server))
+    assert reply.mode == "auto"
+    assert reply.temperature_sent is None
+    assert reply.tool_input is not None and reply.tool_input["score"] == 4
+    assert [seen.status for seen in server.requests] == [400, 400, 200]
+
+
+# -- unvalidated replies -------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_malformed_tool_input_comes_back_as_is(kind: str, server: ProviderServer) -> None:
+    server.script(Fault.malformed_tool_input())
+    reply = judge(make_backend(kind, server))
+    assert reply.tool_input == {"dimension": "tone", "score": "five"}
+    assert "five" in reply.raw
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_out_of_range_comes_back_as_is(kind: str, server: ProviderServer) -> None:
+    server.script(Fault.out_of_range(9))
+    reply = judge(make_backend(kind, server))
+    assert reply.tool_input is not None and reply.tool_input["score"] == 9
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_text_only_reply(kind: str, server: ProviderServer) -> None:
+    server.script(Fault.text_only("I would say four out of five."))
+    reply = judge(make_backend(kind, server))
+    assert reply.tool_input is None
+    assert reply.text == "I would say four out of five."
+    assert "four out of five" in reply.raw
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_invalid_json_arguments(kind: str, server: ProviderServer) -> None:
+    server.script(Fault.invalid_json('{"dimension": "tone", "score": 4,'))
+    reply = judge(make_backend(kind, server))
+    assert reply.tool_input is None
+    if kind == "litellm":
+        assert reply.raw == '{"dimension": "tone", "score": 4,'
+    else:
+        assert '\\"score\\": 4,' in reply.raw  # the string input, inside the JSON dump of the blocks
+
+
+# -- generate ------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_generate_returns_text(kind: str) -> None:
+    with ProviderServer(generator=lambda seen: f"story about {seen.prompt}") as server:
+        backend = make_backend(kind, server)
+        request = GenerateRequest(
+            prompt="a fox", system="Be brief.", params={"temperature": 0.7, "max_tokens": 50}
+        )
+        reply = run(backend, lambda b: b.generate(request))
+        assert reply.text == "story about a fox"
+        assert reply.model == model_name(kind)
+        assert reply.usage.input_tokens > 0 and reply.usage.output_tokens > 0
+        assert reply.latency_s > 0
+        (seen,) = server.requests
+        assert not seen.has_tools
+        assert seen.system == "Be brief."
+        assert seen.temperature == 0.7
+        assert seen.body["max_tokens"] == 50
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_generate_error(kind: str, server: ProviderServer) -> None:
+    server.script(Fault.reject(403, "permission denied"))
+    backend = make_backend(kind, server)
+    with pytest.raises(BackendError) as caught:
+        run(backend, lambda b: b.generate(GenerateRequest(prompt="hi")))
+    assert caught.value.status == 403
+    assert "permission denied" in str(caught.value)
+
+
+# -- configuration from the environment ------------------------------------------------------------------
+
+
+def test_anthropic_base_url_and_key_from_env(server: ProviderServer, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ANTHROPIC_BASE_URL", server.url)
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "test-key-from-env")
+    reply = judge(AnthropicBackend("claude-env", timeout=10))
+    assert reply.model == "claude-env"
+    (seen,) = server.requests
+    credential = seen.headers.get("x-api-key") or seen.headers.get("authorization", "")
+    assert credential.endswith("test-key-from-env")
+
+
+def test_anthropic_without_credentials(server: ProviderServer) -> None:
+    error = judge_error(AnthropicBackend("claude-nokey", base_url=server.url, timeout=10))
+    assert "ANTHROPIC_API_KEY" in str(error)
+    assert server.calls == 0
+
+
+@pytest.mark.parametrize("variable", ["OPENAI_BASE_URL", "OPENAI_API_BASE"])
+def test_openai_base_url_from_env(
+    server: ProviderServer, monkeypatch: pytest.MonkeyPatch, variable: str
+) -> None:
+    monkeypatch.setenv(variable, server.openai_base_url)
+    monkeypatch.setenv("OPENAI_API_KEY", "test-key-from-env")
+    backend = LitellmBackend("openai/gpt-env", timeout=10)
+    assert backend.api_base == server.openai_base_url
+    reply = judge(backend)
+    assert reply.model == "gpt-env"
+    (seen,) = server.requests
+    assert seen.headers["authorization"] == "Bearer test-key-from-env"
+
+
+def test_base_url_from_env_naming(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("AZURE_AI_API_BASE", "http://127.0.0.1:9/azure")
+    monkeypatch.delenv("AZURE_AI_BASE_URL", raising=False)
+    monkeypatch.delenv("OLLAMA_BASE_URL", raising=False)
+    monkeypatch.delenv("OLLAMA_API_BASE", raising=False)
+    assert base_url_from_env("azure_ai") == "http://127.0.0.1:9/azure"
+    assert base_url_from_env("ollama") is None
+    monkeypatch.setenv("OLLAMA_API_BASE", "http://127.0.0.1:9/ollama")
+    backend = LitellmBackend("ollama/llama3")
+    assert (backend.api_base, backend.provider, backend.concurrency_key) == (
+        "http://127.0.0.1:9/ollama",
+        "litellm:ollama",
+        "ollama",
+    )
+
+
+def test_litellm_model_needs_a_provider_prefix() -> None:
+    with pytest.raises(BackendError, match="provider/model"):
+        LitellmBackend("gpt-4o-mini")
+
+
+# -- concurrency and lifecycle -----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_concurrent_calls_overlap(kind: str) -> None:
+    n = 5
+    with ProviderServer(latency=0.4) as server:
+        backend = make_backend(kind, server)
+
+        async def many() -> list[JudgeReply]:
+            try:
+                return list(await asyncio.gather(*(backend.judge(judge_request()) for _ in range(n))))
+            finally:
+                await backend.aclose()
+
+        started = time.monotonic()
+        replies = asyncio.run(many())
+        elapsed = time.monotonic() - started
+        assert len(replies) == n and all(r.tool_input is not None for r in replies)
+        assert server.max_in_flight == n
+        assert elapsed < n * 0.4
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_backend_survives_a_new_event_loop(kind: str, server: ProviderServer) -> None:
+    backend = make_backend(kind, server)
+    first = asyncio.run(backend.judge(judge_request()))  # no aclose: the loop dies with the client open
+    second = asyncio.run(backend.judge(judge_request()))
+    asyncio.run(backend.aclose())
+    asyncio.run(backend.aclose())  # idempotent
+    assert first.tool_input is not None and second.tool_input is not None
+    assert server.calls == 2
+
+
+def test_importing_backends_does_not_import_sdks() -> None:
+    code = (
+        "import sys\n"
+        "import pytest_aimeasure.judge.backends.anthropic\n"
+        "import pytest_aimeasure.judge.backends.litellm\n"
+        "print(sorted({'anthropic', 'litellm', 'openai', 'httpx', 'httpx2'} & set(sys.modules)))\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True
+    )
+    assert result.stdout.strip() == "[]"

@@ -1,0 +1,135 @@
+"""The judge fixture through the plugin, with the offline scripted judge."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.conftest import read_results
+
+SCORER = """
+def pytest_aimeasure_scripted_verdict(call, config):
+    if call.dimension == "tone":
+        if "I appreciate" in call.artifact:
+            return [2, 2, 3][call.index], f"warmth phrase in sample {call.index}: 'I appreciate'"
+        return 4, "curt and cold, as the rubric asks"
+    if call.dimension == "broken":
+        return {"dimension": "broken", "score": "five", "rationale": "not an integer"}
+    if call.dimension == "silent":
+        return {"dimension": "silent", "score": 4, "rationale": "   "}
+    return None
+"""
+
+TESTS = """
+import pytest
+
+@pytest.mark.dimension("tone", floor=3.0, rubric="5 = cold, curt; 1 = warm and reassuring")
+@pytest.mark.parametrize("line", ["Fine. Next item.", "I appreciate that you're willing to try."])
+def test_tone(line, judge):
+    judge.score(line, facts={"characters": 1})
+"""
+
+
+def test_floor_breach_message_shows_mean_ci_samples_lowest_rationale_and_excerpt(
+    pytester: pytest.Pytester,
+) -> None:
+    pytester.makeconftest(SCORER)
+    pytester.makepyfile(TESTS)
+    result = pytester.runpytest("--ai-judge", "--judge-model", "scripted", "-p", "no:randomly")
+    result.assert_outcomes(passed=1, failed=1)
+    result.stdout.fnmatch_lines(
+        [
+            "*FloorBreach: tone: mean 2.33 ± * (95% CI *, n=3) is below the floor 3",
+            "*samples: 2, 2, 3",
+            "*lowest sample (#0, score 2): warmth phrase in sample 0: 'I appreciate'",
+            "*artifact excerpt:",
+            "*I appreciate that you're willing to try.",
+        ]
+    )
+    # the session report repeats it as a finding with the rationale and the artifact behind it
+    result.stdout.fnmatch_lines(
+        ["*[[]fail[]] floor breach: tone::*test_tone[[]I appreciate*", "*judge: #0 scored 2: warmth*"]
+    )
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+
+
+def test_judge_error_after_repeated_malformed_output_records_no_score(pytester: pytest.Pytester) -> None:
+    pytester.makeconftest(SCORER)
+    pytester.makepyfile(
+        """
+        import pytest
+
+        @pytest.mark.dimension("broken", rubric="anything")
+        def test_broken(judge):
+            judge.score("text")
+
+        @pytest.mark.dimension("silent", rubric="anything")
+        def test_silent(judge):
+            judge.score("text")
+        """
+    )
+    result = pytester.runpytest(
+        "--ai-judge", "--judge-model", "scripted", "--judge-samples", "2", "--aimeasure-json", "out.json"
+    )
+    result.assert_outcomes(errors=2)
+    out = result.stdout.str()
+    assert (
+        "judge error: no valid verdict for broken::test_judge_error_after_repeated_malformed_output_records_no_score.py::test_broken"
+        in out
+    )
+    assert "after 3 attempts" in out
+    assert 'attempt output: {"dimension": "broken", "rationale": "not an integer", "score": "five"}' in out
+    assert "rationale must not be blank" in out or "String should have at least 1 character" in out
+    data = read_results(pytester.path / "out.json")
+    by_id = {item["nodeid"].split("::")[-1]: item for item in data["items"]}
+    assert by_id["test_broken"]["outcome"] == "error"
+    assert by_id["test_broken"]["measurement"] is None
+    assert by_id["test_broken"]["judge_error"] is True
+    assert data["passed"] is False
+    assert {f["kind"] for f in data["findings"]} == {"judge_error"}
+
+
+def test_score_outside_a_dimension_test_needs_a_dimension(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(
+        """
+        def test_free(judge):
+            m = judge.score("text", dimension="clarity", rubric="5 = clear")
+            assert m.dimension == "clarity" and m.n == 3 and m.mean == 4.0
+
+        def test_missing(judge):
+            judge.score("text", rubric="r")
+        """
+    )
+    result = pytester.runpytest("--ai-judge", "--judge-model", "scripted")
+    result.assert_outcomes(passed=1, failed=1)
+    result.stdout.fnmatch_lines(["*judge.score needs dimension= outside a @pytest.mark.dimension test*"])
+
+
+def test_facts_reach_the_judge_as_ground_truth(pytester: pytest.Pytester) -> None:
+    pytester.makeconftest(
+        """
+        def pytest_aimeasure_scripted_verdict(call, config):
+            return (5, "branching given") if call.facts == {"branching_factor": 2.5} else (1, "no facts")
+        """
+    )
+    pytester.makepyfile(
+        """
+        import pytest
+
+        @pytest.mark.dimension("pedagogy", rubric="r")
+        def test_p(judge):
+            assert judge.score("graph", facts={"branching_factor": 2.5}).mean == 5
+        """
+    )
+    pytester.runpytest("--ai-judge", "--judge-model", "scripted").assert_outcomes(passed=1)
+
+
+def test_measurement_reaches_junit_properties(pytester: pytest.Pytester) -> None:
+    pytester.makeconftest(SCORER)
+    pytester.makepyfile(TESTS)
+    pytester.runpytest("--ai-judge", "--judge-model", "scripted", "--junitxml", "junit.xml")
+    xml = (pytester.path / "junit.xml").read_text()
+    assert '<property name="aimeasure.mean" value="4.0"' in xml
+    assert '<property name="aimeasure.n" value="3"' in xml
+    assert '<property name="aimeasure.verdict" value="floor_breach"' in xml
+    assert '<property name="aimeasure.verdict" value="new"' in xml
+    assert 'aimeasure" value="{' not in xml  # the transport payload stays out of the XML
