@@ -89,6 +89,7 @@ class ArtifactRegistry:
 
     recorder: ArtifactRecorder | None = None
     rejudge_run: str | None = None
+    resuming: bool = False
     _by_key: dict[str, Artifact] = field(default_factory=dict)
     _failed_keys: dict[str, str] = field(default_factory=dict)
     # Objects handed to failed gates by higher-scoped fixtures; kept alive so ids stay unique.
@@ -99,15 +100,19 @@ class ArtifactRegistry:
         with self._lock:
             if key in self._by_key:
                 return self._by_key[key]
-        if self.rejudge_run is not None:
-            stored = self.recorder.load(key) if self.recorder is not None else None
-            if stored is None:
-                raise ArtifactMissing(
-                    f"--rejudge {self.rejudge_run}: the run has no stored artifact {key!r}; it is "
-                    "never regenerated under --rejudge. Run without --rejudge to generate it."
-                )
+        stored = None
+        if self.recorder is not None and (self.rejudge_run is not None or self.resuming):
+            # A resumed run continues with what it generated before the interruption: a new draw
+            # from a non-deterministic generator would miss every journaled sample.
+            stored = self.recorder.load(key)
+        if stored is not None:
             text, media, stored_label = stored
             artifact = make_artifact(key, decode(text, media), label=stored_label, source="stored")
+        elif self.rejudge_run is not None:
+            raise ArtifactMissing(
+                f"--rejudge {self.rejudge_run}: the run has no stored artifact {key!r}; it is "
+                "never regenerated under --rejudge. Run without --rejudge to generate it."
+            )
         else:
             artifact = make_artifact(key, generate(), label=label, source="generated")
             if self.recorder is not None:

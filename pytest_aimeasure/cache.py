@@ -411,6 +411,10 @@ class StoreSink:
             self.journal.append(record)
         return sample
 
+    def describe_key(self, key: KeyLike) -> str:
+        """For a replay miss: what is missing and what is stored near it."""
+        return self.samples.describe_key(key)
+
     def record(self, key: KeyLike, *, item_id: str, nodeid: str, sample: Sample) -> None:
         """Journal a fresh sample (durably, before returning), then index it in the cache."""
         record = SampleRecord(key=SampleKey(*key), item_id=item_id, nodeid=nodeid, sample=sample)

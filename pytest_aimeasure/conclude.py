@@ -74,7 +74,9 @@ def conclude(state: SessionState, session: pytest.Session) -> Outcome:
                 f.model_copy(update={"severity": "info"}) if f.kind == "not_comparable" else f
                 for f in drift_findings
             ]
-        findings += drift_findings
+        # An item that ended in a judge error was run, not forgotten: it is not "missing".
+        errored = {r.item_id for r in state.results.values() if r.judge_error}
+        findings += [f for f in drift_findings if not (f.kind == "missing" and f.subject in errored)]
     if state.recording is not None:
         findings += state.recording.session_findings()
 

@@ -118,7 +118,7 @@ def tier_ranks(tiers: Sequence[str] = DEFAULT_TIERS) -> dict[str, int]:
     return {tier: rank for rank, tier in enumerate(tiers)}
 
 
-def names(nodes: Iterable[Hashable]) -> str:
+def format_nodes(nodes: Iterable[Hashable]) -> str:
     """Node ids joined for a one-line message: ``"s4, s9"``."""
     return ", ".join(str(node) for node in nodes)
 
@@ -134,10 +134,11 @@ def resolve(graph: GraphLike, start: Hashable | None = None) -> ConvertedGraph:
         >>> start, problems
         ('a', [])
     """
-    if isinstance(graph, nx.DiGraph):
-        return ConvertedGraph(graph, graph.graph.get("start") if start is None else start, [])
     if isinstance(graph, nx.Graph):
-        raise TypeError(f"a scene graph must be a networkx.DiGraph, not {type(graph).__name__}")
+        # A MultiDiGraph is a DiGraph subclass, but its adjacency holds edge keys, not edge data.
+        if not graph.is_directed() or graph.is_multigraph():
+            raise TypeError(f"a scene graph must be a networkx.DiGraph, not {type(graph).__name__}")
+        return ConvertedGraph(graph, graph.graph.get("start") if start is None else start, [])
     converted = graph_from_dict(graph)
     if start is None or start == converted.start:
         return converted
@@ -228,7 +229,7 @@ def _spec_nodes(nodes: Any, problems: list[Violation]) -> list[tuple[Hashable, M
             if node_id is None:
                 problems.append(Violation("invalid_spec", (), f'node #{position} has no "id"'))
                 continue
-            entries.append((node_id, body))
+            entries.append((node_id, {k: v for k, v in body.items() if k != "id"}))
     else:
         problems.append(
             Violation("invalid_spec", (), f'"nodes" must be a mapping or a list, not {type(nodes).__name__}')
@@ -271,11 +272,11 @@ def graph_from_dict(spec: Mapping[str, Any]) -> ConvertedGraph:
         }
 
     ``"nodes"`` may also be a list of node objects that each carry an ``"id"``. Every key of a node
-    other than ``"choices"`` becomes a node attribute; every key of a choice other than ``"to"``
-    becomes an edge attribute. A choice that names a missing node is a ``dangling_choice`` violation
-    and is left out of the graph; a second choice to the same target is a ``duplicate_choice`` (a
-    DiGraph holds one edge per pair) and the first is kept; a missing or unknown start is a
-    ``missing_start``. The start is stored as ``graph.graph["start"]``.
+    other than ``"choices"`` (and a list entry's ``"id"``) becomes a node attribute; every key of a
+    choice other than ``"to"`` becomes an edge attribute. A choice that names a missing node is a
+    ``dangling_choice`` violation and is left out of the graph; a second choice to the same target
+    is a ``duplicate_choice`` (a DiGraph holds one edge per pair) and the first is kept; a missing or
+    unknown start is a ``missing_start``. The start is stored as ``graph.graph["start"]``.
 
     Example::
 
@@ -294,7 +295,7 @@ def graph_from_dict(spec: Mapping[str, Any]) -> ConvertedGraph:
         problems.append(Violation("invalid_spec", (), 'the spec has no "nodes"'))
     nodes = _spec_nodes(spec.get("nodes", {}), problems)
     for node_id, body in nodes:
-        graph.add_node(node_id, **{str(k): v for k, v in body.items() if k not in ("choices", "id")})
+        graph.add_node(node_id, **{str(k): v for k, v in body.items() if k != "choices"})
     for node_id, body in nodes:
         choices = body.get("choices")
         if choices is None:
@@ -373,7 +374,7 @@ def find_unreachable(graph: nx.DiGraph, start: Hashable) -> list[Violation]:
     lost = tuple(node for node in graph if node not in reachable)
     if not lost:
         return []
-    return [Violation("unreachable", lost, f"not reachable from start {start}: {names(lost)}")]
+    return [Violation("unreachable", lost, f"not reachable from start {start}: {format_nodes(lost)}")]
 
 
 def find_dead_ends(graph: nx.DiGraph) -> list[Violation]:
@@ -412,7 +413,7 @@ def find_traps(graph: nx.DiGraph) -> list[Violation]:
     trapped = tuple(node for node in graph if node not in escapes and graph.out_degree(node))
     if not trapped:
         return []
-    return [Violation("trap", trapped, f"no ending can be reached from {names(trapped)}")]
+    return [Violation("trap", trapped, f"no ending can be reached from {format_nodes(trapped)}")]
 
 
 def find_missing_outcomes(
@@ -440,7 +441,7 @@ def find_missing_outcomes(
         elif reachable is None or any(e in reachable for e in with_outcome):
             continue
         else:
-            why = f"its ending(s) {names(with_outcome)} cannot be reached from {start}"
+            why = f"its ending(s) {format_nodes(with_outcome)} cannot be reached from {start}"
         why = f"required outcome {outcome!r} cannot be reached: {why}"
         found.append(Violation("missing_outcome", with_outcome, why))
     return found

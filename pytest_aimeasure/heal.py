@@ -34,9 +34,9 @@ import networkx as nx
 from pytest_aimeasure.graph import (
     DEFAULT_TIERS,
     GraphLike,
+    format_nodes,
     graph_from_dict,
     is_ending,
-    names,
     play_view,
     reachable_nodes,
     resolve,
@@ -200,7 +200,9 @@ class _Splice:
     reconnects: tuple[Hashable, ...]
 
     def note(self) -> str:
-        return f"new choice {self.anchor} → {self.entry} reconnects unreachable {names(self.reconnects)}"
+        return (
+            f"new choice {self.anchor} → {self.entry} reconnects unreachable {format_nodes(self.reconnects)}"
+        )
 
 
 def _plan_splices(

@@ -240,6 +240,7 @@ class MeasurePlugin:
                 payload["measurements"] = [m.model_dump(mode="json") for m in record.measurements]
                 payload["findings"] = [f.model_dump(mode="json") for f in record.findings]
                 payload["artifact_keys"] = list(record.artifact_keys)
+                payload["item_id"] = record.item_id
             excinfo = call.excinfo
             # A JudgeError can only exist once the engine module was imported: don't import it here.
             engine = sys.modules.get("pytest_aimeasure.judge.engine")

@@ -138,6 +138,9 @@ class Recording:
         content = source.load_artifact(key)
         if ref is None or content is None:
             return None
+        if self.rejudge is not None:
+            # List it in this run's manifest too (no bytes copied), so this run can be rejudged.
+            self.run.adopt_artifact(ref)
         text = content.decode("utf-8", errors="replace") if isinstance(content, bytes) else content
         media: MediaType = "json" if ref.media_type == "json" else "text"
         return text, media, ref.label

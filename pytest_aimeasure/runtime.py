@@ -24,6 +24,7 @@ class ItemRecord:
     """What one running test produced for the instrument."""
 
     nodeid: str
+    item_id: str | None = None
     findings: list[Finding] = field(default_factory=list)
     measurements: list[Measurement] = field(default_factory=list)
     artifact_keys: list[str] = field(default_factory=list)

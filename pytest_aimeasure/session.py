@@ -165,6 +165,7 @@ class SessionState:
             self.recording = Recording.open(self)
             self.artifacts.recorder = self.recording
             self.artifacts.rejudge_run = self.recording.rejudge_run_id
+            self.artifacts.resuming = self.recording.resuming
             if self.settings.budget_usd is not None:
                 self.recording.check_budget_prices(self.settings.model)
 
@@ -276,6 +277,8 @@ class SessionState:
         if result is None:
             result = self.results[nodeid] = ItemResult(nodeid=nodeid, kind=kind, outcome="passed")
         result.duration_s = round(result.duration_s + float(report.duration), 4)
+        if payload.get("item_id"):
+            result.item_id = payload["item_id"]
         for raw in payload.get("measurements", []):
             m = Measurement.model_validate(raw)
             result.measurement = m

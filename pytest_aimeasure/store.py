@@ -66,6 +66,8 @@ MediaType = Literal["text", "json", "bytes"]
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 _KNOWN_IDS_SHOWN = 10
 _GIT_TIMEOUT_S = 3.0
+# Read access is for checking the last byte on reopen; O_BINARY stops Windows from writing \r\n.
+_APPEND_FLAGS = os.O_RDWR | os.O_APPEND | os.O_CREAT | getattr(os, "O_BINARY", 0)
 _M = TypeVar("_M", bound=BaseModel)
 
 
@@ -172,10 +174,11 @@ class _AppendFile:
     def __init__(self, path: Path, *, fsync: bool = True) -> None:
         self.path = path
         self._fsync = fsync
+        self._failed = False
         self._lock = threading.Lock()
         created = not path.exists()
         try:
-            self._fd: int | None = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
+            self._fd: int | None = os.open(path, _APPEND_FLAGS, 0o644)
         except OSError as exc:
             raise StoreError(f"cannot open {path} for appending: {exc}", path=path) from exc
         if created:
@@ -188,7 +191,10 @@ class _AppendFile:
         # starts on a line of its own (readers report the fragment as a corrupt line).
         assert self._fd is not None
         size = os.fstat(self._fd).st_size
-        if size and os.pread(self._fd, 1, size - 1) != b"\n":
+        if not size:
+            return
+        os.lseek(self._fd, size - 1, os.SEEK_SET)  # for reading only: O_APPEND writes go to the end
+        if os.read(self._fd, 1) != b"\n":
             self._write(b"\n")
 
     def _write(self, data: bytes) -> None:
@@ -205,9 +211,13 @@ class _AppendFile:
         with self._lock:
             if self._fd is None:
                 raise StoreError(f"{self.path} is closed", path=self.path)
+            if self._failed:
+                data = b"\n" + data  # a failed write may have left part of a line behind
             try:
                 self._write(data)
+                self._failed = False
             except OSError as exc:
+                self._failed = True
                 raise StoreError(
                     f"cannot append to {self.path}: {exc} (is the disk full?)", path=self.path
                 ) from exc

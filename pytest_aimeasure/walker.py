@@ -439,7 +439,7 @@ def walk_all(
     seeds: Iterable[int] = (0, 1, 2),
     tiers: Sequence[str] = DEFAULT_TIERS,
     max_turns: int | None = None,
-    min_turns: int = 0,
+    min_turns: int | Mapping[str, int] = 0,
     state: Any = None,
     update: UpdateFn | None = None,
     expect: Mapping[str, str | Collection[str]] | None = None,
@@ -448,7 +448,9 @@ def walk_all(
     """Walk every strategy (``"random"`` once per seed) and return the table of results.
 
     ``expect`` maps a strategy name (``"random"`` covers every seed) to the outcome(s) it must reach,
-    e.g. ``{"best": "success", "worst": {"failure", "partial"}}``.
+    e.g. ``{"best": "success", "worst": {"failure", "partial"}}``. ``min_turns`` is one number for
+    every strategy or such a mapping (``{"best": 4}``: a failing player may well lose fast, but
+    optimal play that ends early is content starvation); strategies it does not name get 0.
 
     Example::
 
@@ -467,6 +469,9 @@ def walk_all(
             name, pick, revisits = _resolve_strategy(strategy, seed)
             base = strategy if isinstance(strategy, str) else name
             wanted = expect.get(name, expect.get(base))
+            shortest = (
+                min_turns if isinstance(min_turns, int) else min_turns.get(name, min_turns.get(base, 0))
+            )
             walks.append(
                 _play(
                     board,
@@ -477,7 +482,7 @@ def walk_all(
                     state=state,
                     update=update,
                     max_turns=budget,
-                    min_turns=min_turns,
+                    min_turns=shortest,
                     detect_revisits=revisits if detect_revisits is None else detect_revisits,
                     expect=_expected(wanted),
                 )
@@ -502,7 +507,7 @@ def assert_walks_ok(
     seeds: Iterable[int] = (0, 1, 2),
     tiers: Sequence[str] = DEFAULT_TIERS,
     max_turns: int | None = None,
-    min_turns: int = 0,
+    min_turns: int | Mapping[str, int] = 0,
     state: Any = None,
     update: UpdateFn | None = None,
     expect: Mapping[str, str | Collection[str]] | None = None,
@@ -514,7 +519,7 @@ def assert_walks_ok(
 
         @pytest.mark.gate
         def test_story_plays(story):
-            assert_walks_ok(story, min_turns=4, expect={"best": "success", "worst": "failure"})
+            assert_walks_ok(story, min_turns={"best": 4}, expect={"best": "success", "worst": "failure"})
     """
     __tracebackhide__ = True
     table = walk_all(

@@ -25,6 +25,12 @@ def record(k: SampleKey, score: int = 4, item: str = "item-a") -> SampleRecord:
     return SampleRecord(key=k, item_id=item, nodeid=f"t.py::{item}", sample=sample)
 
 
+@pytest.fixture(autouse=True)
+def _as_controller(monkeypatch: pytest.MonkeyPatch) -> None:
+    """These tests name the controller's files; under xdist the default writer would be gwN."""
+    monkeypatch.delenv("PYTEST_XDIST_WORKER", raising=False)
+
+
 @pytest.fixture
 def store(tmp_path: Path) -> RunStore:
     s = RunStore(tmp_path / ".aimeasure")

@@ -72,6 +72,12 @@ def add_run(store: RunStore, run_id: str, started: str, **meta: object) -> Run:
     return store.start_run(RunMeta(run_id=run_id, started_at=started, plugin_version="0.1.0", **defaults))  # type: ignore[arg-type]
 
 
+@pytest.fixture(autouse=True)
+def _as_controller(monkeypatch: pytest.MonkeyPatch) -> None:
+    """These tests name the controller's files; under xdist the default writer would be gwN."""
+    monkeypatch.delenv("PYTEST_XDIST_WORKER", raising=False)
+
+
 @pytest.fixture
 def store(tmp_path: Path) -> RunStore:
     s = RunStore(tmp_path / ".aimeasure")

@@ -29,6 +29,9 @@ from pytest_aimeasure.graph import (
     graph_from_dict,
     graph_to_dict,
     graph_validator,
+    is_ending,
+    outcome_of,
+    play_view,
     reachable_nodes,
 )
 
@@ -200,9 +203,10 @@ def test_graph_to_dict_round_trips() -> None:
     json.dumps(graph_to_dict(g))  # plain data
 
 
-def test_non_directed_graph_is_rejected() -> None:
-    with pytest.raises(TypeError, match="DiGraph"):
-        check_graph(nx.Graph([("a", "b")]), "a")
+@pytest.mark.parametrize("kind", [nx.Graph, nx.MultiDiGraph])
+def test_other_graph_types_are_rejected(kind: type[nx.Graph]) -> None:
+    with pytest.raises(TypeError, match=f"must be a networkx.DiGraph, not {kind.__name__}"):
+        check_graph(kind([("a", "b")]), "a")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -528,3 +532,24 @@ def test_property_facts_agree_with_the_checks(case: tuple[nx.DiGraph, int]) -> N
         if lengths["longest"] is not None:
             assert lengths["shortest"] is not None and lengths["longest"] >= lengths["shortest"]
     assert nx.utils.graphs_equal(g, before)  # checks and facts never modify the graph
+
+
+@settings(max_examples=200, deadline=None)
+@given(random_graphs())
+def test_property_path_lengths_match_brute_force(case: tuple[nx.DiGraph, int]) -> None:
+    g, start = case
+    play = play_view(g)
+    on_cycles = {n for part in nx.strongly_connected_components(play) for n in part if len(part) > 1}
+    on_cycles |= {u for u, v in play.edges if u == v}
+    facts = graph_facts(g, start)["path_length_by_outcome"]
+    for outcome, lengths in facts.items():
+        group = [n for n in g if is_ending(g, n) and outcome_of(g, n) == outcome]
+        routes = [p for e in group for p in nx.all_simple_paths(play, start, e)]
+        if start in group:
+            routes.append([start])
+        if not routes:
+            assert lengths == {"longest": None, "shortest": None}
+            continue
+        assert lengths["shortest"] == min(len(p) - 1 for p in routes)
+        looping = any(n in on_cycles for p in routes for n in p)
+        assert lengths["longest"] == (None if looping else max(len(p) - 1 for p in routes))

@@ -38,6 +38,12 @@ def make_record(index: int = 0, *, item: str = "item-a", score: int = 4, fp: str
     )
 
 
+@pytest.fixture(autouse=True)
+def _as_controller(monkeypatch: pytest.MonkeyPatch) -> None:
+    """These tests name the controller's files; under xdist the default writer would be gwN."""
+    monkeypatch.delenv("PYTEST_XDIST_WORKER", raising=False)
+
+
 @pytest.fixture
 def store(tmp_path: Path) -> RunStore:
     s = RunStore(tmp_path / ".aimeasure")
@@ -399,6 +405,28 @@ def test_invalid_json_on_the_last_complete_line_is_reported(store: RunStore) -> 
     samples, problems = run.samples()
     assert len(samples) == 1
     assert len(problems) == 1 and "last line" in problems[0] and str(path) in problems[0]
+
+
+def test_a_failed_append_does_not_glue_the_next_record_to_its_remains(
+    store: RunStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    run = start(store, "r1")
+    journal = run.journal()
+    journal.append(make_record(0))
+    real_write = os.write
+
+    def half_then_full_disk(fd: int, data: bytes | memoryview) -> int:
+        real_write(fd, bytes(data)[: len(data) // 2])
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(os, "write", half_then_full_disk)
+    with pytest.raises(StoreError, match="disk full"):
+        journal.append(make_record(1))
+    monkeypatch.undo()
+    journal.append(make_record(2))
+    samples, problems = run.samples()
+    assert [s.key.index for s in samples] == [0, 2]
+    assert len(problems) == 1 and "line 2" in problems[0]
 
 
 def test_journal_appends_from_many_threads_stay_whole(store: RunStore) -> None:

@@ -510,3 +510,10 @@ def test_property_deterministic_walks_finish_within_the_node_count(g: nx.DiGraph
             assert is_ending(g, result.ending)
             assert not any(is_ending(g, node) for node in result.path[:-1])  # play stops at the first
         assert walk(g, 0, strategy) == result
+
+
+def test_min_turns_per_strategy() -> None:
+    table = walk_all(SHORT_BEST, strategies=["best", "worst"], min_turns={"best": 2})
+    assert [w.failure for w in table] == ["early_ending", None]
+    table = walk_all(SHORT_BEST, strategies=["best", "worst", "random"], min_turns={"random": 9}, seeds=[4])
+    assert [w.failure for w in table] == [None, None, "early_ending"]

@@ -85,7 +85,7 @@ class BudgetGate(Protocol):
 
     def reserve(self, estimate_usd: float) -> Any | None: ...
 
-    def settle(self, reservation: Any, actual_usd: float) -> None: ...
+    def settle(self, reservation: Any, actual_usd: float | None) -> None: ...
 
 
 @dataclass(frozen=True)
@@ -473,6 +473,6 @@ class JudgeEngine:
             raise JudgeError(f"{backend.provider} judge call failed: {exc}") from exc
         cost = self._cost(backend.provider, backend.model, reply.usage) if self._cost else None
         if reservation is not None and self.budget is not None:
-            self.budget.settle(reservation, cost or 0.0)
+            self.budget.settle(reservation, cost)  # None books the estimate: unknown is never free
         self.spend.add_call(reply.usage, cost)
         return reply

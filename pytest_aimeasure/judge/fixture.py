@@ -126,6 +126,8 @@ class Judge:
             artifact_key=key,
             artifact_sha256=sha,
         )
+        if record is not None:
+            record.item_id = spec.item_id
         engine = self._state.engine()
         try:
             measurement = engine.measure(spec)

@@ -37,6 +37,8 @@ def _fmt_delta(delta: float | None, ci: tuple[float, float] | None) -> str:
 
 def _verdict_text(c: ItemComparison | DimensionComparison) -> str:
     verdict = c.verdict.replace("_", " ")
+    if getattr(c, "demoted", False):
+        return "inconclusive (a drop, not significant after Holm)"
     if c.verdict == "not_comparable" and c.changed_fields:
         return f"not comparable ({', '.join(c.changed_fields)}): re-baseline"
     if c.verdict == "inconclusive" and c.mde is not None:
@@ -44,8 +46,6 @@ def _verdict_text(c: ItemComparison | DimensionComparison) -> str:
         return f"inconclusive (MDE {c.mde:.2f}{suffix})"
     if c.verdict == "improved":
         return "improved (baseline stale)"
-    if getattr(c, "demoted", False):
-        return "inconclusive (not significant after Holm)"
     return verdict
 
 
@@ -115,17 +115,13 @@ def summary_lines(state: SessionState, outcome: Outcome) -> list[str]:
     new_count = sum(1 for f in outcome.findings if f.kind == "new")
     if outcome.comparison is not None:
         new_count = max(new_count, sum(1 for c in outcome.comparison.items.values() if c.verdict == "new"))
-    stable = sum(1 for c in (outcome.comparison.items.values() if outcome.comparison else ()) if c.verdict == "stable")
     if not rows and not detail:
-        quiet = f"aimeasure: {stable} items stable against {state.settings.baseline.name}"
-        if new_count:
-            quiet += f", {new_count} new (not in the baseline)"
-        lines.append(quiet + ".")
+        lines.append(quiet_line(state, outcome, new_count))
     if rows:
         lines.append("")
         lines.append("Drift against the baseline (needs a look):")
         lines += tabulate(rows, headers=["item", "baseline", "now (95% CI)", "Δ [95% CI]", "verdict"],
-                          tablefmt="simple").splitlines()
+                          tablefmt="simple", disable_numparse=True).splitlines()
     if detail:
         lines.append("")
         counts = Counter(f.kind for f in detail)
@@ -148,6 +144,21 @@ def summary_lines(state: SessionState, outcome: Outcome) -> list[str]:
         lines.append("aimeasure failed the run: " + "; ".join(outcome.failed_because))
     lines += next_steps(state, outcome, new_count)
     return lines
+
+
+def quiet_line(state: SessionState, outcome: Outcome, new_count: int) -> str:
+    """The one line shown when nothing needs a look."""
+    comparison = outcome.comparison
+    stable = sorted(
+        f"{name} ({dim.m} items)" for name, dim in (comparison.dimensions.items() if comparison else ())
+        if dim.verdict == "stable"
+    )
+    text = f"aimeasure: nothing needs a look against {state.settings.baseline.name}"
+    if stable:
+        text += "; stable: " + ", ".join(stable)
+    if new_count:
+        text += f"; {new_count} new items (not in the baseline)"
+    return text + "."
 
 
 def next_steps(state: SessionState, outcome: Outcome, new_count: int) -> list[str]:

@@ -18,6 +18,8 @@ so every provider can be pointed at a local server the same way.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
 import os
 import re
@@ -45,6 +47,7 @@ from pytest_aimeasure.models import Usage
 __all__ = ["LitellmBackend", "base_url_from_env", "import_litellm"]
 
 _configured = False
+_DRAIN_S = 2.0
 
 
 def import_litellm() -> Any:
@@ -115,8 +118,22 @@ class LitellmBackend:
         return f"LitellmBackend(model={self.model!r}, api_base={self.api_base!r}, timeout={self.timeout!r})"
 
     async def aclose(self) -> None:
-        """Nothing to close: litellm owns and caches its HTTP clients."""
-        return None
+        """Let litellm finish its background logging tasks on this event loop (bounded, best effort).
+
+        litellm owns and caches its HTTP clients, so there is nothing else to close. Its success
+        logging runs as background tasks bound to the caller's loop; left pending they are carried
+        to the next loop with a warning, or destroyed with the loop.
+        """
+        if self._litellm is None:
+            return
+        try:  # internal litellm APIs: skip quietly where a release moved them
+            from litellm.litellm_core_utils.logging_worker import GLOBAL_LOGGING_WORKER
+            from litellm.responses.streaming_iterator import drain_logging_tasks
+        except ImportError:
+            return
+        with contextlib.suppress(Exception):
+            await asyncio.wait_for(drain_logging_tasks(timeout=_DRAIN_S), _DRAIN_S + 0.5)
+            await asyncio.wait_for(GLOBAL_LOGGING_WORKER.flush(), _DRAIN_S)
 
     # -- calls -----------------------------------------------------------------------------------
 
@@ -140,14 +157,15 @@ class LitellmBackend:
 
     def _error(self, exc: Exception, litellm: Any, limit: float | None) -> BackendError:
         message = str(getattr(exc, "message", None) or exc)
-        if isinstance(exc, litellm.Timeout) or "timed out" in message.lower():
+        status = getattr(exc, "status_code", None)
+        # Only trust the wording when there is no HTTP status: a 400 may well quote "timed out".
+        if isinstance(exc, litellm.Timeout) or (status is None and "timed out" in message.lower()):
             after = f"{limit:g}s" if limit is not None else "the default timeout"
             return BackendError(
                 f"litellm request to {self.model} timed out after {after} (--judge-timeout; "
                 f"{self.max_retries + 1} attempts)",
                 retryable=True,
             )
-        status = getattr(exc, "status_code", None)
         if isinstance(status, int):
             return ProviderRejection(
                 f"litellm error {status} ({type(exc).__name__}) for {self.model}: {message}",
