@@ -353,8 +353,8 @@ def _add_trend(parser: argparse.ArgumentParser) -> None:
 def _dimension_measurements(run: Run) -> dict[str, list[Measurement]]:
     out: dict[str, list[Measurement]] = {}
     for item in run.items():
-        if item.measurement is not None:
-            out.setdefault(item.measurement.dimension, []).append(item.measurement)
+        for m in item.measurements:
+            out.setdefault(m.dimension, []).append(m)
     return out
 
 

@@ -7,31 +7,31 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from pytest_aimeasure.models import Finding
+from pytest_aimeasure.models import Finding, Measurement
 
 if TYPE_CHECKING:
     from pytest_aimeasure.session import Outcome, SessionState
 
 
+def _floor_breach(m: Measurement, nodeid: str) -> Finding:
+    lowest = m.lowest
+    return Finding(
+        kind="floor_breach",
+        severity="fail",
+        subject=m.item_id,
+        nodeid=nodeid,
+        message=f"{m.dimension}: mean {m.mean:.2f} (95% CI {m.ci_low:.2f}–{m.ci_high:.2f}) "
+        f"below the floor {m.floor:g}; samples {', '.join(map(str, m.scores))}",
+        rationale=f"#{lowest.index} scored {lowest.score}: {lowest.rationale}",
+        excerpt=m.excerpt,
+        detail={"mean": round(m.mean, 4), "floor": m.floor, "scores": m.scores},
+    )
+
+
 def _floor_and_error_findings(state: SessionState) -> list[Finding]:
     out: list[Finding] = []
     for result in state.results.values():
-        m = result.measurement
-        if m is not None and m.breached and m.floor > 1.0:
-            lowest = m.lowest
-            out.append(
-                Finding(
-                    kind="floor_breach",
-                    severity="fail",
-                    subject=m.item_id,
-                    nodeid=result.nodeid,
-                    message=f"{m.dimension}: mean {m.mean:.2f} (95% CI {m.ci_low:.2f}–{m.ci_high:.2f}) "
-                    f"below the floor {m.floor:g}; samples {', '.join(map(str, m.scores))}",
-                    rationale=f"#{lowest.index} scored {lowest.score}: {lowest.rationale}",
-                    excerpt=m.excerpt,
-                    detail={"mean": round(m.mean, 4), "floor": m.floor, "scores": m.scores},
-                )
-            )
+        out += [_floor_breach(m, result.nodeid) for m in result.measurements if m.breached]
         if result.judge_error:
             out.append(
                 Finding(
@@ -51,7 +51,7 @@ def conclude(state: SessionState, session: pytest.Session) -> Outcome:
     s = state.settings
     outcome = Outcome()
     whole = state.whole_suite(session)
-    measurements = [r.measurement for r in state.results.values() if r.measurement is not None]
+    measurements = [m for r in state.results.values() for m in r.measurements]
     findings: list[Finding] = []
     for result in state.results.values():
         findings += result.findings

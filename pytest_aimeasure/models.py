@@ -199,11 +199,17 @@ class ItemResult(BaseModel):
     outcome: Outcome
     duration_s: float = 0.0
     item_id: str | None = None
-    measurement: Measurement | None = None
+    measurements: list[Measurement] = Field(default_factory=list)
     artifact_keys: list[str] = Field(default_factory=list)
     findings: list[Finding] = Field(default_factory=list)
     message: str | None = None
     judge_error: bool = False
+    extra: dict[str, Any] = Field(default_factory=dict, description="data a collector adds (suites: target)")
+
+    @property
+    def measurement(self) -> Measurement | None:
+        """The item's measurement (a dimension test measures one; a suite item one per dimension)."""
+        return self.measurements[0] if self.measurements else None
 
 
 class RunMeta(BaseModel):

@@ -241,6 +241,7 @@ class MeasurePlugin:
                 payload["findings"] = [f.model_dump(mode="json") for f in record.findings]
                 payload["artifact_keys"] = list(record.artifact_keys)
                 payload["item_id"] = record.item_id
+                payload["extra"] = record.extra
             excinfo = call.excinfo
             # A JudgeError can only exist once the engine module was imported: don't import it here.
             engine = sys.modules.get("pytest_aimeasure.judge.engine")

@@ -192,9 +192,9 @@ class Recording:
     def finish(self, state: SessionState, outcome: Outcome) -> None:
         results = list(state.results.values())
         fingerprints = []
-        for r in results:
-            if r.measurement is not None and r.measurement.fingerprint not in fingerprints:
-                fingerprints.append(r.measurement.fingerprint)
+        for m in (m for r in results for m in r.measurements):
+            if m.fingerprint not in fingerprints:
+                fingerprints.append(m.fingerprint)
         spend = state.spend()
         meta = self.run.meta.model_copy(
             update={

@@ -28,6 +28,7 @@ class ItemRecord:
     findings: list[Finding] = field(default_factory=list)
     measurements: list[Measurement] = field(default_factory=list)
     artifact_keys: list[str] = field(default_factory=list)
+    extra: dict[str, Any] = field(default_factory=dict)
 
 
 _current: ContextVar[ItemRecord | None] = ContextVar("aimeasure_current_item", default=None)

@@ -281,8 +281,9 @@ class SessionState:
             result.item_id = payload["item_id"]
         for raw in payload.get("measurements", []):
             m = Measurement.model_validate(raw)
-            result.measurement = m
-            result.item_id = m.item_id
+            result.measurements.append(m)
+            result.item_id = result.item_id or m.item_id
+        result.extra.update(payload.get("extra", {}))
         result.findings += [Finding.model_validate(f) for f in payload.get("findings", [])]
         for key in payload.get("artifact_keys", []):
             if key not in result.artifact_keys:
@@ -302,8 +303,7 @@ class SessionState:
         if report.when == "teardown":
             if self.recording is not None:
                 self.recording.record_item(result)
-            m = result.measurement
-            if m is not None:
+            for m in result.measurements:
                 extra.append(("aimeasure.verdict", self._item_verdict(m)))
         return extra
 

@@ -58,7 +58,7 @@ def dimension_item(nodeid: str, dimension: str, scores: list[int], **kw: str) ->
         kind="dimension",
         outcome="failed" if m.mean < 3 else "passed",
         item_id=nodeid,
-        measurement=m,
+        measurements=[m] if m is not None else [],
     )
 
 

@@ -187,7 +187,7 @@ def test_same_results_with_and_without_xdist(project: pytest.Pytester) -> None:
     def essence(path: Path) -> list[tuple[Any, ...]]:
         data = read_results(path)
         return sorted(
-            (i["nodeid"], i["outcome"], i["verdict"], i["measurement"]["mean"] if i["measurement"] else None)
+            (i["nodeid"], i["outcome"], i["verdict"], i["measurements"][0]["mean"] if i["measurements"] else None)
             for i in data["items"]
         ) + [("dimension", data["dimensions"]["tone"]["verdict"])]
 

@@ -82,7 +82,7 @@ def test_judge_error_after_repeated_malformed_output_records_no_score(pytester: 
     data = read_results(pytester.path / "out.json")
     by_id = {item["nodeid"].split("::")[-1]: item for item in data["items"]}
     assert by_id["test_broken"]["outcome"] == "error"
-    assert by_id["test_broken"]["measurement"] is None
+    assert by_id["test_broken"]["measurements"] == []
     assert by_id["test_broken"]["judge_error"] is True
     assert data["passed"] is False
     assert {f["kind"] for f in data["findings"]} == {"judge_error"}

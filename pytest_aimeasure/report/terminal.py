@@ -101,7 +101,7 @@ def _finding_block(f: Finding) -> list[str]:
 
 def summary_lines(state: SessionState, outcome: Outcome) -> list[str]:
     lines: list[str] = []
-    measured = sum(1 for r in state.results.values() if r.measurement is not None)
+    measured = sum(len(r.measurements) for r in state.results.values())
     gates = [r for r in state.results.values() if r.kind == "gate"]
     gate_failures = sum(1 for r in gates if r.outcome in ("failed", "error"))
     lines.append(
