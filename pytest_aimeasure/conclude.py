@@ -80,6 +80,10 @@ def conclude(state: SessionState, session: pytest.Session) -> Outcome:
     if state.recording is not None:
         findings += state.recording.session_findings()
 
+    if any(r.extra.get("suite") for r in state.results.values()):
+        from pytest_aimeasure.suites.compare import comparison_tables
+
+        outcome.tables = comparison_tables(list(state.results.values()))
     state.config.hook.pytest_aimeasure_findings(findings=findings, config=state.config)
     outcome.findings = findings
 

@@ -71,6 +71,19 @@ def item_nodeid(item: pytest.Item) -> str:
     return item.nodeid.removesuffix("@" + "_".join(names)) if names else item.nodeid
 
 
+SUITE_SUFFIXES = (".aimeasure.yaml", ".aimeasure.yml")
+
+
+def pytest_collect_file(file_path: Any, parent: pytest.Collector) -> pytest.Collector | None:
+    """Suite files (``*.aimeasure.yaml``) are collected as tests: one item per prompt × target."""
+    if file_path.name.endswith(SUITE_SUFFIXES):
+        from pytest_aimeasure.suites.collect import SuiteFile
+
+        suite: pytest.Collector = SuiteFile.from_parent(parent, path=file_path)
+        return suite
+    return None
+
+
 # -- marker validation --------------------------------------------------------------------------
 def marker_problem(item: pytest.Item) -> str | None:
     """Why the item's aimeasure markers are invalid, or None."""

@@ -115,6 +115,7 @@ class Outcome:
     baseline_note: str | None = None
     failed_because: list[str] = field(default_factory=list)
     passed: bool = True
+    tables: dict[str, Any] = field(default_factory=dict)  # suites: targets side by side
 
 
 class SessionState:

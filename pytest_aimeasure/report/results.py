@@ -90,5 +90,5 @@ def build_results(state: Any, outcome: Any, exit_status: int) -> SessionResults:
             "update": outcome.baseline_update,
             "note": outcome.baseline_note,
         },
-        comparison_tables=getattr(outcome, "tables", {}) or {},
+        comparison_tables=outcome.tables,
     )

@@ -129,6 +129,11 @@ def summary_lines(state: SessionState, outcome: Outcome) -> list[str]:
         order = {"fail": 0, "warn": 1, "info": 2}
         for f in sorted(detail, key=lambda f: (order[f.severity], f.kind, f.subject)):
             lines += _finding_block(f)
+    if outcome.tables:
+        from pytest_aimeasure.suites.compare import render_tables
+
+        lines.append("")
+        lines += render_tables(outcome.tables)
     if outcome.baseline_update is not None:
         u = outcome.baseline_update
         lines.append("")
