@@ -60,13 +60,12 @@ def conclude(state: SessionState, session: pytest.Session) -> Outcome:
     if s.drift != "off" and (measurements or state._baseline is not None):
         from pytest_aimeasure.compare import compare
 
-        outcome.comparison = compare(
-            state._baseline, measurements, whole_suite=whole, var_floor=s.var_floor
-        )
+        outcome.comparison = compare(state._baseline, measurements, whole_suite=whole, var_floor=s.var_floor)
         drift_findings = outcome.comparison.findings
         if s.drift == "warn":
             drift_findings = [
-                f.model_copy(update={"severity": "warn"}) if f.kind == "regressed" else f for f in drift_findings
+                f.model_copy(update={"severity": "warn"}) if f.kind == "regressed" else f
+                for f in drift_findings
             ]
         if s.update_baseline:
             # Re-baselining is the fix for a changed ruler: say it happened, don't fail on it.
@@ -90,12 +89,13 @@ def conclude(state: SessionState, session: pytest.Session) -> Outcome:
     if s.update_baseline and not session.shouldstop:
         from pytest_aimeasure.baseline import BaselineError, update_baseline
 
-        judge_errors = [
-            r.item_id or "" for r in state.results.values() if r.judge_error
-        ]
+        judge_errors = [r.item_id or "" for r in state.results.values() if r.judge_error]
         try:
             summary = update_baseline(
-                s.baseline, measurements, whole_suite=whole, prune=s.prune_baseline,
+                s.baseline,
+                measurements,
+                whole_suite=whole,
+                prune=s.prune_baseline,
                 judge_error_ids=[j for j in judge_errors if j],
             )
             outcome.baseline_update = summary.model_dump(mode="json")
@@ -112,7 +112,9 @@ def conclude(state: SessionState, session: pytest.Session) -> Outcome:
         if reason and any(f.kind == kind and f.severity == "fail" for f in findings):
             outcome.failed_because.append(reason)
     if session.testsfailed:
-        outcome.failed_because.insert(0, f"{session.testsfailed} test(s) failed (gates, floors or judge errors)")
+        outcome.failed_because.insert(
+            0, f"{session.testsfailed} test(s) failed (gates, floors or judge errors)"
+        )
     outcome.passed = not outcome.failed_because
     if outcome.failed_because and session.exitstatus == pytest.ExitCode.OK:
         session.exitstatus = pytest.ExitCode.TESTS_FAILED

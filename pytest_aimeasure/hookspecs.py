@@ -90,5 +90,3 @@ def pytest_aimeasure_findings(findings: list[Finding], config: pytest.Config) ->
             # Improvements are expected after the prompt rewrite; do not nag about them.
             findings[:] = [f for f in findings if f.kind != "improved"]
     """
-
-

@@ -85,51 +85,163 @@ class Option:
 
 
 OPTIONS: tuple[Option, ...] = (
-    Option("--ai-judge", "ai_judge", "Enable judging: run @pytest.mark.dimension tests with the LLM judge.",
-           boolean, False, "aimeasure_ai_judge", flag_only=True),
-    Option("--judge-model", "judge_model",
-           "Judge model: anthropic/<model> or claude-* (anthropic SDK), provider/model (litellm), "
-           "or scripted[:module:attr] (offline). Default: a current Claude model when "
-           "ANTHROPIC_API_KEY is set.", non_empty, None, "aimeasure_judge_model", metavar="MODEL"),
-    Option("--judge-samples", "judge_samples", "Judge samples per item (default 3).",
-           positive_int, 3, "aimeasure_judge_samples", metavar="N"),
-    Option("--judge-concurrency", "judge_concurrency",
-           "Judge calls in flight at once, per provider (default 8).",
-           positive_int, 8, "aimeasure_judge_concurrency", metavar="N"),
-    Option("--judge-timeout", "judge_timeout", "Seconds before one judge call times out (default 60).",
-           positive_float, 60.0, "aimeasure_judge_timeout", metavar="SECONDS"),
-    Option("--judge-cache", "judge_cache",
-           "Sample cache: on (reuse stored samples), off, or replay (offline: a miss is an error).",
-           choice("on", "off", "replay"), "on", "aimeasure_judge_cache", metavar="on|off|replay"),
-    Option("--judge-budget-usd", "judge_budget_usd",
-           "Start no judge call once spend plus calls in flight would exceed this many US dollars.",
-           non_negative_float, None, "aimeasure_judge_budget_usd", metavar="USD"),
-    Option("--judge-dry-run", "judge_dry_run",
-           "Count the judge calls the selected tests would make and estimate their cost; call nothing.",
-           boolean, False, None, flag_only=True),
-    Option("--baseline", "baseline", "Baseline file (default aimeasure-baseline.json at the rootdir).",
-           non_empty, "aimeasure-baseline.json", "aimeasure_baseline", metavar="PATH"),
-    Option("--update-baseline", "update_baseline",
-           "Write this session's measurements into the baseline file (merged, sorted).",
-           boolean, False, None, flag_only=True),
-    Option("--prune-baseline", "prune_baseline",
-           "With --update-baseline: also remove entries of tests that did not run.",
-           boolean, False, None, flag_only=True),
-    Option("--drift", "drift", "What a regression against the baseline does: fail (default), warn, off.",
-           choice("fail", "warn", "off"), "fail", "aimeasure_drift", metavar="fail|warn|off"),
-    Option("--aimeasure-json", "aimeasure_json", "Write the session's results as JSON to PATH.",
-           non_empty, None, "aimeasure_json", metavar="PATH"),
-    Option("--aimeasure-store", "aimeasure_store", "Run store folder (default .aimeasure at the rootdir).",
-           non_empty, ".aimeasure", "aimeasure_store", metavar="PATH"),
-    Option("--rejudge", "rejudge",
-           "Re-score the artifacts stored by RUN_ID (default: latest) without generating them.",
-           non_empty, None, None, optional_value="latest", metavar="RUN_ID"),
-    Option("--resume", "resume",
-           "Continue an interrupted run RUN_ID (default: latest), requesting only missing samples.",
-           non_empty, None, None, optional_value="latest", metavar="RUN_ID"),
-    Option("--judge-var-floor", "judge_var_floor",
-           "Lower bound on within-item score variance used for error bars (default 1/12).",
-           positive_float, 1 / 12, "aimeasure_var_floor", metavar="VARIANCE"),
+    Option(
+        "--ai-judge",
+        "ai_judge",
+        "Enable judging: run @pytest.mark.dimension tests with the LLM judge.",
+        boolean,
+        False,
+        "aimeasure_ai_judge",
+        flag_only=True,
+    ),
+    Option(
+        "--judge-model",
+        "judge_model",
+        "Judge model: anthropic/<model> or claude-* (anthropic SDK), provider/model (litellm), "
+        "or scripted[:module:attr] (offline). Default: a current Claude model when "
+        "ANTHROPIC_API_KEY is set.",
+        non_empty,
+        None,
+        "aimeasure_judge_model",
+        metavar="MODEL",
+    ),
+    Option(
+        "--judge-samples",
+        "judge_samples",
+        "Judge samples per item (default 3).",
+        positive_int,
+        3,
+        "aimeasure_judge_samples",
+        metavar="N",
+    ),
+    Option(
+        "--judge-concurrency",
+        "judge_concurrency",
+        "Judge calls in flight at once, per provider (default 8).",
+        positive_int,
+        8,
+        "aimeasure_judge_concurrency",
+        metavar="N",
+    ),
+    Option(
+        "--judge-timeout",
+        "judge_timeout",
+        "Seconds before one judge call times out (default 60).",
+        positive_float,
+        60.0,
+        "aimeasure_judge_timeout",
+        metavar="SECONDS",
+    ),
+    Option(
+        "--judge-cache",
+        "judge_cache",
+        "Sample cache: on (reuse stored samples), off, or replay (offline: a miss is an error).",
+        choice("on", "off", "replay"),
+        "on",
+        "aimeasure_judge_cache",
+        metavar="on|off|replay",
+    ),
+    Option(
+        "--judge-budget-usd",
+        "judge_budget_usd",
+        "Start no judge call once spend plus calls in flight would exceed this many US dollars.",
+        non_negative_float,
+        None,
+        "aimeasure_judge_budget_usd",
+        metavar="USD",
+    ),
+    Option(
+        "--judge-dry-run",
+        "judge_dry_run",
+        "Count the judge calls the selected tests would make and estimate their cost; call nothing.",
+        boolean,
+        False,
+        None,
+        flag_only=True,
+    ),
+    Option(
+        "--baseline",
+        "baseline",
+        "Baseline file (default aimeasure-baseline.json at the rootdir).",
+        non_empty,
+        "aimeasure-baseline.json",
+        "aimeasure_baseline",
+        metavar="PATH",
+    ),
+    Option(
+        "--update-baseline",
+        "update_baseline",
+        "Write this session's measurements into the baseline file (merged, sorted).",
+        boolean,
+        False,
+        None,
+        flag_only=True,
+    ),
+    Option(
+        "--prune-baseline",
+        "prune_baseline",
+        "With --update-baseline: also remove entries of tests that did not run.",
+        boolean,
+        False,
+        None,
+        flag_only=True,
+    ),
+    Option(
+        "--drift",
+        "drift",
+        "What a regression against the baseline does: fail (default), warn, off.",
+        choice("fail", "warn", "off"),
+        "fail",
+        "aimeasure_drift",
+        metavar="fail|warn|off",
+    ),
+    Option(
+        "--aimeasure-json",
+        "aimeasure_json",
+        "Write the session's results as JSON to PATH.",
+        non_empty,
+        None,
+        "aimeasure_json",
+        metavar="PATH",
+    ),
+    Option(
+        "--aimeasure-store",
+        "aimeasure_store",
+        "Run store folder (default .aimeasure at the rootdir).",
+        non_empty,
+        ".aimeasure",
+        "aimeasure_store",
+        metavar="PATH",
+    ),
+    Option(
+        "--rejudge",
+        "rejudge",
+        "Re-score the artifacts stored by RUN_ID (default: latest) without generating them.",
+        non_empty,
+        None,
+        None,
+        optional_value="latest",
+        metavar="RUN_ID",
+    ),
+    Option(
+        "--resume",
+        "resume",
+        "Continue an interrupted run RUN_ID (default: latest), requesting only missing samples.",
+        non_empty,
+        None,
+        None,
+        optional_value="latest",
+        metavar="RUN_ID",
+    ),
+    Option(
+        "--judge-var-floor",
+        "judge_var_floor",
+        "Lower bound on within-item score variance used for error bars (default 1/12).",
+        positive_float,
+        1 / 12,
+        "aimeasure_var_floor",
+        metavar="VARIANCE",
+    ),
 )
 
 BY_DEST = {opt.dest: opt for opt in OPTIONS}
@@ -140,14 +252,29 @@ def add_options(parser: pytest.Parser) -> None:
     for opt in OPTIONS:
         ini_note = f" [ini: {opt.ini}]" if opt.ini else ""
         if opt.flag_only:
-            group.addoption(opt.flag, action="store_true", dest=opt.dest, default=None,
-                            help=opt.help + ini_note)
+            group.addoption(
+                opt.flag, action="store_true", dest=opt.dest, default=None, help=opt.help + ini_note
+            )
         elif opt.optional_value is not None:
-            group.addoption(opt.flag, dest=opt.dest, nargs="?", const=opt.optional_value, default=None,
-                            type=opt.parse, metavar=opt.metavar, help=opt.help + ini_note)
+            group.addoption(
+                opt.flag,
+                dest=opt.dest,
+                nargs="?",
+                const=opt.optional_value,
+                default=None,
+                type=opt.parse,
+                metavar=opt.metavar,
+                help=opt.help + ini_note,
+            )
         else:
-            group.addoption(opt.flag, dest=opt.dest, default=None, type=opt.parse, metavar=opt.metavar,
-                            help=opt.help + ini_note)
+            group.addoption(
+                opt.flag,
+                dest=opt.dest,
+                default=None,
+                type=opt.parse,
+                metavar=opt.metavar,
+                help=opt.help + ini_note,
+            )
         if opt.ini:
             parser.addini(opt.ini, opt.help + f" (ini twin of {opt.flag})", type="string", default="")
 
@@ -164,5 +291,7 @@ def get(config: pytest.Config, dest: str) -> Any:
             try:
                 return opt.parse(raw)
             except argparse.ArgumentTypeError as exc:
-                raise pytest.UsageError(f"ini option {opt.ini} = {raw!r}: {exc} (or pass {opt.flag})") from None
+                raise pytest.UsageError(
+                    f"ini option {opt.ini} = {raw!r}: {exc} (or pass {opt.flag})"
+                ) from None
     return opt.default

@@ -66,7 +66,10 @@ def item_nodeid(item: pytest.Item) -> str:
     if not getattr(item.config.option, "loadgroup", False):
         return item.nodeid
     names = sorted(
-        {str(m.args[0] if m.args else m.kwargs.get("name", "default")) for m in item.iter_markers("xdist_group")}
+        {
+            str(m.args[0] if m.args else m.kwargs.get("name", "default"))
+            for m in item.iter_markers("xdist_group")
+        }
     )
     return item.nodeid.removesuffix("@" + "_".join(names)) if names else item.nodeid
 
@@ -99,11 +102,15 @@ def marker_problem(item: pytest.Item) -> str | None:
         return None
     mark = dims[0]
     if len(mark.args) != 1 or not isinstance(mark.args[0], str) or not mark.args[0].strip():
-        return "@pytest.mark.dimension needs the dimension's name as its one positional argument, e.g. " \
-               "@pytest.mark.dimension('tone', floor=3.0)"
+        return (
+            "@pytest.mark.dimension needs the dimension's name as its one positional argument, e.g. "
+            "@pytest.mark.dimension('tone', floor=3.0)"
+        )
     unknown = sorted(set(mark.kwargs) - set(DIMENSION_KWARGS))
     if unknown:
-        return f"@pytest.mark.dimension got unknown keyword {unknown[0]!r}; known: {', '.join(DIMENSION_KWARGS)}"
+        return (
+            f"@pytest.mark.dimension got unknown keyword {unknown[0]!r}; known: {', '.join(DIMENSION_KWARGS)}"
+        )
     floor = mark.kwargs.get("floor", 3.0)
     if isinstance(floor, bool) or not isinstance(floor, (int, float)) or not 1 <= floor <= 5:
         return f"@pytest.mark.dimension floor={floor!r} must be a number from 1 to 5"
@@ -220,7 +227,9 @@ class MeasurePlugin:
 
     # -- running ---------------------------------------------------------------------------------
     @pytest.hookimpl(wrapper=True)
-    def pytest_runtest_protocol(self, item: pytest.Item, nextitem: pytest.Item | None) -> Generator[None, Any, Any]:
+    def pytest_runtest_protocol(
+        self, item: pytest.Item, nextitem: pytest.Item | None
+    ) -> Generator[None, Any, Any]:
         with runtime.running(item_nodeid(item)):
             return (yield)
 
@@ -258,11 +267,10 @@ class MeasurePlugin:
             excinfo = call.excinfo
             # A JudgeError can only exist once the engine module was imported: don't import it here.
             engine = sys.modules.get("pytest_aimeasure.judge.engine")
-            if excinfo is not None and engine is not None:
-                if isinstance(excinfo.value, engine.JudgeError):
-                    payload["judge_error"] = str(excinfo.value)
-                    raw = "\n".join(f"  attempt output: {r}" for r in excinfo.value.raw_outputs[-6:])
-                    report.longrepr = f"judge error: {excinfo.value}\n{raw}".rstrip()
+            if excinfo is not None and engine is not None and isinstance(excinfo.value, engine.JudgeError):
+                payload["judge_error"] = str(excinfo.value)
+                raw = "\n".join(f"  attempt output: {r}" for r in excinfo.value.raw_outputs[-6:])
+                report.longrepr = f"judge error: {excinfo.value}\n{raw}".rstrip()
         report.user_properties = [*report.user_properties, (PAYLOAD, json.dumps(payload))]
         return report
 

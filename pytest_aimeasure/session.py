@@ -16,13 +16,13 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from pytest_aimeasure import __version__, options
+from pytest_aimeasure import options
 from pytest_aimeasure.artifact import ArtifactRegistry
 
 if TYPE_CHECKING:
-    from pytest_aimeasure.models import Finding, ItemResult
     from pytest_aimeasure.compare import Comparison
-    from pytest_aimeasure.judge.engine import JudgeEngine, Spend
+    from pytest_aimeasure.judge.engine import JudgeEngine
+    from pytest_aimeasure.models import Finding, ItemResult, Measurement
     from pytest_aimeasure.recording import Recording
 
 
@@ -59,7 +59,9 @@ class Settings:
 
         rejudge, resume = options.get(config, "rejudge"), options.get(config, "resume")
         dry_run = bool(options.get(config, "judge_dry_run"))
-        judging = bool(options.get(config, "ai_judge")) or rejudge is not None or resume is not None or dry_run
+        judging = (
+            bool(options.get(config, "ai_judge")) or rejudge is not None or resume is not None or dry_run
+        )
         model = options.get(config, "judge_model")
         if judging and model is None:
             from pytest_aimeasure.judge.resolve import CONFIGURE_HELP, default_model
@@ -191,7 +193,9 @@ class SessionState:
         assert s.model is not None
 
         def scripted_fallback(call: ScriptedCall) -> ScriptedScore | None:
-            result: ScriptedScore | None = config.hook.pytest_aimeasure_scripted_verdict(call=call, config=config)
+            result: ScriptedScore | None = config.hook.pytest_aimeasure_scripted_verdict(
+                call=call, config=config
+            )
             return result
 
         def make_backend(model: str) -> Backend:
@@ -236,8 +240,13 @@ class SessionState:
         parts = [self._engine.spend.as_dict()] if self._engine is not None else []
         parts += self.worker_spend
         total: dict[str, Any] = {
-            "calls": 0, "retries": 0, "cached": 0, "input_tokens": 0, "output_tokens": 0,
-            "cost_usd": 0.0, "judge_errors": 0,
+            "calls": 0,
+            "retries": 0,
+            "cached": 0,
+            "input_tokens": 0,
+            "output_tokens": 0,
+            "cost_usd": 0.0,
+            "judge_errors": 0,
         }
         for part in parts:
             for name, value in part.items():
@@ -315,7 +324,9 @@ class SessionState:
             return "new"
         from pytest_aimeasure.compare import compare
 
-        item = compare(self._baseline, [m], whole_suite=False, var_floor=self.settings.var_floor).items.get(m.item_id)
+        item = compare(self._baseline, [m], whole_suite=False, var_floor=self.settings.var_floor).items.get(
+            m.item_id
+        )
         return item.verdict if item is not None else "new"
 
     # -- dry run ---------------------------------------------------------------------------------
@@ -338,7 +349,10 @@ class SessionState:
             return False
         if getattr(opt, "stepwise", False) or session.shouldstop or session.shouldfail:
             return False
-        if any(r.outcome == "error" and r.kind == "other" and "collect" in (r.message or "") for r in self.results.values()):
+        if any(
+            r.outcome == "error" and r.kind == "other" and "collect" in (r.message or "")
+            for r in self.results.values()
+        ):
             return False
         return bool(self.config.args_source != pytest.Config.ArgsSource.ARGS)
 

@@ -30,7 +30,16 @@ def test_tone(case, judge):
     judge.score(f"artifact {case}")
 """
 
-ARGS = ("--ai-judge", "--judge-model", "scripted", "--judge-cache=off", "-p", "no:randomly", "-p", "no:cacheprovider")
+ARGS = (
+    "--ai-judge",
+    "--judge-model",
+    "scripted",
+    "--judge-cache=off",
+    "-p",
+    "no:randomly",
+    "-p",
+    "no:cacheprovider",
+)
 
 
 def scores(pytester: pytest.Pytester, per_item: dict[str, list[int]]) -> None:
@@ -77,7 +86,9 @@ def test_unchanged_scores_are_stable_and_quiet(project: pytest.Pytester) -> None
     assert data["dimensions"]["tone"]["verdict"] == "stable"
     assert result.ret == 0
     assert data["passed"] is True
-    result.stdout.fnmatch_lines(["aimeasure: nothing needs a look against aimeasure-baseline.json; stable: tone (5 items)."])
+    result.stdout.fnmatch_lines(
+        ["aimeasure: nothing needs a look against aimeasure-baseline.json; stable: tone (5 items)."]
+    )
 
 
 def test_improvement_is_reported_as_stale_baseline_and_never_fails(project: pytest.Pytester) -> None:
@@ -91,8 +102,13 @@ def test_improvement_is_reported_as_stale_baseline_and_never_fails(project: pyte
 def test_changed_judge_is_not_comparable_never_regressed(project: pytest.Pytester) -> None:
     project.makepyfile(judgemod="TABLE = {'tone': [3, 3, 3]}")
     result = project.runpytest(
-        "--ai-judge", "--judge-model", "scripted:judgemod:TABLE", "-p", "no:randomly",
-        "--aimeasure-json", "out.json",
+        "--ai-judge",
+        "--judge-model",
+        "scripted:judgemod:TABLE",
+        "-p",
+        "no:randomly",
+        "--aimeasure-json",
+        "out.json",
     )
     data = read_results(project.path / "out.json")
     assert data["dimensions"]["tone"]["verdict"] == "not_comparable"
@@ -117,8 +133,16 @@ def test_drift_option_governs_regressions(project: pytest.Pytester, drift: str, 
 
 
 def test_noisy_small_change_is_inconclusive_with_its_mde_and_passes(project: pytest.Pytester) -> None:
-    scores(project, {"test_tone[a]": [4, 2, 5], "test_tone[b]": [4, 4, 3], "test_tone[c]": [5, 3, 4],
-                     "test_tone[d]": [4, 4, 4], "test_tone[e]": [3, 5, 4]})
+    scores(
+        project,
+        {
+            "test_tone[a]": [4, 2, 5],
+            "test_tone[b]": [4, 4, 3],
+            "test_tone[c]": [5, 3, 4],
+            "test_tone[d]": [4, 4, 4],
+            "test_tone[e]": [3, 5, 4],
+        },
+    )
     result, data = run(project)
     dim = data["dimensions"]["tone"]
     assert dim["verdict"] == "inconclusive"
@@ -131,8 +155,12 @@ def test_update_merges_keeps_unrun_entries_and_prunes_only_on_whole_suite(projec
     before = json.loads(baseline.read_text())["entries"]
     assert len(before) == 5
     scores(project, five([2, 2, 2]))
-    result = project.runpytest(*ARGS, "test_tone.py::test_tone[a]", "test_tone.py::test_tone[b]", "--update-baseline")
-    result.stdout.fnmatch_lines(["*baseline *: 0 added, 2 updated, 0 removed, 0 unchanged, 3 kept (not run)*"])
+    result = project.runpytest(
+        *ARGS, "test_tone.py::test_tone[a]", "test_tone.py::test_tone[b]", "--update-baseline"
+    )
+    result.stdout.fnmatch_lines(
+        ["*baseline *: 0 added, 2 updated, 0 removed, 0 unchanged, 3 kept (not run)*"]
+    )
     after = json.loads(baseline.read_text())["entries"]
     assert set(after) == set(before)
     assert after["tone::test_tone.py::test_tone[a]"]["scores"] == [2, 2, 2]
@@ -186,10 +214,18 @@ def test_same_results_with_and_without_xdist(project: pytest.Pytester) -> None:
 
     def essence(path: Path) -> list[tuple[Any, ...]]:
         data = read_results(path)
-        return sorted(
-            (i["nodeid"], i["outcome"], i["verdict"], i["measurements"][0]["mean"] if i["measurements"] else None)
-            for i in data["items"]
-        ) + [("dimension", data["dimensions"]["tone"]["verdict"])]
+        return [
+            *sorted(
+                (
+                    i["nodeid"],
+                    i["outcome"],
+                    i["verdict"],
+                    i["measurements"][0]["mean"] if i["measurements"] else None,
+                )
+                for i in data["items"]
+            ),
+            ("dimension", data["dimensions"]["tone"]["verdict"]),
+        ]
 
     assert essence(project.path / "serial.json") == essence(project.path / "parallel.json")
     serial_essence = essence(project.path / "serial.json")
@@ -199,15 +235,23 @@ def test_same_results_with_and_without_xdist(project: pytest.Pytester) -> None:
 
 def test_two_processes_updating_at_once_lose_no_entry(pytester: pytest.Pytester) -> None:
     pytester.makeconftest(CONFTEST)
-    pytester.makepyfile(
-        test_one=FIVE_ITEMS, test_two=FIVE_ITEMS.replace('"tone"', '"clarity"')
-    )
+    pytester.makepyfile(test_one=FIVE_ITEMS, test_two=FIVE_ITEMS.replace('"tone"', '"clarity"'))
     scores(pytester, five([4, 4, 3]))
     procs = [
         subprocess.Popen(
-            [sys.executable, "-m", "pytest", *ARGS, name, "--update-baseline",
-             "--aimeasure-store", f".store-{name}"],
-            cwd=pytester.path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+            [
+                sys.executable,
+                "-m",
+                "pytest",
+                *ARGS,
+                name,
+                "--update-baseline",
+                "--aimeasure-store",
+                f".store-{name}",
+            ],
+            cwd=pytester.path,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
         )
         for name in ("test_one.py", "test_two.py")
     ]

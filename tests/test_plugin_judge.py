@@ -73,8 +73,8 @@ def test_judge_error_after_repeated_malformed_output_records_no_score(pytester: 
     result.assert_outcomes(errors=2)
     out = result.stdout.str()
     assert (
-        "judge error: no valid verdict for broken::test_judge_error_after_repeated_malformed_output_records_no_score.py::test_broken"
-        in out
+        "judge error: no valid verdict for broken::"
+        "test_judge_error_after_repeated_malformed_output_records_no_score.py::test_broken" in out
     )
     assert "after 3 attempts" in out
     assert 'attempt output: {"dimension": "broken", "rationale": "not an integer", "score": "five"}' in out

@@ -346,7 +346,7 @@ class JudgeEngine:
             samples=spec.samples,
             prompt_hash=prompt_hash,
             rubric_hash=rubric_hash,
-            tool_mode=modes.most_common(1)[0][0] if modes else "forced",  # type: ignore[arg-type]
+            tool_mode=modes.most_common(1)[0][0] if modes else "forced",
             plugin_major=PLUGIN_MAJOR,
         )
         return Measurement(

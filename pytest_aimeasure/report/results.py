@@ -31,7 +31,7 @@ class ResultItem(ItemResult):
 class SessionResults(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    format: Literal[1] = RESULTS_FORMAT
+    format: Literal[1] = 1
     plugin_version: str = __version__
     run_id: str | None = None
     judge_model: str | None = None

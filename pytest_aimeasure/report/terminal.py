@@ -57,14 +57,24 @@ def comparison_rows(outcome: Outcome) -> list[list[str]]:
     for name, dim in sorted(comparison.dimensions.items()):
         if dim.verdict in LOOK_AT:
             rows.append(
-                [f"{name} (dimension, {dim.m} items)", _fmt_ci(dim.baseline_mean, None),
-                 _fmt_ci(dim.now_mean, dim.now_ci), _fmt_delta(dim.delta, dim.delta_ci), _verdict_text(dim)]
+                [
+                    f"{name} (dimension, {dim.m} items)",
+                    _fmt_ci(dim.baseline_mean, None),
+                    _fmt_ci(dim.now_mean, dim.now_ci),
+                    _fmt_delta(dim.delta, dim.delta_ci),
+                    _verdict_text(dim),
+                ]
             )
     for item_id, item in sorted(comparison.items.items()):
         if item.verdict in LOOK_AT and not (item.verdict == "inconclusive" and not item.demoted):
             rows.append(
-                [item_id, _fmt_ci(item.baseline_mean, None), _fmt_ci(item.now_mean, item.now_ci),
-                 _fmt_delta(item.delta, item.delta_ci), _verdict_text(item)]
+                [
+                    item_id,
+                    _fmt_ci(item.baseline_mean, None),
+                    _fmt_ci(item.now_mean, item.now_ci),
+                    _fmt_delta(item.delta, item.delta_ci),
+                    _verdict_text(item),
+                ]
             )
     return rows
 
@@ -89,10 +99,14 @@ def _indent(text: str, prefix: str = "      ") -> list[str]:
 
 
 def _finding_block(f: Finding) -> list[str]:
-    lines = [f"  [{f.severity}] {f.kind.replace('_', ' ')}: {f.subject}", *textwrap.wrap(
-        f.message, 110, initial_indent="      ", subsequent_indent="      ")]
+    lines = [
+        f"  [{f.severity}] {f.kind.replace('_', ' ')}: {f.subject}",
+        *textwrap.wrap(f.message, 110, initial_indent="      ", subsequent_indent="      "),
+    ]
     if f.rationale:
-        lines += textwrap.wrap("judge: " + f.rationale, 110, initial_indent="      ", subsequent_indent="        ")
+        lines += textwrap.wrap(
+            "judge: " + f.rationale, 110, initial_indent="      ", subsequent_indent="        "
+        )
     if f.excerpt:
         lines.append("      artifact:")
         lines += _indent(f.excerpt, "        ")
@@ -120,12 +134,18 @@ def summary_lines(state: SessionState, outcome: Outcome) -> list[str]:
     if rows:
         lines.append("")
         lines.append("Drift against the baseline (needs a look):")
-        lines += tabulate(rows, headers=["item", "baseline", "now (95% CI)", "Δ [95% CI]", "verdict"],
-                          tablefmt="simple", disable_numparse=True).splitlines()
+        lines += tabulate(
+            rows,
+            headers=["item", "baseline", "now (95% CI)", "Δ [95% CI]", "verdict"],
+            tablefmt="simple",
+            disable_numparse=True,
+        ).splitlines()
     if detail:
         lines.append("")
         counts = Counter(f.kind for f in detail)
-        lines.append("Findings: " + ", ".join(f"{n} {k.replace('_', ' ')}" for k, n in sorted(counts.items())))
+        lines.append(
+            "Findings: " + ", ".join(f"{n} {k.replace('_', ' ')}" for k, n in sorted(counts.items()))
+        )
         order = {"fail": 0, "warn": 1, "info": 2}
         for f in sorted(detail, key=lambda f: (order[f.severity], f.kind, f.subject)):
             lines += _finding_block(f)
@@ -155,7 +175,8 @@ def quiet_line(state: SessionState, outcome: Outcome, new_count: int) -> str:
     """The one line shown when nothing needs a look."""
     comparison = outcome.comparison
     stable = sorted(
-        f"{name} ({dim.m} items)" for name, dim in (comparison.dimensions.items() if comparison else ())
+        f"{name} ({dim.m} items)"
+        for name, dim in (comparison.dimensions.items() if comparison else ())
         if dim.verdict == "stable"
     )
     text = f"aimeasure: nothing needs a look against {state.settings.baseline.name}"
@@ -175,7 +196,9 @@ def next_steps(state: SessionState, outcome: Outcome, new_count: int) -> list[st
         steps.append("read the artifacts behind the regression:  aimeasure show latest")
         steps.append("after a deliberate change, accept it with  pytest --ai-judge --update-baseline")
     if "improved" in kinds and "regressed" not in kinds:
-        steps.append("the baseline is stale: record the improvement with  pytest --ai-judge --update-baseline")
+        steps.append(
+            "the baseline is stale: record the improvement with  pytest --ai-judge --update-baseline"
+        )
     if "judge_error" in kinds:
         steps.append("judge errors leave no score; retry the judging only with  pytest --ai-judge --resume")
     if "budget" in kinds:
@@ -204,7 +227,11 @@ def dry_run_lines(state: SessionState) -> list[str]:
         f"aimeasure dry run: {len(items)} dimension items, {calls} judge calls with {model}",
         *tabulate(sorted(per_dim.items()), headers=["dimension", "calls"], tablefmt="simple").splitlines(),
         "estimated cost: "
-        + ("unknown (no price for this model in litellm's price map)" if estimate is None else f"${estimate:.4f}")
+        + (
+            "unknown (no price for this model in litellm's price map)"
+            if estimate is None
+            else f"${estimate:.4f}"
+        )
         + f" (assuming ~{DRY_RUN_PROMPT_CHARS:,} prompt characters a call; nothing was called)",
     ]
     return lines

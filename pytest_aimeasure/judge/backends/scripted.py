@@ -31,7 +31,8 @@ from pytest_aimeasure.judge.backends.base import (
 )
 from pytest_aimeasure.models import SCORE_MAX, SCORE_MIN, Usage
 
-ScriptedScore = Union[int, tuple[int, str], dict[str, Any]]
+# A type alias at runtime (not only for annotations), so it is spelled with Union for Python 3.10.
+ScriptedScore = Union[int, tuple[int, str], dict[str, Any]]  # noqa: UP007
 Scorer = Callable[["ScriptedCall"], ScriptedScore | None]
 DEFAULT_SCORE = 4
 
