@@ -218,6 +218,11 @@ class MeasurePlugin:
         self.state.note_collected(items)
         return None
 
+    def pytest_collectreport(self, report: pytest.CollectReport) -> None:
+        # A file that failed to collect means the whole suite did not run (xdist forwards these).
+        if report.failed:
+            self.state.collection_errors += 1
+
     @pytest.hookimpl(tryfirst=True)
     def pytest_runtestloop(self, session: pytest.Session) -> bool | None:
         if self.state.dry_run:

@@ -134,6 +134,7 @@ class SessionState:
         self.outcome: Outcome | None = None
         self.recording: Recording | None = None
         self.worker_spend: list[dict[str, Any]] = []
+        self.collection_errors = 0
         self._engine: JudgeEngine | None = None
         self._engine_lock = threading.Lock()
         self._baseline: Any = None
@@ -349,10 +350,7 @@ class SessionState:
             return False
         if getattr(opt, "stepwise", False) or session.shouldstop or session.shouldfail:
             return False
-        if any(
-            r.outcome == "error" and r.kind == "other" and "collect" in (r.message or "")
-            for r in self.results.values()
-        ):
+        if self.collection_errors:
             return False
         return bool(self.config.args_source != pytest.Config.ArgsSource.ARGS)
 

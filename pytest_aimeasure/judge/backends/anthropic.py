@@ -20,19 +20,25 @@ import asyncio
 import inspect
 import json
 import time
-from collections.abc import Callable
 from typing import Any
 
 from pytest_aimeasure.judge.backends.base import (
+    DEFAULT_MAX_TOKENS,
     BackendError,
     GenerateReply,
     GenerateRequest,
     JudgeReply,
     JudgeRequest,
+    ProviderRejection,
     ToolMode,
+    auto_tool_instruction,
+    is_rejection,
+    rejects_forced_tool,
+    rejects_temperature,
 )
 from pytest_aimeasure.models import Usage
 
+# The shared helpers moved to base; they stay importable from here for existing callers.
 __all__ = [
     "AnthropicBackend",
     "ProviderRejection",
@@ -41,42 +47,6 @@ __all__ = [
     "rejects_forced_tool",
     "rejects_temperature",
 ]
-
-DEFAULT_MAX_TOKENS = 1024
-
-
-def auto_tool_instruction(tool_name: str) -> str:
-    """The system-prompt addition used when a model cannot be forced to call the verdict tool."""
-    return (
-        f"Answer only by calling the tool `{tool_name}` exactly once with your verdict. "
-        "Do not answer in plain text."
-    )
-
-
-def rejects_temperature(message: str) -> bool:
-    """Whether a 400 error message says the model does not take a temperature."""
-    return "temperature" in message.lower()
-
-
-def rejects_forced_tool(message: str) -> bool:
-    """Whether a 400 error message says the model cannot be forced to call a tool."""
-    text = message.lower()
-    about_tool_choice = "tool_choice" in text or "tool choice" in text or "tool use" in text
-    refusal = any(word in text for word in ("forc", "not supported", "unsupported", "only", "auto"))
-    return about_tool_choice and refusal
-
-
-class ProviderRejection(BackendError):
-    """A :class:`BackendError` from an HTTP error response; ``provider_message`` is the provider's text."""
-
-    def __init__(self, message: str, *, status: int, provider_message: str) -> None:
-        super().__init__(message, status=status, retryable=status in (408, 409, 429) or status >= 500)
-        self.provider_message = provider_message
-
-
-def is_rejection(error: BackendError, test: Callable[[str], bool]) -> bool:
-    """Whether ``error`` is a 400 whose provider message passes ``test``."""
-    return isinstance(error, ProviderRejection) and error.status == 400 and bool(test(error.provider_message))
 
 
 class AnthropicBackend:

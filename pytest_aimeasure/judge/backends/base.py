@@ -3,10 +3,15 @@
 A backend turns one :class:`JudgeRequest` into one :class:`JudgeReply`: a single model call, no
 sampling, no validation of the verdict. Sampling, validation, retries with feedback, concurrency
 limits and aggregation live in :mod:`pytest_aimeasure.judge.engine`, once, for every backend.
+
+The helpers at the end are shared by the HTTP backends (anthropic, litellm): the error an HTTP error
+response becomes, and how a model's rejection of ``temperature`` or of forced tool use is recognised
+and worked around.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, runtime_checkable
 
@@ -109,3 +114,43 @@ class Backend(Protocol):
     async def generate(self, request: GenerateRequest) -> GenerateReply: ...
 
     async def aclose(self) -> None: ...
+
+
+# -- shared by the HTTP backends ---------------------------------------------------------------------
+
+DEFAULT_MAX_TOKENS = 1024
+"""``max_tokens`` for a generation call that does not set it."""
+
+
+class ProviderRejection(BackendError):
+    """A :class:`BackendError` from an HTTP error response; ``provider_message`` is the provider's text."""
+
+    def __init__(self, message: str, *, status: int, provider_message: str) -> None:
+        super().__init__(message, status=status, retryable=status in (408, 409, 429) or status >= 500)
+        self.provider_message = provider_message
+
+
+def auto_tool_instruction(tool_name: str) -> str:
+    """The system-prompt addition used when a model cannot be forced to call the verdict tool."""
+    return (
+        f"Answer only by calling the tool `{tool_name}` exactly once with your verdict. "
+        "Do not answer in plain text."
+    )
+
+
+def rejects_temperature(message: str) -> bool:
+    """Whether a 400 error message says the model does not take a temperature."""
+    return "temperature" in message.lower()
+
+
+def rejects_forced_tool(message: str) -> bool:
+    """Whether a 400 error message says the model cannot be forced to call a tool."""
+    text = message.lower()
+    about_tool_choice = "tool_choice" in text or "tool choice" in text or "tool use" in text
+    refusal = any(word in text for word in ("forc", "not supported", "unsupported", "only", "auto"))
+    return about_tool_choice and refusal
+
+
+def is_rejection(error: BackendError, test: Callable[[str], bool]) -> bool:
+    """Whether ``error`` is a 400 whose provider message passes ``test``."""
+    return isinstance(error, ProviderRejection) and error.status == 400 and bool(test(error.provider_message))

@@ -1,6 +1,7 @@
 """The litellm judge backend: any ``provider/model`` string (``openai/gpt-4o-mini``, ``ollama/llama3``, ...).
 
-litellm is imported on first use, never at module import. Before that import,
+litellm is imported when a backend is built (as the anthropic SDK is), never at module import, so the
+seconds its import takes are not counted in the first judge call's latency. Before that import,
 ``LITELLM_LOCAL_MODEL_COST_MAP`` defaults to ``True`` so importing litellm does not fetch its price map
 from the network (it otherwise does, with retries, on every import).
 
@@ -26,21 +27,19 @@ import re
 import time
 from typing import Any
 
-from pytest_aimeasure.judge.backends.anthropic import (
-    DEFAULT_MAX_TOKENS,
-    ProviderRejection,
-    auto_tool_instruction,
-    is_rejection,
-    rejects_forced_tool,
-    rejects_temperature,
-)
 from pytest_aimeasure.judge.backends.base import (
+    DEFAULT_MAX_TOKENS,
     BackendError,
     GenerateReply,
     GenerateRequest,
     JudgeReply,
     JudgeRequest,
+    ProviderRejection,
     ToolMode,
+    auto_tool_instruction,
+    is_rejection,
+    rejects_forced_tool,
+    rejects_temperature,
 )
 from pytest_aimeasure.models import Usage
 
@@ -107,7 +106,8 @@ class LitellmBackend:
         # Learned from rejections, then kept so later calls don't pay for the same 400 again.
         self.sends_temperature = True
         self.forces_tool = True
-        self._litellm: Any = None
+        self._litellm: Any = import_litellm()
+        self._called = False  # aclose has background logging to drain only after a call
 
     @property
     def concurrency_key(self) -> str:
@@ -124,7 +124,7 @@ class LitellmBackend:
         logging runs as background tasks bound to the caller's loop; left pending they are carried
         to the next loop with a warning, or destroyed with the loop.
         """
-        if self._litellm is None:
+        if not self._called:
             return
         try:  # internal litellm APIs: skip quietly where a release moved them
             from litellm.litellm_core_utils.logging_worker import GLOBAL_LOGGING_WORKER
@@ -138,9 +138,8 @@ class LitellmBackend:
     # -- calls -----------------------------------------------------------------------------------
 
     async def _complete(self, kwargs: dict[str, Any], timeout: float | None) -> Any:
-        if self._litellm is None:
-            self._litellm = import_litellm()
         litellm = self._litellm
+        self._called = True
         kwargs.setdefault("model", self.model)
         kwargs["num_retries"] = self.max_retries
         limit = timeout if timeout is not None else self.timeout
