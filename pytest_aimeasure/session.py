@@ -164,6 +164,7 @@ class SessionState:
             except BaselineError as exc:
                 raise pytest.UsageError(str(exc)) from None
         if self.judging:
+            self._warm_sdk()
             from pytest_aimeasure.recording import Recording
 
             self.recording = Recording.open(self)
@@ -172,6 +173,28 @@ class SessionState:
             self.artifacts.resuming = self.recording.resuming
             if self.settings.budget_usd is not None:
                 self.recording.check_budget_prices(self.settings.model)
+
+    def _warm_sdk(self) -> None:
+        """Import the judge's SDK in the background while pytest collects: anthropic takes ~1 s and
+        litellm ~3 s to import, time the first judged test would otherwise wait for."""
+        from pytest_aimeasure.judge.resolve import route
+
+        kind = route(self.settings.model) if self.settings.model else "scripted"
+        if kind == "scripted":
+            return
+
+        def load() -> None:
+            try:
+                if kind == "anthropic":
+                    import anthropic  # noqa: F401
+                else:
+                    from pytest_aimeasure.judge.backends.litellm import import_litellm
+
+                    import_litellm()
+            except Exception:  # the backend's own import reports the problem where it matters
+                pass
+
+        threading.Thread(target=load, name="aimeasure-warm-sdk", daemon=True).start()
 
     def workerinput(self) -> dict[str, Any]:
         return self.recording.workerinput() if self.recording is not None else {}
