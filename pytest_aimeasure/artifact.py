@@ -12,14 +12,17 @@ dimensions that use the same key are linked: a failed gate skips the dimensions 
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import threading
+import types
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
 MediaType = Literal["text", "json"]
+_FACTORY_TYPES = (types.FunctionType, types.MethodType, types.BuiltinFunctionType, functools.partial)
 
 
 @dataclass(frozen=True)
@@ -58,7 +61,9 @@ def decode(text: str, media_type: MediaType) -> Any:
     return json.loads(text) if media_type == "json" else text
 
 
-def make_artifact(key: str, value: Any, *, label: str | None, source: Literal["generated", "stored"]) -> Artifact:
+def make_artifact(
+    key: str, value: Any, *, label: str | None, source: Literal["generated", "stored"]
+) -> Artifact:
     text, media = encode(value)
     return Artifact(
         key=key,
@@ -104,7 +109,17 @@ class ArtifactRegistry:
         if self.recorder is not None and (self.rejudge_run is not None or self.resuming):
             # A resumed run continues with what it generated before the interruption: a new draw
             # from a non-deterministic generator would miss every journaled sample.
-            stored = self.recorder.load(key)
+            unreadable = None
+            try:
+                stored = self.recorder.load(key)
+            except Exception as exc:  # a blob deleted or corrupted in the store, a bad manifest
+                unreadable = str(exc)  # resuming: generate it again (its samples are judged again)
+            if unreadable is not None and self.rejudge_run is not None:
+                # Raised outside the handler: the report shows this message, not the OS error chain.
+                raise ArtifactMissing(
+                    f"--rejudge {self.rejudge_run}: the stored artifact {key!r} cannot be read, and it "
+                    f"is never regenerated under --rejudge: {unreadable}"
+                )
         if stored is not None:
             text, media, stored_label = stored
             artifact = make_artifact(key, decode(text, media), label=stored_label, source="stored")
@@ -127,10 +142,17 @@ class ArtifactRegistry:
         return sorted({a.label for a in self._by_key.values() if a.label})
 
     def gate_failed(self, gate_nodeid: str, values: list[object]) -> None:
+        """Condemn what a failed gate checked: its :class:`Artifact` objects when it used any (then
+        nothing else: a session-wide client or helper it also used is not what failed), else the
+        higher-scoped fixture values it was given. A function is never condemned: it is a factory
+        (``aimeasure_artifact`` itself, or a user's), shared by every test that asks for it."""
+        artifacts = [v for v in values if isinstance(v, Artifact)]
+        for artifact in artifacts:
+            self._failed_keys.setdefault(artifact.key, gate_nodeid)
+        if artifacts:
+            return
         for value in values:
-            if isinstance(value, Artifact):
-                self._failed_keys.setdefault(value.key, gate_nodeid)
-            else:
+            if not isinstance(value, _FACTORY_TYPES):
                 self._failed_objects.setdefault(id(value), (value, gate_nodeid))
 
     def failed_gate_for(self, values: list[object]) -> str | None:

@@ -26,11 +26,16 @@ calls use none of them.
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import json
 import math
+import os
 import re
+import secrets
+import tempfile
 import threading
+from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -44,6 +49,7 @@ __all__ = [
     "Budget",
     "Price",
     "Reservation",
+    "SharedBudget",
     "cost_usd",
     "estimate_call_usd",
     "price_for",
@@ -287,3 +293,128 @@ class Budget:
         """True once a call was refused, or the limit is fully spent or reserved: no call can start."""
         with self._lock:
             return self.refused > 0 or self._spent + sum(self._open.values()) >= self.limit_usd
+
+
+class SharedBudget:
+    """A :class:`Budget` shared by several processes (xdist workers) through a ledger file.
+
+    Each worker holds the same limit; what they spent, what their calls in flight reserved and
+    whether a reservation was refused live in one small JSON file (``path``), read and rewritten
+    under a file lock by every :meth:`reserve` and :meth:`settle`. So the rule of :class:`Budget`
+    holds for the whole session, not per worker: no call starts once the spend plus every worker's
+    calls in flight would exceed the limit, and the first refusal anywhere is final everywhere.
+
+    The ledger belongs to one session: the controller removes it at session start (:meth:`reset`),
+    the first worker to reserve creates it. A ledger that cannot be read or locked refuses the call
+    (spending without a ledger could pass the limit), and the refusal is final as usual.
+    """
+
+    LOCK_TIMEOUT_S = 30.0
+
+    def __init__(self, path: Path, limit_usd: float) -> None:
+        if not limit_usd >= 0:  # also rejects NaN
+            raise ValueError(f"a budget must be >= 0 USD, not {limit_usd}")
+        from filelock import FileLock
+
+        self.path = Path(path)
+        self.limit_usd = float(limit_usd)
+        self._lock = FileLock(str(self.path) + ".lock", timeout=self.LOCK_TIMEOUT_S)
+        self._thread_lock = threading.Lock()
+        self._owner = f"{os.getpid()}-{secrets.token_hex(3)}"
+        self._next = 0
+        self._broken = False
+
+    @staticmethod
+    def reset(path: Path) -> None:
+        """Forget an earlier session's ledger (the controller calls this before workers start)."""
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(path)
+
+    # -- the ledger ------------------------------------------------------------------------------
+    def _read(self) -> dict[str, Any]:
+        try:
+            data = json.loads(self.path.read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            return {"spent": 0.0, "open": {}, "refused": 0}
+        if not isinstance(data, dict) or not isinstance(data.get("open"), dict):
+            raise ValueError(f"budget ledger {self.path} is not a ledger")
+        return data
+
+    def _write(self, data: dict[str, Any]) -> None:
+        fd, tmp = tempfile.mkstemp(dir=self.path.parent, prefix=f".{self.path.name}.", suffix=".tmp")
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as handle:
+                json.dump(data, handle)
+            os.replace(tmp, self.path)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+            raise
+
+    @contextlib.contextmanager
+    def _ledger(self) -> Iterator[dict[str, Any]]:
+        """The ledger under the lock; changes made to the dict are written back."""
+        with self._thread_lock, self._lock:
+            data = self._read()
+            yield data
+            self._write(data)
+
+    def _snapshot(self) -> dict[str, Any]:
+        with self._thread_lock, self._lock:
+            return self._read()
+
+    # -- the Budget interface --------------------------------------------------------------------
+    def reserve(self, estimate_usd: float) -> Reservation | None:
+        if not estimate_usd >= 0:
+            raise ValueError(f"an estimate must be >= 0 USD, not {estimate_usd}")
+        if self._broken:
+            return None
+        from filelock import Timeout
+
+        try:
+            with self._ledger() as data:
+                committed = float(data["spent"]) + sum(float(v) for v in data["open"].values())
+                if data["refused"] or committed + estimate_usd > self.limit_usd:
+                    data["refused"] = int(data["refused"]) + 1
+                    return None
+                self._next += 1
+                data["open"][f"{self._owner}-{self._next}"] = estimate_usd
+                return Reservation(self._next, estimate_usd)
+        except (OSError, ValueError, KeyError, TypeError, Timeout):
+            self._broken = True
+            return None
+
+    def settle(self, reservation: Reservation, actual_usd: float | None) -> None:
+        from filelock import Timeout
+
+        try:
+            with self._ledger() as data:
+                amount = data["open"].pop(f"{self._owner}-{reservation.ident}", None)
+                if amount is None:
+                    raise ValueError(f"reservation {reservation.ident} is not open (settled twice?)")
+                data["spent"] = float(data["spent"]) + (float(amount) if actual_usd is None else actual_usd)
+        except (OSError, KeyError, TypeError, Timeout):
+            self._broken = True  # the call was made and paid for; without a ledger, start no more
+
+    @property
+    def refused(self) -> int:
+        return int(self._snapshot()["refused"])
+
+    @property
+    def spent(self) -> float:
+        return float(self._snapshot()["spent"])
+
+    @property
+    def in_flight(self) -> float:
+        return sum(float(v) for v in self._snapshot()["open"].values())
+
+    @property
+    def remaining(self) -> float:
+        data = self._snapshot()
+        return self.limit_usd - float(data["spent"]) - sum(float(v) for v in data["open"].values())
+
+    @property
+    def exhausted(self) -> bool:
+        data = self._snapshot()
+        committed = float(data["spent"]) + sum(float(v) for v in data["open"].values())
+        return bool(data["refused"]) or committed >= self.limit_usd

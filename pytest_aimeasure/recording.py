@@ -8,7 +8,6 @@ test's final record and closes the run. Resume and the sample cache are one mech
 
 from __future__ import annotations
 
-import sys
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
@@ -22,12 +21,14 @@ from pytest_aimeasure.models import Finding, ItemResult, RunMeta, Sample, Usage
 from pytest_aimeasure.store import Journal, Run, RunStore, SampleKey, SampleRecord, StoreError, git_info
 
 if TYPE_CHECKING:
-    from pytest_aimeasure.cost import Budget
+    from pytest_aimeasure.cost import Budget, SharedBudget
     from pytest_aimeasure.session import Outcome, SessionState
 
 RUN_ID_KEY = "aimeasure_run_id"
 RESUMING_KEY = "aimeasure_resuming"
 REJUDGE_KEY = "aimeasure_rejudge_run"
+BUDGET_LEDGER = "budget-ledger.json"
+CONTROLLER = "controller"
 
 
 def _cost_model(provider: str, model: str) -> tuple[str, str | None]:
@@ -44,7 +45,7 @@ class Recording:
     lookup: SampleLookup
     resuming: bool
     rejudge: Run | None
-    budget: Budget | None
+    budget: Budget | SharedBudget | None
     is_worker: bool
     _journal: Journal | None = None
     _findings: list[Finding] = field(default_factory=list)
@@ -58,22 +59,37 @@ class Recording:
             store.ensure_writable()
             workerinput: dict[str, Any] | None = getattr(config, "workerinput", None)
             if workerinput is not None:
-                run = store.open_run(workerinput[RUN_ID_KEY])
+                # Name this process's files after the worker id xdist gave it, not the environment:
+                # a session started inside another one (pytester under xdist) inherits its
+                # PYTEST_XDIST_WORKER, and two processes must never share a journal.
+                worker = str(workerinput.get("workerid", "worker"))
+                run = store.open_run(workerinput[RUN_ID_KEY], writer=worker)
                 resuming = bool(workerinput.get(RESUMING_KEY))
                 rejudge_id = workerinput.get(REJUDGE_KEY)
             else:
                 rejudge_id = store.resolve(s.rejudge) if s.rejudge is not None else None
                 resuming = s.resume is not None
                 run = cls._controller_run(store, state, rejudge_id)
-            rejudge = store.open_run(rejudge_id) if rejudge_id else None
+                if resuming and run.meta.rejudge_of:
+                    # A resumed --rejudge run goes on scoring the artifacts of the run it rejudges:
+                    # what it had not loaded before the interruption must not be generated now.
+                    rejudge_id = run.meta.rejudge_of
+            rejudge = store.open_run(rejudge_id, writer=run.writer) if rejudge_id else None
             lookup = SampleLookup(store, mode=s.cache, resume_run=run if resuming else None)  # type: ignore[arg-type]
         except (StoreError, CacheError) as exc:
             raise pytest.UsageError(f"run store {s.store}: {exc}") from None
-        budget = None
+        budget: Budget | SharedBudget | None = None
         if s.budget_usd is not None:
-            from pytest_aimeasure.cost import Budget
+            from pytest_aimeasure.cost import Budget, SharedBudget
 
-            budget = Budget(s.budget_usd)
+            # xdist: the workers judge, each in its own process, so they share one ledger in the
+            # run folder; the controller starts every session (a resume too) with an empty one.
+            ledger = run.path / BUDGET_LEDGER
+            if workerinput is not None:
+                budget = SharedBudget(ledger, s.budget_usd)
+            else:
+                SharedBudget.reset(ledger)
+                budget = Budget(s.budget_usd)
         rec = cls(store, run, lookup, resuming, rejudge, budget, workerinput is not None)
         if resuming and not rec.is_worker:
             for problem in lookup.resume_problems:
@@ -86,21 +102,32 @@ class Recording:
     def _controller_run(store: RunStore, state: SessionState, rejudge_id: str | None) -> Run:
         s = state.settings
         if s.resume is not None:
-            run = store.open_run(store.resolve(s.resume))
+            run = store.open_run(store.resolve(s.resume), writer=CONTROLLER)
+            recorded = run.meta.judge_model
+            if recorded is not None and s.model is not None and recorded != s.model:
+                # Another judge means other sample keys: nothing journaled would be reused, and
+                # every sample would be paid for again under the name of a resume.
+                raise StoreError(
+                    f"--resume {run.run_id}: the run was judged with {recorded}, this session would "
+                    f"judge with {s.model}, so none of its journaled samples could be reused; resume "
+                    f"with --judge-model {recorded}, or start a new run"
+                )
             run.write_meta(run.meta.model_copy(update={"status": "running", "ended_at": None}))
             return run
         commit, dirty = git_info(state.config.rootpath)
         meta = RunMeta(
             run_id=store.new_run_id(),
             started_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
-            argv=list(sys.argv),
+            # The command that reproduces the run (sys.argv is another program's when pytest is
+            # started from Python, e.g. pytest.main or pytester).
+            argv=["pytest", *state.config.invocation_params.args],
             git_commit=commit,
             git_dirty=dirty,
             plugin_version=__version__,
             judge_model=s.model,
             rejudge_of=rejudge_id,
         )
-        return store.start_run(meta)
+        return store.start_run(meta, writer=CONTROLLER)
 
     @property
     def run_id(self) -> str:
@@ -121,7 +148,9 @@ class Recording:
     def lookup_sample(self, key: tuple[str, str, str, int]) -> Sample | None:
         return self.lookup.get(SampleKey(*key))
 
-    def record_sample(self, key: tuple[str, str, str, int], *, item_id: str, nodeid: str, sample: Sample) -> None:
+    def record_sample(
+        self, key: tuple[str, str, str, int], *, item_id: str, nodeid: str, sample: Sample
+    ) -> None:
         record = SampleRecord(key=SampleKey(*key), item_id=item_id, nodeid=nodeid, sample=sample)
         if self._journal is None:
             self._journal = self.run.journal()
@@ -130,7 +159,9 @@ class Recording:
 
     # -- artifacts -------------------------------------------------------------------------------
     def record(self, artifact: Artifact) -> None:
-        self.run.record_artifact(artifact.key, artifact.text, label=artifact.label, media_type=artifact.media_type)
+        self.run.record_artifact(
+            artifact.key, artifact.text, label=artifact.label, media_type=artifact.media_type
+        )
 
     def load(self, key: str) -> tuple[str, MediaType, str | None] | None:
         source = self.rejudge or self.run

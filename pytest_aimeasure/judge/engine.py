@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import json
 import threading
 from collections import Counter
 from collections.abc import Awaitable, Callable, Coroutine
@@ -413,7 +414,15 @@ class JudgeEngine:
                     "nodeid": spec.nodeid,
                 },
             )
-            reply = await self._call(backend, request, sum(len(m.content) for m in messages))
+            # The budget's estimate counts everything the provider bills as input: the system
+            # prompt and the tool definition too, not only the messages.
+            tool = request.tool
+            prompt_chars = (
+                len(template.system)
+                + sum(len(m.content) for m in messages)
+                + len(tool.name) + len(tool.description) + len(json.dumps(tool.input_schema))
+            )
+            reply = await self._call(backend, request, prompt_chars)
             total = total + reply.usage
             raw_outputs.append(reply.raw)
             verdict = _validate(reply, spec.dimension)

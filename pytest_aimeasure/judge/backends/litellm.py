@@ -118,11 +118,14 @@ class LitellmBackend:
         return f"LitellmBackend(model={self.model!r}, api_base={self.api_base!r}, timeout={self.timeout!r})"
 
     async def aclose(self) -> None:
-        """Let litellm finish its background logging tasks on this event loop (bounded, best effort).
+        """Let litellm finish its background logging tasks on this event loop, then stop its logging
+        worker (bounded, best effort).
 
         litellm owns and caches its HTTP clients, so there is nothing else to close. Its success
         logging runs as background tasks bound to the caller's loop; left pending they are carried
-        to the next loop with a warning, or destroyed with the loop.
+        to the next loop with a warning, or destroyed with the loop. Its logging worker is a task on
+        the same loop: left running, closing the loop destroys it ("Task was destroyed but it is
+        pending!", then "Event loop is closed" from its finaliser). The next call starts it again.
         """
         if not self._called:
             return
@@ -134,6 +137,8 @@ class LitellmBackend:
         with contextlib.suppress(Exception):
             await asyncio.wait_for(drain_logging_tasks(timeout=_DRAIN_S), _DRAIN_S + 0.5)
             await asyncio.wait_for(GLOBAL_LOGGING_WORKER.flush(), _DRAIN_S)
+        with contextlib.suppress(Exception):
+            await asyncio.wait_for(GLOBAL_LOGGING_WORKER.stop(timeout=_DRAIN_S), _DRAIN_S + 0.5)
 
     # -- calls -----------------------------------------------------------------------------------
 

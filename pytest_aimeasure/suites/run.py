@@ -1,0 +1,493 @@
+"""Running suite jobs: generation and judging concurrently, bounded per provider, reported item by item.
+
+One :class:`SuiteRunner` per pytest process owns an event loop in a background thread. When a suite
+item runs, the runner schedules that item's job and the jobs of every item of the same suite file this
+process is known to run next (the rest of ``session.items``; on an xdist worker, the worker's queue),
+so a file's generations overlap while pytest still reports one item at a time. Each item then waits
+for its own job only.
+
+A job: generate (under the target's generation semaphore, one per concurrency key, see
+:mod:`pytest_aimeasure.suites.targets`) → record the output as an artifact → run the gates → if they
+pass and the judge is on, measure every dimension through the judge engine (its own per-provider
+limits apply). Under ``--rejudge`` the stored output is loaded and nothing is generated; under
+``--resume`` stored outputs are reused and only missing ones are generated.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import inspect
+import threading
+import time
+from collections.abc import Callable, Coroutine, Sequence
+from concurrent.futures import Future
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
+
+import pytest
+
+from pytest_aimeasure.suites.gates import GateResult, run_gates, text_counts
+from pytest_aimeasure.suites.model import DimensionSpec, GateSpec
+from pytest_aimeasure.suites.targets import ResolvedTarget
+
+if TYPE_CHECKING:
+    from pytest_aimeasure.artifact import Artifact
+    from pytest_aimeasure.judge.backends.base import Backend
+    from pytest_aimeasure.models import ItemResult, Measurement
+    from pytest_aimeasure.session import SessionState
+
+__all__ = ["Generation", "JobPlan", "JobResult", "SuiteRunner"]
+
+T = TypeVar("T")
+DEFAULT_GENERATION_TIMEOUT_S = 120.0
+_CLOSE_S = 5.0
+
+
+@dataclass(frozen=True)
+class JobPlan:
+    """Everything one (prompt × target) job needs, fixed at collection."""
+
+    nodeid: str
+    file_key: str
+    suite: str
+    prompt_id: str
+    category: str | None
+    text: str
+    system: str | None
+    variables: dict[str, Any]
+    target: ResolvedTarget
+    gates: tuple[GateSpec, ...]
+    dimensions: tuple[DimensionSpec, ...]
+    facts: bool
+    callables: dict[str, Callable[..., Any]]
+    wait_s: float
+
+    @property
+    def artifact_key(self) -> str:
+        return f"suite:{self.nodeid}"
+
+    def item_id(self, dimension: str) -> str:
+        return f"{dimension}::{self.nodeid}"
+
+
+@dataclass
+class Generation:
+    """What generating one output took (or the stored copy under --rejudge / --resume)."""
+
+    source: Literal["generated", "stored"] = "generated"
+    artifact: Artifact | None = None
+    latency_s: float | None = None
+    input_tokens: int | None = None
+    output_tokens: int | None = None
+    cost_usd: float | None = None
+    model: str | None = None
+    error: str | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "source": self.source,
+            "latency_s": None if self.latency_s is None else round(self.latency_s, 4),
+            "input_tokens": self.input_tokens,
+            "output_tokens": self.output_tokens,
+            "cost_usd": None if self.cost_usd is None else round(self.cost_usd, 8),
+            "model": self.model,
+            "error": self.error,
+        }
+
+
+@dataclass
+class JobResult:
+    generation: Generation
+    gates: list[GateResult] = field(default_factory=list)
+    measurements: list[Measurement] = field(default_factory=list)
+    errors: list[tuple[str, BaseException]] = field(default_factory=list)
+    not_judged: BaseException | None = None
+    judged: bool = False
+
+    @property
+    def failed_gates(self) -> list[GateResult]:
+        return [g for g in self.gates if not g.passed]
+
+
+class _NeedsGeneration(Exception):
+    """Raised from ArtifactRegistry.get's generate callback: the output must be generated (async)."""
+
+
+def _needs_generation() -> Any:
+    raise _NeedsGeneration
+
+
+def _worker_queue(config: pytest.Config) -> list[int] | None:
+    """Indices (into ``session.items``) an xdist worker was told to run next; None when not a worker.
+
+    xdist keeps them in its WorkerInteractor; that is not a public API, so any surprise means "no
+    prefetch" (each item then only runs its own job), never a wrong job.
+    """
+    if not hasattr(config, "workerinput"):
+        return None
+    for plugin in config.pluginmanager.get_plugins():
+        torun = getattr(plugin, "torun", None)
+        if torun is None or not hasattr(plugin, "nextitem_index"):
+            continue
+        upcoming: list[Any] = [plugin.nextitem_index]
+        try:
+            if hasattr(torun, "lock"):
+                with torun.lock() as queue:
+                    upcoming += list(queue)
+            elif hasattr(torun, "mutex") and hasattr(torun, "queue"):
+                with torun.mutex:
+                    upcoming += list(torun.queue)
+        except Exception:
+            return []
+        return [i for i in upcoming if isinstance(i, int) and not isinstance(i, bool)]
+    return []
+
+
+class SuiteRunner:
+    """The process's suite jobs, their event loop and their generation limits."""
+
+    def __init__(self, config: pytest.Config, state: SessionState) -> None:
+        self.config = config
+        self.state = state
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
+        self._lock = threading.Lock()
+        self._futures: dict[str, Future[JobResult]] = {}
+        self._semaphores: dict[str, asyncio.Semaphore] = {}
+        self._backends: dict[str, Backend] = {}
+        self._positions: dict[int, int] | None = None
+        self._previous: dict[str, dict[str, Any]] | None = None
+        self._closed = False
+
+    # -- lifecycle -------------------------------------------------------------------------------
+    @classmethod
+    def of(cls, config: pytest.Config) -> SuiteRunner:
+        from pytest_aimeasure.plugin import state_key
+
+        runner = config.stash.get(runner_key, None)
+        if runner is None:
+            runner = cls(config, config.stash[state_key])
+            config.stash[runner_key] = runner
+            config.pluginmanager.register(_SessionEnd(runner), "aimeasure-suite-runner")
+            config.add_cleanup(runner.close)
+        return runner
+
+    def _own_loop(self) -> asyncio.AbstractEventLoop:
+        with self._lock:
+            if self._loop is None:
+                loop = asyncio.new_event_loop()
+                thread = threading.Thread(target=loop.run_forever, name="aimeasure-suites", daemon=True)
+                thread.start()
+                self._loop, self._thread = loop, thread
+            return self._loop
+
+    def _submit(self, coro: Coroutine[Any, Any, T]) -> Future[T]:
+        # With the judge on, jobs run on the judge engine's loop: judging is then a plain await, and
+        # SDK state bound to one event loop (litellm's logging worker, HTTP pools) never hops loops.
+        if self.state.judging:
+            return self.state.engine().submit(coro)
+        return asyncio.run_coroutine_threadsafe(coro, self._own_loop())
+
+    def cancel_pending(self) -> None:
+        """Session end: jobs nobody will wait for (``-x``, an interrupt) must not keep calling."""
+        with self._lock:
+            futures = list(self._futures.values())
+        for future in futures:
+            future.cancel()
+
+    def finish(self) -> None:
+        """Session end, while the judge engine still runs: cancel what is left, close the backends."""
+        self.cancel_pending()
+        with self._lock:
+            backends = list(self._backends.values())
+            self._backends.clear()
+            self._closed = True
+        if not backends:
+            return
+
+        async def close_backends() -> None:
+            for backend in backends:
+                with contextlib.suppress(Exception):
+                    await backend.aclose()
+
+        with contextlib.suppress(Exception):
+            self._submit(close_backends()).result(timeout=_CLOSE_S)
+
+    def close(self) -> None:
+        """Config cleanup: stop this runner's own loop (used when the judge is off)."""
+        self.finish()
+        with self._lock:
+            loop, thread = self._loop, self._thread
+            self._loop = self._thread = None
+        if loop is None:
+            return
+        loop.call_soon_threadsafe(loop.stop)
+        if thread is not None:
+            thread.join(timeout=_CLOSE_S)
+        if not loop.is_running():
+            loop.close()
+
+    # -- scheduling ------------------------------------------------------------------------------
+    def _upcoming(self, item: pytest.Item) -> list[pytest.Item]:
+        items: Sequence[pytest.Item] = item.session.items
+        queue = _worker_queue(self.config)
+        if queue is not None:
+            return [items[i] for i in queue if 0 <= i < len(items)]
+        if self._positions is None:
+            self._positions = {id(it): i for i, it in enumerate(items)}
+        position = self._positions.get(id(item))
+        return list(items[position + 1 :]) if position is not None else []
+
+    def schedule(self, plans: Sequence[JobPlan]) -> None:
+        for plan in plans:
+            with self._lock:
+                if self._closed or plan.nodeid in self._futures:
+                    continue
+            future = self._submit(self._job(plan))
+            with self._lock:
+                self._futures[plan.nodeid] = future
+
+    def result_for(self, item: pytest.Item, plan: JobPlan) -> JobResult:
+        """Schedule this item's job and the upcoming ones of its file, then wait for this one."""
+        upcoming = [
+            p
+            for p in (getattr(other, "plan", None) for other in self._upcoming(item))
+            if isinstance(p, JobPlan) and p.file_key == plan.file_key
+        ]
+        self.schedule([plan, *upcoming])
+        with self._lock:
+            future = self._futures[plan.nodeid]
+        try:
+            return future.result(timeout=plan.wait_s)
+        except TimeoutError:
+            future.cancel()
+            raise
+        except BaseException:
+            future.cancel()
+            raise
+
+    # -- the job ---------------------------------------------------------------------------------
+    def _semaphore(self, target: ResolvedTarget) -> asyncio.Semaphore:
+        # Only touched on the loop thread.
+        key = target.concurrency_key
+        if key not in self._semaphores:
+            self._semaphores[key] = asyncio.Semaphore(target.concurrency or self.state.settings.concurrency)
+        return self._semaphores[key]
+
+    def _backend(self, target: ResolvedTarget) -> Backend:
+        ident = f"{target.kind}|{target.model}|{target.api_base}|{target.spec.api_key_env}"
+        if ident not in self._backends:
+            self._backends[ident] = target.make_backend(self._timeout(target))
+        return self._backends[ident]
+
+    def _timeout(self, target: ResolvedTarget) -> float:
+        return target.spec.timeout_s or self.state.settings.timeout or DEFAULT_GENERATION_TIMEOUT_S
+
+    async def _job(self, plan: JobPlan) -> JobResult:
+        generation = await self._generation(plan)
+        result = JobResult(generation)
+        artifact = generation.artifact
+        if artifact is None:
+            return result
+        context = {
+            "prompt": plan.text,
+            "prompt_id": plan.prompt_id,
+            "category": plan.category,
+            "target": plan.target.name,
+            "variables": dict(plan.variables),
+        }
+        result.gates = run_gates(
+            list(plan.gates), artifact.text, context=context, resolve=plan.callables.__getitem__
+        )
+        if result.failed_gates or not plan.dimensions or not self.state.judging:
+            return result
+        await self._measure(plan, artifact, result)
+        return result
+
+    # -- generation ------------------------------------------------------------------------------
+    def _previous_generation(self, nodeid: str) -> dict[str, Any] | None:
+        """Generation figures of a stored output, from the run it came from (rejudge / resume)."""
+        with self._lock:
+            previous = self._previous
+        if previous is None:
+            previous = {}
+            recording = self.state.recording
+            source = None
+            if recording is not None:
+                source = recording.rejudge or (recording.run if recording.resuming else None)
+            if source is not None:
+                items: list[ItemResult] = source.read_items()[0]
+                for result in items:
+                    suite = result.extra.get("suite")
+                    if isinstance(suite, dict) and isinstance(suite.get("generation"), dict):
+                        previous[result.nodeid] = suite["generation"]
+            with self._lock:
+                self._previous = previous
+        return previous.get(nodeid)
+
+    async def _generation(self, plan: JobPlan) -> Generation:
+        from pytest_aimeasure.artifact import ArtifactMissing
+
+        registry = self.state.artifacts
+        label = plan.target.label
+        try:
+            artifact = await asyncio.to_thread(
+                registry.get, plan.artifact_key, _needs_generation, label=label
+            )
+        except _NeedsGeneration:
+            pass
+        except ArtifactMissing as exc:
+            return Generation(source="stored", error=str(exc))
+        except Exception as exc:
+            return Generation(source="stored", error=f"could not load the stored output: {exc}")
+        else:
+            old = await asyncio.to_thread(self._previous_generation, plan.nodeid) or {}
+            return Generation(
+                source="stored",
+                artifact=artifact,
+                latency_s=old.get("latency_s"),
+                input_tokens=old.get("input_tokens"),
+                output_tokens=old.get("output_tokens"),
+                cost_usd=old.get("cost_usd"),
+                model=old.get("model"),
+            )
+        try:
+            generation, value = await self._call_target(plan)
+        except asyncio.CancelledError:
+            raise
+        except BaseException as exc:
+            detail = str(exc) or "no message"
+            if isinstance(exc, (TimeoutError, asyncio.TimeoutError)):
+                detail = f"no output after {self._timeout(plan.target):g}s (timeout_s)"
+            return Generation(error=f"{type(exc).__name__}: {detail}")
+        try:
+            generation.artifact = await asyncio.to_thread(
+                registry.get, plan.artifact_key, lambda: value, label=label
+            )
+        except Exception as exc:
+            generation.error = f"the output could not be recorded: {type(exc).__name__}: {exc}"
+        return generation
+
+    async def _call_target(self, plan: JobPlan) -> tuple[Generation, Any]:
+        target = plan.target
+        timeout = self._timeout(target)
+        async with self._semaphore(target):
+            started = time.perf_counter()
+            if target.fn is not None:
+                value = await asyncio.wait_for(self._call_function(plan, target.fn), timeout)
+                latency = time.perf_counter() - started
+                if value is None:
+                    raise ValueError(f"{target.model} returned None; return the output text")
+                return Generation(
+                    latency_s=latency, cost_usd=target.cost(_usage(0, 0)), model=target.model
+                ), value
+            from pytest_aimeasure.judge.backends.base import GenerateRequest
+
+            if target.kind == "litellm":
+                # Import litellm (seconds, once) off the loop and outside the timed call.
+                from pytest_aimeasure.judge.backends.litellm import import_litellm
+
+                await asyncio.to_thread(import_litellm)
+            backend = self._backend(target)
+            request = GenerateRequest(
+                prompt=plan.text, system=plan.system, params=target.generation_params(), timeout=timeout
+            )
+            # A backend's own timeout applies per attempt; this bounds the whole call with its retries.
+            reply = await asyncio.wait_for(backend.generate(request), timeout * 6)
+        return (
+            Generation(
+                latency_s=reply.latency_s or (time.perf_counter() - started),
+                input_tokens=reply.usage.input_tokens,
+                output_tokens=reply.usage.output_tokens,
+                cost_usd=target.cost(reply.usage),
+                model=reply.model or target.model,
+            ),
+            reply.text,
+        )
+
+    async def _call_function(self, plan: JobPlan, fn: Callable[..., Any]) -> Any:
+        from pytest_aimeasure.suites.callables import accepted_keywords
+
+        offered = {
+            "variables": dict(plan.variables),
+            "prompt_id": plan.prompt_id,
+            "category": plan.category,
+            "system": plan.system,
+            "suite": plan.suite,
+            "target": plan.target.name,
+            **plan.target.generation_params(),
+        }
+        kwargs = accepted_keywords(fn, offered)
+        if inspect.iscoroutinefunction(fn):
+            return await fn(plan.text, **kwargs)
+        value = await asyncio.to_thread(fn, plan.text, **kwargs)
+        if inspect.isawaitable(value):
+            return await value
+        return value
+
+    # -- judging ---------------------------------------------------------------------------------
+    async def _measure(self, plan: JobPlan, artifact: Artifact, result: JobResult) -> None:
+        from pytest_aimeasure.judge.engine import ItemSpec, NotJudged
+
+        engine = self.state.engine()
+        facts = text_counts(artifact.text) if plan.facts else None
+        specs = [
+            ItemSpec(
+                nodeid=plan.nodeid,
+                item_id=plan.item_id(dim.name),
+                dimension=dim.name,
+                rubric=judge_rubric(dim.rubric, plan.text, plan.system),
+                artifact=artifact.text,
+                samples=dim.samples or self.state.settings.samples,
+                floor=dim.floor,
+                tolerance=dim.tolerance,
+                facts=facts,
+                artifact_key=artifact.key,
+                artifact_sha256=artifact.sha256,
+            )
+            for dim in plan.dimensions
+        ]
+        result.judged = True
+        outcomes = await asyncio.gather(*(engine.ameasure(spec) for spec in specs), return_exceptions=True)
+        for spec, outcome in zip(specs, outcomes, strict=False):
+            if isinstance(outcome, NotJudged):
+                result.not_judged = result.not_judged or outcome
+            elif isinstance(outcome, BaseException):
+                if isinstance(outcome, asyncio.CancelledError):
+                    raise outcome
+                result.errors.append((spec.dimension, outcome))
+            else:
+                result.measurements.append(outcome)
+
+
+def judge_rubric(rubric: str, prompt: str, system: str | None) -> str:
+    """The rubric the judge reads: the suite's rubric plus the task the output answers, since most
+    rubrics ("follows every constraint", "asks before assuming") mean nothing without it."""
+    parts = [
+        rubric.strip(),
+        f"The artifact is an AI system's reply to this prompt:\n<prompt>\n{prompt}\n</prompt>",
+    ]
+    if system:
+        parts.append(f"Its system prompt was:\n<system>\n{system}\n</system>")
+    return "\n\n".join(parts)
+
+
+def _usage(input_tokens: int, output_tokens: int) -> Any:
+    from pytest_aimeasure.models import Usage
+
+    return Usage(input_tokens=input_tokens, output_tokens=output_tokens)
+
+
+class _SessionEnd:
+    """Cancels the jobs nobody waits for once the session ends, and closes the target backends."""
+
+    def __init__(self, runner: SuiteRunner) -> None:
+        self.runner = runner
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_sessionfinish(self, session: pytest.Session) -> None:
+        self.runner.finish()
+
+
+runner_key = pytest.StashKey[SuiteRunner]()

@@ -1,0 +1,516 @@
+"""The plugin end to end over real HTTP: pytest sessions (pytester) judging through the real anthropic SDK
+and real litellm against the local provider server started in the test.
+
+Every assertion about what the judge did is checked on the server's side: which requests it received,
+what their prompts carried, how many were in flight at once. Nothing here asserts on wall-clock speed;
+the concurrency checks compare the server's own request timestamps with one another.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import textwrap
+from collections.abc import Iterator
+from dataclasses import replace
+from typing import Any
+
+import pytest
+
+from pytest_aimeasure.testing import Fault, ProviderServer, SeenRequest
+from tests.conftest import read_results
+
+ANTHROPIC = "anthropic/claude-test"
+LITELLM = "openai/judge-test"
+BACKENDS = [ANTHROPIC, LITELLM]
+SERVED_MODEL = {ANTHROPIC: "claude-test", LITELLM: "judge-test"}  # the model name the server sees
+PROVIDER = {ANTHROPIC: "anthropic", LITELLM: "litellm:openai"}
+
+# The artifacts' texts start with a marker, so the prompts the server saw show whose they were.
+HEALTHY = "HEALTHY-"
+CONDEMNED = "CONDEMNED-"
+
+ONE_DIMENSION = """
+    import pytest
+
+    @pytest.mark.dimension("tone", rubric="5 = calm and precise; 1 = shouting")
+    def test_tone(judge):
+        judge.score("The fox apologised, then fixed the fence.")
+"""
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _sdks_warmed_outside_pytester() -> None:
+    """Import and exercise here, before any in-process pytester run, everything those runs import.
+
+    pytester drops the modules an in-process run imported once the run ends, and some of them leave
+    state behind in modules that stay:
+
+    * httpx2 caches its map from httpcore2 exceptions to its own on first use. An in-process run that
+      first imported httpcore2 leaves that map pointing at classes that later runs no longer raise,
+      so a read timeout surfaces as ``APIConnectionError`` ("Connection error.") instead of
+      ``APITimeoutError``.
+    * litellm imports the ``importlib_metadata`` backport, which puts its own distribution finder on
+      ``sys.meta_path`` and deletes the stdlib PathFinder's ``find_distributions``. pytester restores
+      ``sys.meta_path``, which then has no finder at all: later in-process runs load no ``pytest11``
+      plugin ("unrecognized arguments: --ai-judge").
+    * A module pytest rewrites (the plugin's own, hypothesis) that an in-process run imports for the
+      first time is ``ast.parse``-d on the main thread (PYTHONDONTWRITEBYTECODE: no cached rewrite).
+      ``ast.parse`` is not thread-safe before CPython 3.13 (gh-106905), and litellm formats a
+      traceback (3.11's carets call ``ast.parse``) on the judge thread whenever it cannot price the
+      model: a collision raises "SystemError: AST constructor recursion depth mismatch".
+
+    Reimporting the SDKs in every run would also cost a second or more per test.
+    """
+    import asyncio
+    import importlib
+    import pkgutil
+
+    import pytest_aimeasure
+    from pytest_aimeasure.judge.backends.anthropic import AnthropicBackend
+    from pytest_aimeasure.judge.backends.base import JudgeRequest, Message
+    from pytest_aimeasure.judge.backends.litellm import LitellmBackend
+    from pytest_aimeasure.judge.prompt import verdict_tool
+
+    names = ["hypothesis"] + [
+        m.name for m in pkgutil.walk_packages(pytest_aimeasure.__path__, prefix="pytest_aimeasure.")
+    ]
+    for name in names:
+        with contextlib.suppress(Exception):  # a module someone is writing right now
+            importlib.import_module(name)
+    request = JudgeRequest(
+        system="warm-up", messages=(Message("user", "warm-up"),), tool=verdict_tool("warm"), dimension="warm"
+    )
+    with ProviderServer() as warm:
+        warm.script(Fault.slow(5))  # a timeout too: it loads the SDKs' timeout paths
+        for backend in (
+            AnthropicBackend("claude-warm", base_url=warm.url, api_key="test-key", max_retries=0),
+            LitellmBackend("openai/warm", api_base=warm.openai_base_url, api_key="test-key", max_retries=0),
+        ):
+
+            async def call(backend: AnthropicBackend | LitellmBackend = backend) -> None:
+                try:
+                    for timeout in (0.2, 5.0):
+                        with contextlib.suppress(Exception):
+                            await backend.judge(replace(request, timeout=timeout))
+                finally:
+                    await backend.aclose()
+
+            asyncio.run(call())
+            warm.script(Fault.slow(5))
+
+
+@pytest.fixture
+def server() -> Iterator[ProviderServer]:
+    with ProviderServer() as running:
+        yield running
+
+
+@pytest.fixture
+def provider_env(server: ProviderServer, monkeypatch: pytest.MonkeyPatch) -> ProviderServer:
+    """Point both SDKs at the local server (the SDKs read these at client construction)."""
+    monkeypatch.setenv("ANTHROPIC_BASE_URL", server.url)
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "test-key")
+    monkeypatch.setenv("OPENAI_BASE_URL", server.openai_base_url)
+    monkeypatch.setenv("OPENAI_API_KEY", "test-key")
+    monkeypatch.delenv("ANTHROPIC_AUTH_TOKEN", raising=False)
+    monkeypatch.delenv("OPENAI_API_BASE", raising=False)
+    return server
+
+
+def judged(pytester: pytest.Pytester, model: str, *args: str) -> pytest.RunResult:
+    """An in-process pytest session judging with ``model``, results in out.json."""
+    return pytester.runpytest(
+        "--ai-judge", "--judge-model", model, "--aimeasure-json", "out.json", "-rs", *args
+    )
+
+
+def results(pytester: pytest.Pytester) -> dict[str, Any]:
+    return read_results(pytester.path / "out.json")
+
+
+def items_by_name(data: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return {item["nodeid"].split("::")[-1]: item for item in data["items"]}
+
+
+def only_item(data: dict[str, Any]) -> dict[str, Any]:
+    (item,) = data["items"]
+    assert isinstance(item, dict)
+    return item
+
+
+def fnmatch_escape(text: str) -> str:
+    return "".join(f"[{c}]" if c in "[]*?" else c for c in text)
+
+
+def user_turns(seen: SeenRequest) -> list[str]:
+    return [str(m.get("content")) for m in seen.messages if m.get("role") == "user"]
+
+
+# -- a failed gate: no judge call for its artifact ---------------------------------------------------
+
+# Two artifacts in one module, as two module-scoped fixture parameters or as two aimeasure_artifact keys;
+# a gate that fails for one of them; two dimensions per artifact.
+GATED_PARAMS = """
+    import pytest
+
+    TEXTS = {
+        "healthy": "HEALTHY-7f3a: The fox apologised, then fixed the fence.",
+        "condemned": "CONDEMNED-91bc: ",
+    }
+
+    @pytest.fixture(scope="module", params=["healthy", "condemned"])
+    def story(request):
+        return TEXTS[request.param]
+
+    @pytest.mark.gate
+    def test_gate(story):
+        assert story.split(":", 1)[1].strip(), "the story is empty"
+
+    @pytest.mark.dimension("tone", rubric="5 = calm")
+    def test_tone(story, judge):
+        judge.score(story)
+
+    @pytest.mark.dimension("clarity", rubric="5 = clear")
+    def test_clarity(story, judge):
+        judge.score(story)
+"""
+
+GATED_ARTIFACTS = """
+    import pytest
+
+    TEXTS = {
+        "healthy": "HEALTHY-c2d9: The crow returned the ring.",
+        "condemned": "CONDEMNED-5e0a: ",
+    }
+
+    @pytest.fixture(scope="module", params=["healthy", "condemned"])
+    def story(request, aimeasure_artifact):
+        return aimeasure_artifact("story-" + request.param, lambda: TEXTS[request.param])
+
+    @pytest.mark.gate
+    def test_gate(story):
+        assert story.text.split(":", 1)[1].strip(), "the story is empty"
+
+    @pytest.mark.dimension("tone", rubric="5 = calm")
+    def test_tone(story, judge):
+        judge.score(story)
+
+    @pytest.mark.dimension("clarity", rubric="5 = clear")
+    def test_clarity(story, judge):
+        judge.score(story)
+"""
+
+# Where each test ran (xdist worker id), appended by every test of the session.
+WHERE_CONFTEST = """
+    import os
+    import pytest
+
+    @pytest.fixture(autouse=True)
+    def _where(request):
+        worker = "main"
+        if hasattr(request.config, "workerinput"):
+            worker = os.environ["PYTEST_XDIST_WORKER"]
+        with open(os.path.join(str(request.config.rootpath), "where.txt"), "a") as fh:
+            fh.write(request.node.nodeid + " " + worker + "\\n")
+"""
+
+XDIST_BUG = (
+    "plugin.py switches --dist load to loadgroup on the controller only: workers re-parse the command "
+    "line (dist=no, so config.option.loadgroup is False) and add no xdist_group; and with pytest 9.2 "
+    "xdist 3.8's loadgroup groups nothing anyway (pytest-xdist#1386). Fix: switch to loadfile"
+)
+
+
+@pytest.mark.parametrize("module", [GATED_PARAMS, GATED_ARTIFACTS], ids=["fixture-params", "artifact-keys"])
+def test_failed_gate_makes_no_judge_call_for_its_artifact(
+    pytester: pytest.Pytester, provider_env: ProviderServer, module: str
+) -> None:
+    server = provider_env
+    pytester.makepyfile(test_gated=textwrap.dedent(module))
+    result = judged(pytester, ANTHROPIC, "--judge-samples", "2")
+    check_gated_session(pytester, server, result, ["test_gated"])
+
+
+@pytest.mark.parametrize(
+    "dist",
+    [
+        pytest.param((), id="n2", marks=pytest.mark.xfail(reason=XDIST_BUG, strict=True)),
+        pytest.param(("--dist", "loadfile"), id="n2-loadfile"),
+    ],
+)
+def test_failed_gate_makes_no_judge_call_for_its_artifact_with_xdist(
+    pytester: pytest.Pytester, provider_env: ProviderServer, dist: tuple[str, ...]
+) -> None:
+    server = provider_env
+    pytester.makepyfile(
+        test_gated_params=textwrap.dedent(GATED_PARAMS), test_gated_artifacts=textwrap.dedent(GATED_ARTIFACTS)
+    )
+    pytester.makeconftest(textwrap.dedent(WHERE_CONFTEST))
+    result = pytester.runpytest_subprocess(
+        "--ai-judge", "--judge-model", ANTHROPIC, "--judge-samples", "2", "--aimeasure-json", "out.json",
+        "-rs", "-n", "2", *dist, "-p", "no:hypothesispytest", timeout=120,
+    )  # fmt: skip
+    check_gated_session(pytester, server, result, ["test_gated_params", "test_gated_artifacts"])
+    # The gate and the dimensions of each module ran on one worker (it is the gate's outcome, kept in
+    # that worker's memory, that skips the dimensions).
+    workers: dict[str, set[str]] = {}
+    for line in (pytester.path / "where.txt").read_text().splitlines():
+        nodeid, worker = line.split()
+        workers.setdefault(nodeid.split("::")[0], set()).add(worker)
+    assert sorted(workers) == ["test_gated_artifacts.py", "test_gated_params.py"]
+    assert all(len(ran_on) == 1 and "main" not in ran_on for ran_on in workers.values()), workers
+
+
+def check_gated_session(
+    pytester: pytest.Pytester, server: ProviderServer, result: pytest.RunResult, modules: list[str]
+) -> None:
+    """Each module: the healthy artifact judged (2 dimensions x 2 samples), the condemned one never."""
+    n = len(modules)
+    result.assert_outcomes(passed=3 * n, failed=n, skipped=2 * n)
+    seen = server.requests
+    assert server.judge_calls == len(seen) == 4 * n
+    assert sorted(s.dimension or "" for s in seen) == sorted(["clarity", "clarity", "tone", "tone"] * n)
+    assert all(HEALTHY in s.prompt for s in seen)
+    assert not [s for s in seen if CONDEMNED in s.prompt]
+
+    by_id = {item["nodeid"]: item for item in results(pytester)["items"]}
+    for module in modules:
+        gate = f"{module}.py::test_gate[condemned]"
+        result.stdout.fnmatch_lines([f"SKIPPED [[]2[]] *gate failed: {fnmatch_escape(gate)}"])
+        assert by_id[gate]["outcome"] == "failed"
+        for dimension in ("tone", "clarity"):
+            condemned = by_id[f"{module}.py::test_{dimension}[condemned]"]
+            assert condemned["outcome"] == "skipped" and condemned["measurements"] == []
+            # session.py keeps pytest's "Skipped: " prefix in the message (see the report)
+            assert condemned["message"].endswith(f"gate failed: {gate}")
+            healthy = by_id[f"{module}.py::test_{dimension}[healthy]"]
+            assert healthy["outcome"] == "passed" and healthy["measurements"][0]["n"] == 2
+
+
+# -- the N samples of an item run concurrently -------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("model", "concurrency", "expected_in_flight"),
+    [(ANTHROPIC, None, 5), (ANTHROPIC, 2, 2), (LITELLM, None, 5)],
+    ids=["anthropic", "anthropic-concurrency-2", "litellm"],
+)
+def test_samples_of_one_item_run_concurrently(
+    pytester: pytest.Pytester,
+    provider_env: ProviderServer,
+    model: str,
+    concurrency: int | None,
+    expected_in_flight: int,
+) -> None:
+    server, latency, samples = provider_env, 0.3, 5
+    server.latency = latency
+    pytester.makepyfile(textwrap.dedent(ONE_DIMENSION))
+    extra = ("--judge-concurrency", str(concurrency)) if concurrency else ()
+    result = judged(pytester, model, "--judge-samples", str(samples), *extra)
+    result.assert_outcomes(passed=1)
+    assert only_item(results(pytester))["measurements"][0]["n"] == samples
+
+    seen = server.requests
+    assert server.judge_calls == len(seen) == samples
+    assert server.max_in_flight == expected_in_flight
+    first_start = min(s.started for s in seen)
+    last_finish = max(s.finished for s in seen)
+    if expected_in_flight == samples:
+        # Every request started before any had finished: all N were in flight together, so the item
+        # took about one latency where a sequential judge takes N (5 x 0.3 s; the span is what the
+        # server measured, from the first request's arrival to the last reply).
+        assert max(s.started for s in seen) < min(s.finished for s in seen)
+        assert last_finish - first_start < samples * latency
+    else:
+        # Capped at 2 in flight: at least ceil(5 / 2) = 3 waves of one latency each.
+        assert last_finish - first_start >= 3 * latency * 0.9
+
+
+# -- both real backends through the plugin: model, usage, fingerprint --------------------------------
+
+
+@pytest.mark.parametrize("model", BACKENDS)
+def test_measurement_records_resolved_model_usage_and_fingerprint(
+    pytester: pytest.Pytester, provider_env: ProviderServer, model: str
+) -> None:
+    server = provider_env
+    server.set_scores({"tone": [4, 5]})
+    pytester.makepyfile(textwrap.dedent(ONE_DIMENSION))
+    result = judged(pytester, model, "--judge-samples", "2")
+    result.assert_outcomes(passed=1)
+
+    seen = server.requests
+    assert len(seen) == 2
+    for request in seen:
+        assert request.model == SERVED_MODEL[model]
+        assert request.temperature == 0.0 and "temperature" in request.body
+        assert request.forced and request.tool_name == "record_verdict" and request.dimension == "tone"
+    # The server's usage figures (see testing/server.py): prompt chars / 4 + 10, reply chars / 4 + 5.
+    expected_in = [len(s.system + s.prompt) // 4 + 10 for s in seen]
+
+    data = results(pytester)
+    assert data["judge_model"] == model
+    (measurement,) = only_item(data)["measurements"]
+    assert sorted(s["score"] for s in measurement["samples"]) == [4, 5]
+    assert measurement["mean"] == 4.5
+    assert measurement["sd"] > 0 and measurement["ci_low"] < 4.5 < measurement["ci_high"]
+    fingerprint = measurement["fingerprint"]
+    assert fingerprint["provider"] == PROVIDER[model]
+    assert fingerprint["model"] == SERVED_MODEL[model]  # what the response reported
+    assert fingerprint["temperature"] == 0.0
+    assert fingerprint["tool_mode"] == "forced"
+    assert fingerprint["samples"] == 2
+    for sample in measurement["samples"]:
+        assert sample["model"] == SERVED_MODEL[model]
+        assert sample["usage"]["input_tokens"] in expected_in
+        verdict = {
+            "dimension": "tone",
+            "score": sample["score"],
+            "rationale": sample["rationale"],
+        }
+        assert sample["usage"]["output_tokens"] == len(json.dumps(verdict)) // 4 + 5
+        assert (sample["tool_mode"], sample["temperature"], sample["retries"]) == ("forced", 0.0, 0)
+    spend = data["spend"]
+    assert spend["calls"] == 2 and spend["retries"] == 0
+    assert spend["input_tokens"] == sum(expected_in)
+    assert spend["output_tokens"] == sum(s["usage"]["output_tokens"] for s in measurement["samples"])
+
+
+# -- transport retries: 429 and 529, then success ------------------------------------------------------
+
+
+@pytest.mark.parametrize("model", BACKENDS)
+@pytest.mark.parametrize("fault", [Fault.rate_limit(retry_after=0.05), Fault.overloaded()], ids=repr)
+def test_transient_error_then_success(
+    pytester: pytest.Pytester, provider_env: ProviderServer, model: str, fault: Fault
+) -> None:
+    server = provider_env
+    server.script(fault, 5)
+    pytester.makepyfile(textwrap.dedent(ONE_DIMENSION))
+    result = judged(pytester, model, "--judge-samples", "1")
+    result.assert_outcomes(passed=1)
+
+    assert [s.status for s in server.requests] == [fault.status, 200]  # the SDK retried, once
+    assert server.pending == 0
+    data = results(pytester)
+    (measurement,) = only_item(data)["measurements"]
+    assert [s["score"] for s in measurement["samples"]] == [5]
+    assert measurement["samples"][0]["retries"] == 0  # a transport retry is not an invalid verdict
+    assert data["spend"]["calls"] == 1
+    assert not [f for f in data["findings"] if f["kind"] == "judge_error"]
+
+
+# -- a judge error after repeated invalid output ------------------------------------------------------
+
+INVALID = {
+    # fault, what the raw output shows, what the validation error fed back to the model says
+    "malformed": (Fault.malformed_tool_input(), "five", "the tool input was invalid (score: "),
+    "text-only": (
+        Fault.text_only("Pretty good, I would say a four."),
+        "Pretty good, I would say a four.",
+        "you did not call the tool record_verdict",
+    ),
+    "out-of-range": (Fault.out_of_range(7), "merits a 7", "less than or equal to 5"),
+}
+
+
+@pytest.mark.parametrize("model", BACKENDS)
+@pytest.mark.parametrize("kind", list(INVALID))
+def test_judge_error_after_repeated_invalid_output(
+    pytester: pytest.Pytester, provider_env: ProviderServer, model: str, kind: str
+) -> None:
+    server = provider_env
+    fault, shown, problem = INVALID[kind]
+    server.script(fault, fault, fault)  # the first attempt and both retries
+    pytester.makepyfile(textwrap.dedent(ONE_DIMENSION))
+    result = judged(pytester, model, "--judge-samples", "1")
+
+    result.assert_outcomes(errors=1)  # pytest's "error" category, not "failed"
+    out = result.stdout.str()
+    assert "judge error: no valid verdict for tone::test_judge_error_after_repeated_invalid_output.py" in out
+    assert "after 3 attempts" in out and problem in out
+    raw_lines = [line for line in out.splitlines() if "attempt output:" in line]
+    assert len(raw_lines) == 3 and all(shown in line for line in raw_lines)
+
+    item = only_item(results(pytester))
+    assert item["outcome"] == "error" and item["judge_error"] is True
+    assert item["measurements"] == []
+
+    # Each retry carried the previous output back as the assistant turn and the validation error as a
+    # user turn.
+    first, second, third = server.requests
+    assert server.pending == 0
+    assert len(user_turns(first)) == 1
+    for retry, errors in ((second, 1), (third, 2)):
+        fed_back = [t for t in user_turns(retry) if t.startswith("Your verdict was not accepted:")]
+        assert len(fed_back) == errors and all(problem in t for t in fed_back)
+        assistant = [str(m.get("content")) for m in retry.messages if m.get("role") == "assistant"]
+        assert len(assistant) == errors and all(shown in a for a in assistant)
+
+
+# -- model quirks: the temperature and forced-tool fallbacks reach the fingerprint ---------------------
+
+
+@pytest.mark.parametrize("model", BACKENDS)
+@pytest.mark.parametrize("quirk", ["temperature", "forced-tool"])
+def test_fallback_is_recorded_in_the_fingerprint(
+    pytester: pytest.Pytester, provider_env: ProviderServer, model: str, quirk: str
+) -> None:
+    server = provider_env
+    rejects = server.reject_temperature_models if quirk == "temperature" else server.reject_forced_tool_models
+    rejects.add(SERVED_MODEL[model])
+    pytester.makepyfile(textwrap.dedent(ONE_DIMENSION))
+    result = judged(pytester, model, "--judge-samples", "2")
+    result.assert_outcomes(passed=1)
+
+    (measurement,) = only_item(results(pytester))["measurements"]
+    fingerprint = measurement["fingerprint"]
+    accepted = [s for s in server.requests if s.status == 200]
+    assert len(accepted) == 2
+    assert {s.status for s in server.requests} <= {200, 400}
+    if quirk == "temperature":
+        assert (fingerprint["temperature"], fingerprint["tool_mode"]) == (None, "forced")
+        assert all("temperature" not in s.body and s.forced for s in accepted)
+    else:
+        assert (fingerprint["temperature"], fingerprint["tool_mode"]) == (0.0, "auto")
+        assert all(not s.forced and s.temperature == 0.0 for s in accepted)
+        assert all("record_verdict" in s.system for s in accepted)  # told to call the tool
+    assert all(s["tool_mode"] == fingerprint["tool_mode"] for s in measurement["samples"])
+
+
+# -- --judge-timeout -----------------------------------------------------------------------------------
+
+# The backends' SDK retries (max_retries=4) also retry timeouts with backoff: through the default
+# backend a 0.2 s timeout turns into 5 attempts and ~9 s. This hook builds the same real backend with
+# max_retries=0, so one slow reply is one timeout; the timeout itself still comes from --judge-timeout
+# (the engine puts it on every request).
+NO_RETRY_CONFTEST = """
+    from pytest_aimeasure.judge.backends.anthropic import AnthropicBackend
+    from pytest_aimeasure.judge.backends.litellm import LitellmBackend
+
+    def pytest_aimeasure_make_backend(model, config):
+        if model.startswith("anthropic/"):
+            return AnthropicBackend(model.removeprefix("anthropic/"), max_retries=0)
+        return LitellmBackend(model, max_retries=0)
+"""
+
+
+@pytest.mark.parametrize("model", BACKENDS)
+def test_judge_timeout_is_a_judge_error_naming_the_timeout(
+    pytester: pytest.Pytester, provider_env: ProviderServer, model: str
+) -> None:
+    server = provider_env
+    server.script(Fault.slow(30))
+    pytester.makeconftest(textwrap.dedent(NO_RETRY_CONFTEST))
+    pytester.makepyfile(textwrap.dedent(ONE_DIMENSION))
+    result = judged(pytester, model, "--judge-samples", "1", "--judge-timeout", "0.2")
+
+    result.assert_outcomes(errors=1)
+    result.stdout.fnmatch_lines(
+        ["*judge error: * judge call failed: * timed out after 0.2s (--judge-timeout*"]
+    )
+    assert server.calls == 1  # no SDK retry
+    item = only_item(results(pytester))
+    assert item["outcome"] == "error" and item["judge_error"] is True and item["measurements"] == []
+    assert "timed out after 0.2s" in item["message"]

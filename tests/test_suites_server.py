@@ -1,0 +1,217 @@
+"""Suites against the local provider server through real litellm: per-provider limits, the comparison
+table, xdist, --rejudge and --resume. Server-side timestamps are the evidence."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from pytest_aimeasure.testing import Fault, ProviderServer, SeenRequest
+from tests.conftest import read_results
+
+FAST_S, SLOW_S = 0.02, 0.8
+PROMPTS = ("p1", "p2", "p3")
+
+
+def suite(*, shared_key: bool = False, prompts: tuple[str, ...] = PROMPTS, targets: str = "both") -> str:
+    keys = ("", "") if shared_key else (", concurrency_key: fast-api", ", concurrency_key: local-box")
+    lines = ["suite: speed", "targets:"]
+    if targets in ("both", "fast"):
+        lines.append(f"  - {{name: fast, model: openai/fast-model, concurrency: 1{keys[0]}}}")
+    if targets == "both":
+        lines.append(f"  - {{name: slow, model: openai/slow-model, concurrency: 1{keys[1]}}}")
+    lines.append("prompts:")
+    lines += [f"  - {{id: {p}, text: 'Answer question {p}.', category: demo}}" for p in prompts]
+    lines += [
+        "gates:",
+        "  - length: {min_chars: 5}",
+        "dimensions:",
+        "  - {name: quality, rubric: '5: good', samples: 2}",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _imported_outside_pytester() -> None:
+    """Import litellm (and the plugin's modules) before any in-process pytester run does.
+
+    litellm imports the ``importlib_metadata`` backport, which adds its finder to ``sys.meta_path`` and
+    deletes the stdlib one's ``find_distributions``; pytester restores ``sys.meta_path`` after a run,
+    so a run that imported litellm first leaves no finder and every later in-process run loads no
+    ``pytest11`` plugin. Modules imported here are also never ``ast.parse``-d by pytest's rewriting on
+    the main thread while litellm formats a traceback on the judge thread (not thread-safe before 3.13).
+    See tests/test_plugin_http.py for the same guard.
+    """
+    import importlib
+    import pkgutil
+
+    import pytest_aimeasure
+    from pytest_aimeasure.judge.backends.litellm import import_litellm
+
+    import_litellm()
+    names = ["hypothesis", "hypothesis.statistics", "hypothesis.reporting"]
+    names += [m.name for m in pkgutil.walk_packages(pytest_aimeasure.__path__, prefix="pytest_aimeasure.")]
+    for name in names:
+        with contextlib.suppress(Exception):  # a module someone is editing right now
+            importlib.import_module(name)
+
+
+@pytest.fixture
+def server(monkeypatch: pytest.MonkeyPatch) -> Iterator[ProviderServer]:
+    with ProviderServer() as srv:
+        srv.latency_by_model = {"fast-model": FAST_S, "slow-model": SLOW_S, "judge-model": 0.0}
+        monkeypatch.setenv("OPENAI_BASE_URL", srv.openai_base_url)
+        monkeypatch.setenv("OPENAI_API_KEY", "test-key")
+        yield srv
+
+
+def generations(server: ProviderServer, model: str | None = None) -> list[SeenRequest]:
+    return [r for r in server.requests if not r.has_tools and (model is None or r.model == model)]
+
+
+def max_overlap(requests: list[SeenRequest]) -> int:
+    events = sorted([(r.started, 1) for r in requests] + [(r.finished, -1) for r in requests])
+    depth = best = 0
+    for _, step in events:
+        depth += step
+        best = max(best, depth)
+    return best
+
+
+# hypothesis's plugin imports modules in its terminal summary; pytest rewrites them with ast.parse on
+# the main thread while litellm may format a traceback on the judge thread (not thread-safe on < 3.13).
+QUIET = ("-p", "no:hypothesispytest")
+JUDGE = (*QUIET, "--ai-judge", "--judge-model", "openai/judge-model")
+
+
+def test_fast_target_is_not_held_back_by_the_slow_one(
+    pytester: pytest.Pytester, server: ProviderServer
+) -> None:
+    pytester.makefile(".aimeasure.yaml", speed=suite())
+    result = pytester.runpytest(*JUDGE, "--aimeasure-json", "out.json")
+    result.assert_outcomes(passed=6)
+    fast, slow = generations(server, "fast-model"), generations(server, "slow-model")
+    assert (len(fast), len(slow)) == (3, 3)
+    # Each key has its own limit of 1...
+    assert max_overlap(fast) == 1 and max_overlap(slow) == 1
+    # ...so every fast generation is done before the first slow one is, and the two ran side by side.
+    assert max(r.finished for r in fast) < min(r.finished for r in slow)
+    assert max_overlap(fast + slow) == 2
+    assert server.judge_calls == 12  # 6 items x 2 samples
+
+    result.stdout.fnmatch_lines(
+        [
+            "Suite speed: 2 rows, 3 prompts, 1 dimension (mean ± 95% CI half-width)",
+            "target*model*reliability (gates)*quality*breaches*latency p50/p95*tokens in/out*$/gen*verdict",
+            "fast*openai/fast-model*3/3*4.00 ± *0*unknown*best quality, reliable; fastest",
+            "slow*openai/slow-model*3/3*4.00 ± *0*unknown*best quality, reliable",
+        ]
+    )
+    data = read_results(pytester.path / "out.json")
+    table = data["comparison_tables"]["suites"]["speed"]
+    rows = {r["target"]: r for r in table["rows"]}
+    assert set(rows) == {"fast", "slow"}
+    assert rows["fast"]["latency_p50_s"] < 0.5 < SLOW_S <= rows["slow"]["latency_p50_s"]
+    assert rows["fast"]["reliability"] == rows["slow"]["reliability"] == 1.0
+    assert rows["fast"]["dimensions"]["quality"]["items"] == 3
+    assert rows["fast"]["input_tokens_mean"] > 0 and rows["fast"]["output_tokens_mean"] > 0
+    assert rows["fast"]["cost_known"] is False  # the local models have no price: never $0
+    item = next(i for i in data["items"] if i["nodeid"] == "speed.aimeasure.yaml::speed::p1[slow]")
+    info = item["extra"]["suite"]
+    assert (info["target_model"], info["provider"], info["concurrency_key"]) == (
+        "openai/slow-model",
+        "openai",
+        "gen:local-box",
+    )
+    assert info["generation"]["latency_s"] >= SLOW_S
+    assert info["generation"]["model"] == "slow-model"
+    # the judge shares the targets' family: one warning per target
+    warned = sorted(f["subject"] for f in data["findings"] if f["kind"] == "self_preference")
+    assert warned == ["speed::fast", "speed::slow"]
+
+
+def test_one_shared_key_makes_the_fast_target_wait(pytester: pytest.Pytester, server: ProviderServer) -> None:
+    """The control for the test above: both targets behind one limit of 1 (their default key, one
+    endpoint), so fast generations queue behind slow ones."""
+    pytester.makefile(".aimeasure.yaml", speed=suite(shared_key=True))
+    pytester.runpytest(*JUDGE, "--judge-samples", "1").assert_outcomes(passed=6)
+    fast, slow = generations(server, "fast-model"), generations(server, "slow-model")
+    assert max_overlap(fast + slow) == 1
+    assert max(r.finished for r in fast) > min(r.finished for r in slow)
+
+
+def test_under_xdist_each_output_is_generated_once(pytester: pytest.Pytester, server: ProviderServer) -> None:
+    pytester.makefile(".aimeasure.yaml", speed=suite())
+    result = pytester.runpytest_subprocess(*JUDGE, "-n", "2", "--aimeasure-json", "out.json")
+    result.assert_outcomes(passed=6)
+    seen = sorted((r.model, r.prompt) for r in generations(server))
+    assert seen == sorted((m, f"Answer question {p}.") for m in ("fast-model", "slow-model") for p in PROMPTS)
+    data = read_results(pytester.path / "out.json")
+    rows = {r["target"]: r for r in data["comparison_tables"]["suites"]["speed"]["rows"]}
+    assert {
+        t: (r["items"], r["gates_passed"], r["dimensions"]["quality"]["items"]) for t, r in rows.items()
+    } == {"fast": (3, 3, 3), "slow": (3, 3, 3)}
+    assert sum(len(i["measurements"]) for i in data["items"]) == 6
+    result.stdout.fnmatch_lines(["Suite speed: 2 rows, 3 prompts, 1 dimension*"])
+
+
+def test_rejudge_generates_nothing_and_a_missing_output_is_an_item_error(
+    pytester: pytest.Pytester, server: ProviderServer
+) -> None:
+    pytester.makefile(".aimeasure.yaml", speed=suite(targets="fast", prompts=("p1", "p2")))
+    pytester.runpytest(*JUDGE, "--aimeasure-json", "first.json").assert_outcomes(passed=2)
+    first = {i["nodeid"]: i for i in read_results(pytester.path / "first.json")["items"]}
+    server.reset_stats()
+    # a prompt added since: its output was never generated, and --rejudge never generates
+    pytester.makefile(".aimeasure.yaml", speed=suite(targets="fast", prompts=("p1", "p2", "p3")))
+    result = pytester.runpytest(
+        *QUIET,
+        "--ai-judge",
+        "--judge-model",
+        "openai/judge-2",
+        "--rejudge",
+        "latest",
+        "--aimeasure-json",
+        "again.json",
+    )
+    result.assert_outcomes(passed=2, errors=1)
+    assert generations(server) == []
+    assert server.judge_calls == 4  # the new judge scored both stored outputs, twice each
+    result.stdout.fnmatch_lines(
+        [
+            "generation failed for target fast (openai/fast-model): --rejudge *: the run has no stored "
+            "artifact 'suite:speed.aimeasure.yaml::speed::p3[[]fast[]]'*"
+        ]
+    )
+    again = {i["nodeid"]: i for i in read_results(pytester.path / "again.json")["items"]}
+    for nodeid, before in first.items():
+        generation = again[nodeid]["extra"]["suite"]["generation"]
+        assert generation["source"] == "stored"
+        assert generation["latency_s"] == before["extra"]["suite"]["generation"]["latency_s"]
+        assert (
+            again[nodeid]["measurements"][0]["artifact_sha256"]
+            == before["measurements"][0]["artifact_sha256"]
+        )
+
+
+def test_resume_generates_and_judges_only_what_is_missing(
+    pytester: pytest.Pytester, server: ProviderServer
+) -> None:
+    pytester.makefile(".aimeasure.yaml", speed=suite(targets="fast"))
+    server.script(Fault.reject(400, "the first generation is refused"))  # p1: jobs start in item order
+    first = pytester.runpytest(*JUDGE)
+    first.assert_outcomes(passed=2, errors=1)
+    first.stdout.fnmatch_lines(["*generation failed for target fast*the first generation is refused*"])
+    server.reset_stats()
+    resumed = pytester.runpytest(*JUDGE, "--resume", "latest", "--aimeasure-json", "out.json")
+    resumed.assert_outcomes(passed=3)
+    assert [r.prompt for r in generations(server)] == ["Answer question p1."]
+    assert server.judge_calls == 2  # p1's two samples; p2 and p3 come from the journal
+    sources: dict[str, Any] = {
+        i["nodeid"].rsplit("::", 1)[1]: i["extra"]["suite"]["generation"]["source"]
+        for i in read_results(pytester.path / "out.json")["items"]
+    }
+    assert sources == {"p1[fast]": "generated", "p2[fast]": "stored", "p3[fast]": "stored"}
