@@ -30,6 +30,7 @@ from __future__ import annotations
 import argparse
 import configparser
 import importlib
+import os
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -507,6 +508,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     except StoreError as exc:
         print(f"aimeasure: {exc}", file=ctx.err)
         return EXIT_STORE
+    except BrokenPipeError:
+        # `aimeasure show ... | head` closed the pipe: not an error. Point stdout at devnull so the
+        # interpreter's final flush does not raise again.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return EXIT_OK
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -55,9 +55,10 @@ def pytest_configure(config: pytest.Config) -> None:
     if config.pluginmanager.hasplugin("xdist"):
         config.pluginmanager.register(XdistGlue(state), "aimeasure-xdist")
         if not hasattr(config, "workerinput") and getattr(config.option, "dist", "no") == "load":
-            # A gate and the dimensions of its artifact must run on one worker, in order: 'loadgroup'
-            # is 'load' plus the groups we add to gates and dimensions (one per module).
-            config.option.dist = "loadgroup"
+            # A gate and the dimensions of its artifact must run on one worker, in order. 'loadfile'
+            # keeps each module on one worker ('loadgroup' would be finer, but xdist 3.8 ignores its
+            # groups under pytest 9.2, which reads node ids from a field xdist does not set).
+            config.option.dist = "loadfile"
 
 
 def item_nodeid(item: pytest.Item) -> str:
@@ -75,6 +76,7 @@ def item_nodeid(item: pytest.Item) -> str:
 
 
 SUITE_SUFFIXES = (".aimeasure.yaml", ".aimeasure.yml")
+INFRASTRUCTURE_MODULES = ("_pytest", "pytest", "xdist", "pytest_aimeasure")
 
 
 def pytest_collect_file(file_path: Any, parent: pytest.Collector) -> pytest.Collector | None:
@@ -196,12 +198,6 @@ class MeasurePlugin:
             problem = marker_problem(item)  # items from non-Python collectors (suite files) too
             if problem:
                 raise pytest.UsageError(f"{item.nodeid}: {problem}")
-        if getattr(config.option, "loadgroup", False):
-            # Before xdist's own hook, which turns the groups into node id suffixes.
-            for item in items:
-                if item_kind(item) != "other" and item.get_closest_marker("xdist_group") is None:
-                    module = item.getparent(pytest.Module)
-                    item.add_marker(pytest.mark.xdist_group(f"aimeasure:{module.nodeid if module else ''}"))
         yield
         # After every other plugin (pytest's fixture reordering included): gates first.
         order_gates_first(items)
@@ -242,7 +238,7 @@ class MeasurePlugin:
     def pytest_runtest_call(self, item: pytest.Item) -> None:
         if item_kind(item) != "dimension":
             return
-        failed_gate = self.state.artifacts.failed_gate_for(list(getattr(item, "funcargs", {}).values()))
+        failed_gate = self.state.artifacts.failed_gate_for(self._artifact_values(item))
         if failed_gate is not None:
             runtime.record_finding(
                 "gate_failed",
@@ -280,10 +276,13 @@ class MeasurePlugin:
         return report
 
     def _artifact_values(self, item: pytest.Item) -> list[object]:
-        """Fixture values that identify the item's artifact: Artifact objects and the values of
-        fixtures scoped above the function (the same object is handed to every test of the scope)."""
+        """What identifies the item's artifact: Artifact objects among its fixture values, and the
+        values of the test's own arguments that come from the user's fixtures scoped above the
+        function (the same object is handed to every test of that scope). Infrastructure fixtures
+        (pytest's, xdist's, ours) never link tests."""
         funcargs: dict[str, object] = getattr(item, "funcargs", {})
         fixtureinfo = getattr(item, "_fixtureinfo", None)
+        argnames = set(fixtureinfo.argnames) if fixtureinfo is not None else set()
         values: list[object] = []
         from pytest_aimeasure.artifact import Artifact
 
@@ -291,8 +290,13 @@ class MeasurePlugin:
             if isinstance(value, Artifact):
                 values.append(value)
                 continue
+            if name not in argnames or value is None:
+                continue
             defs = fixtureinfo.name2fixturedefs.get(name) if fixtureinfo is not None else None
-            if defs and defs[-1].scope != "function" and value is not None:
+            if not defs or defs[-1].scope == "function":
+                continue
+            module = getattr(defs[-1].func, "__module__", "") or ""
+            if not module.startswith(INFRASTRUCTURE_MODULES):
                 values.append(value)
         record = runtime.current()
         for key in record.artifact_keys if record is not None else ():

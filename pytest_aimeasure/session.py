@@ -82,6 +82,11 @@ class Settings:
                     f"{flag} took {value!r} as a run id, but it is a path: write {flag}=latest (or "
                     f"{flag}=RUN_ID) before the test paths"
                 )
+        if bool(options.get(config, "update_baseline")) and not judging:
+            raise pytest.UsageError(
+                "--update-baseline needs measurements: add --ai-judge (without it no dimension is "
+                "judged, and a whole-suite update would empty the baseline)"
+            )
         if rejudge is not None and resume is not None:
             raise pytest.UsageError("--rejudge and --resume do not combine: pick one")
         if dry_run and getattr(config.option, "numprocesses", None):
@@ -328,7 +333,9 @@ class SessionState:
             result.message = payload["judge_error"]
         elif report.failed:
             result.outcome = "failed" if report.when == "call" else "error"
-            result.message = _first_line(report.longreprtext)
+            crash = getattr(report.longrepr, "reprcrash", None)
+            message = getattr(crash, "message", None)
+            result.message = _first_line(message if isinstance(message, str) else report.longreprtext)
         elif report.skipped and result.outcome == "passed":
             result.outcome = "skipped"
             longrepr = report.longrepr

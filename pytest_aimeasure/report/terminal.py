@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+import shlex
 import textwrap
 from collections import Counter
 from typing import TYPE_CHECKING, Any
@@ -131,6 +133,8 @@ def summary_lines(state: SessionState, outcome: Outcome) -> list[str]:
         new_count = max(new_count, sum(1 for c in outcome.comparison.items.values() if c.verdict == "new"))
     if not rows and not detail:
         lines.append(quiet_line(state, outcome, new_count))
+    elif stable_dimensions(outcome):
+        lines.append("stable: " + ", ".join(stable_dimensions(outcome)))
     if rows:
         lines.append("")
         lines.append("Drift against the baseline (needs a look):")
@@ -171,14 +175,18 @@ def summary_lines(state: SessionState, outcome: Outcome) -> list[str]:
     return lines
 
 
-def quiet_line(state: SessionState, outcome: Outcome, new_count: int) -> str:
-    """The one line shown when nothing needs a look."""
+def stable_dimensions(outcome: Outcome) -> list[str]:
     comparison = outcome.comparison
-    stable = sorted(
+    return sorted(
         f"{name} ({dim.m} items)"
         for name, dim in (comparison.dimensions.items() if comparison else ())
         if dim.verdict == "stable"
     )
+
+
+def quiet_line(state: SessionState, outcome: Outcome, new_count: int) -> str:
+    """The one line shown when nothing needs a look."""
+    stable = stable_dimensions(outcome)
     text = f"aimeasure: nothing needs a look against {state.settings.baseline.name}"
     if stable:
         text += "; stable: " + ", ".join(stable)
@@ -187,24 +195,60 @@ def quiet_line(state: SessionState, outcome: Outcome, new_count: int) -> str:
     return text + "."
 
 
+_DROP = ("--update-baseline", "--prune-baseline", "--resume", "--rejudge", "--aimeasure-json", "--junitxml")
+_RUN_ID = re.compile(r"^(latest|\d{8}T\d{6}Z-[0-9a-f]+)$")
+
+
+def rerun(state: SessionState, *flags: str) -> str:
+    """This session's own command line with ``flags`` added, so the advice runs the same tests."""
+    args = list(state.config.invocation_params.args)
+    kept: list[str] = []
+    skip_value = False
+    for arg in args:
+        if skip_value:
+            skip_value = False
+            if _RUN_ID.match(arg) or (not arg.startswith("-") and arg.endswith(".json")):
+                continue
+        name = arg.split("=", 1)[0]
+        if name in _DROP:
+            skip_value = "=" not in arg and name not in ("--update-baseline", "--prune-baseline")
+            continue
+        kept.append(arg)
+    if "--ai-judge" not in kept:
+        kept.insert(0, "--ai-judge")
+    return shlex.join(["pytest", *kept, *flags])
+
+
+def resume_flag(state: SessionState) -> tuple[str, ...]:
+    run_id = state.recording.run_id if state.recording is not None else None
+    return (f"--resume={run_id}",) if run_id else ("--resume",)
+
+
 def next_steps(state: SessionState, outcome: Outcome, new_count: int) -> list[str]:
     kinds = {f.kind for f in outcome.findings}
     steps: list[str] = []
     if "not_comparable" in kinds and not state.settings.update_baseline:
-        steps.append("the judge (ruler) changed: re-baseline with  pytest --ai-judge --update-baseline")
+        steps.append(f"the judge (ruler) changed: re-baseline with  {rerun(state, '--update-baseline')}")
+    show = (
+        f"aimeasure show {state.recording.run_id}" if state.recording is not None else "aimeasure show latest"
+    )
+    if kinds & {"floor_breach", "regressed"}:
+        steps.append(f"read the artifacts and rationales behind the reds:  {show}")
     if "regressed" in kinds:
-        steps.append("read the artifacts behind the regression:  aimeasure show latest")
-        steps.append("after a deliberate change, accept it with  pytest --ai-judge --update-baseline")
+        steps.append(f"after a deliberate change, accept it with  {rerun(state, '--update-baseline')}")
     if "improved" in kinds and "regressed" not in kinds:
         steps.append(
-            "the baseline is stale: record the improvement with  pytest --ai-judge --update-baseline"
+            f"the baseline is stale: record the improvement with  {rerun(state, '--update-baseline')}"
         )
     if "judge_error" in kinds:
-        steps.append("judge errors leave no score; retry the judging only with  pytest --ai-judge --resume")
+        steps.append(
+            "judge errors leave no score; judge only what is missing with  "
+            + rerun(state, *resume_flag(state))
+        )
     if "budget" in kinds:
-        steps.append("raise --judge-budget-usd and continue with  pytest --ai-judge --resume")
+        steps.append(f"raise --judge-budget-usd and continue with  {rerun(state, *resume_flag(state))}")
     if new_count and not state.settings.update_baseline and not steps:
-        steps.append("record the new items in the baseline with  pytest --ai-judge --update-baseline")
+        steps.append(f"record the new items in the baseline with  {rerun(state, '--update-baseline')}")
     if not steps:
         return []
     return ["", "Next:", *(f"  {step}" for step in steps)]
