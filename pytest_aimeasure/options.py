@@ -25,6 +25,16 @@ def positive_int(text: str) -> int:
     return value
 
 
+def non_negative_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number >= 0, got {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected a whole number >= 0, got {text!r}")
+    return value
+
+
 def positive_float(text: str) -> float:
     try:
         value = float(text)
@@ -131,6 +141,16 @@ OPTIONS: tuple[Option, ...] = (
         60.0,
         "aimeasure_judge_timeout",
         metavar="SECONDS",
+    ),
+    Option(
+        "--judge-retries",
+        "judge_retries",
+        "Transport retries per judge call (429, 5xx, 529 overloaded, timeouts), done by the SDK with "
+        "backoff (default 4). Each attempt may take up to --judge-timeout.",
+        non_negative_int,
+        4,
+        "aimeasure_judge_retries",
+        metavar="N",
     ),
     Option(
         "--judge-cache",

@@ -33,6 +33,7 @@ class Settings:
     samples: int
     concurrency: int
     timeout: float
+    retries: int
     cache: str
     budget_usd: float | None
     dry_run: bool
@@ -97,6 +98,7 @@ class Settings:
             samples=options.get(config, "judge_samples"),
             concurrency=options.get(config, "judge_concurrency"),
             timeout=options.get(config, "judge_timeout"),
+            retries=options.get(config, "judge_retries"),
             cache=options.get(config, "judge_cache"),
             budget_usd=options.get(config, "judge_budget_usd"),
             dry_run=dry_run,
@@ -153,6 +155,12 @@ class SessionState:
         return self.settings.judging
 
     @property
+    def active(self) -> bool:
+        """Does this session keep results (judging, a baseline update or JSON output)?"""
+        s = self.settings
+        return s.judging or s.update_baseline or s.json_path is not None
+
+    @property
     def dry_run(self) -> bool:
         return self.settings.dry_run
 
@@ -169,6 +177,13 @@ class SessionState:
             except BaselineError as exc:
                 raise pytest.UsageError(str(exc)) from None
         if self.judging:
+            # Import what the session end needs now, on the main thread: on CPython < 3.13 an import
+            # that compiles source while the judge thread formats a traceback can crash ast.parse.
+            import pytest_aimeasure.compare
+            import pytest_aimeasure.conclude
+            import pytest_aimeasure.report.results
+            import pytest_aimeasure.report.terminal  # noqa: F401
+
             self._warm_sdk()
             from pytest_aimeasure.recording import Recording
 
@@ -232,7 +247,9 @@ class SessionState:
             if custom is not None:
                 return custom
             try:
-                return build_backend(model, timeout=s.timeout, scripted_fallback=scripted_fallback)
+                return build_backend(
+                    model, timeout=s.timeout, retries=s.retries, scripted_fallback=scripted_fallback
+                )
             except ModelError as exc:
                 raise pytest.UsageError(f"--judge-model: {exc}") from None
 
@@ -306,7 +323,7 @@ class SessionState:
 
     def on_report(self, report: pytest.TestReport, payload: dict[str, Any]) -> list[tuple[str, Any]]:
         """Fold one report into the item's result (controller). Returns extra JUnit properties."""
-        if self.is_worker:
+        if self.is_worker or not self.active:
             return []
         from pytest_aimeasure.models import Finding, ItemResult, Measurement
 
@@ -339,7 +356,8 @@ class SessionState:
         elif report.skipped and result.outcome == "passed":
             result.outcome = "skipped"
             longrepr = report.longrepr
-            result.message = str(longrepr[2]) if isinstance(longrepr, tuple) else _first_line(str(longrepr))
+            text = str(longrepr[2]) if isinstance(longrepr, tuple) else _first_line(str(longrepr))
+            result.message = text.removeprefix("Skipped: ")
         extra: list[tuple[str, Any]] = []
         if report.when == "teardown":
             if self.recording is not None:
@@ -391,7 +409,7 @@ class SessionState:
             if self._engine is not None:
                 self.config.workeroutput["aimeasure_spend"] = self._engine.spend.as_dict()  # type: ignore[attr-defined]
             return
-        if not (self.judging or self.settings.update_baseline or self.settings.json_path):
+        if not self.active:
             return
         from pytest_aimeasure.conclude import conclude
 

@@ -51,6 +51,7 @@ def build_backend(
     model: str,
     *,
     timeout: float | None,
+    retries: int = 4,
     scripted_fallback: Scorer | None = None,
 ) -> Backend:
     kind = route(model)
@@ -62,10 +63,10 @@ def build_backend(
     if kind == "anthropic":
         from pytest_aimeasure.judge.backends.anthropic import AnthropicBackend
 
-        return AnthropicBackend(model.removeprefix("anthropic/"), timeout=timeout)
+        return AnthropicBackend(model.removeprefix("anthropic/"), timeout=timeout, max_retries=retries)
     from pytest_aimeasure.judge.backends.litellm import LitellmBackend
 
-    return LitellmBackend(model, timeout=timeout)
+    return LitellmBackend(model, timeout=timeout, max_retries=retries)
 
 
 BackendFactory = Callable[[str], Backend]
