@@ -128,6 +128,7 @@ def make_project(folder: Path, items: int) -> None:
     folder.mkdir(parents=True)
     (folder / "test_bench.py").write_text(TEST_MODULE.format(items=items))
     (folder / "conftest.py").write_text(CONFTEST)
+    (folder / "pytest.ini").write_text("[pytest]\n")  # its own rootdir, whatever folder it is under
 
 
 def run_session(folder: Path, server: ProviderServer, *, no_fsync: bool = False) -> Session:

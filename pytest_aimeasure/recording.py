@@ -9,7 +9,6 @@ test's final record and closes the run. Resume and the sample cache are one mech
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
 import pytest
@@ -18,7 +17,16 @@ from pytest_aimeasure import __version__
 from pytest_aimeasure.artifact import Artifact, MediaType
 from pytest_aimeasure.cache import CacheError, SampleLookup
 from pytest_aimeasure.models import Finding, ItemResult, RunMeta, Sample, Usage
-from pytest_aimeasure.store import Journal, Run, RunStore, SampleKey, SampleRecord, StoreError, git_info
+from pytest_aimeasure.store import (
+    Journal,
+    Run,
+    RunStore,
+    SampleKey,
+    SampleRecord,
+    StoreError,
+    git_info,
+    utc_now,
+)
 
 if TYPE_CHECKING:
     from pytest_aimeasure.cost import Budget, SharedBudget
@@ -117,7 +125,7 @@ class Recording:
         commit, dirty = git_info(state.config.rootpath)
         meta = RunMeta(
             run_id=store.new_run_id(),
-            started_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
+            started_at=utc_now(),
             # The command that reproduces the run (sys.argv is another program's when pytest is
             # started from Python, e.g. pytest.main or pytester).
             argv=["pytest", *state.config.invocation_params.args],
@@ -229,7 +237,7 @@ class Recording:
         spend = state.spend()
         meta = self.run.meta.model_copy(
             update={
-                "ended_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+                "ended_at": utc_now(),
                 "status": "finished",
                 "fingerprints": fingerprints,
                 "generators": state.artifacts.labels(),

@@ -621,7 +621,7 @@ class RunStore:
         if ref == "latest":
             if not ids:
                 raise StoreError(f"there are no runs in {self.root} yet", path=self.runs_dir)
-            return ids[0]
+            return self._newest(ids)
         if ref in ids:
             return ref
         matches = [i for i in ids if i.startswith(ref)]
@@ -632,6 +632,29 @@ class RunStore:
             msg = f"{ref!r} matches {len(matches)} runs ({shown}); give more of the id"
             raise StoreError(msg, path=self.runs_dir)
         raise StoreError(self._unknown_message(ref, ids), path=self.runs_dir)
+
+    def _newest(self, ids: list[str]) -> str:
+        """The newest run of ``ids`` (sorted newest first by name).
+
+        An id carries its start time to the second only, so runs started within the same second
+        (a script running pytest twice) are told apart by the ``started_at`` of their meta.json;
+        only those few files are read."""
+        stamp = ids[0].split("-", 1)[0]
+        same_second = [i for i in ids if i.split("-", 1)[0] == stamp]
+        if len(same_second) == 1:
+            return ids[0]
+
+        def started(run_id: str) -> tuple[datetime, str]:
+            try:
+                text = self._read_meta(self.runs_dir / run_id).started_at
+                moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
+            except (StoreError, ValueError):
+                return datetime.min.replace(tzinfo=timezone.utc), run_id
+            if moment.tzinfo is None:
+                moment = moment.replace(tzinfo=timezone.utc)
+            return moment, run_id
+
+        return max(same_second, key=started)
 
     def _unknown_message(self, ref: str, ids: list[str] | None = None) -> str:
         ids = self.run_ids() if ids is None else ids
