@@ -9,20 +9,18 @@ test's final record and closes the run. Resume and the sample cache are one mech
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
 import pytest
 
 from pytest_aimeasure import __version__
 from pytest_aimeasure.artifact import Artifact, MediaType
-from pytest_aimeasure.cache import CacheError, SampleLookup
-from pytest_aimeasure.models import Finding, ItemResult, RunMeta, Sample, Usage
+from pytest_aimeasure.cache import CacheError, SampleLookup, StoreSink
+from pytest_aimeasure.models import Finding, ItemResult, RunMeta, Usage
 from pytest_aimeasure.store import (
-    Journal,
     Run,
     RunStore,
-    SampleKey,
-    SampleRecord,
     StoreError,
     git_info,
     utc_now,
@@ -55,7 +53,6 @@ class Recording:
     rejudge: Run | None
     budget: Budget | SharedBudget | None
     is_worker: bool
-    _journal: Journal | None = None
     _findings: list[Finding] = field(default_factory=list)
 
     # -- opening ---------------------------------------------------------------------------------
@@ -149,21 +146,9 @@ class Recording:
         return {RUN_ID_KEY: self.run.run_id, RESUMING_KEY: self.resuming, REJUDGE_KEY: self.rejudge_run_id}
 
     # -- the engine's sample sink ----------------------------------------------------------------
-    @property
-    def sink(self) -> _Sink:
-        return _Sink(self)
-
-    def lookup_sample(self, key: tuple[str, str, str, int]) -> Sample | None:
-        return self.lookup.get(SampleKey(*key))
-
-    def record_sample(
-        self, key: tuple[str, str, str, int], *, item_id: str, nodeid: str, sample: Sample
-    ) -> None:
-        record = SampleRecord(key=SampleKey(*key), item_id=item_id, nodeid=nodeid, sample=sample)
-        if self._journal is None:
-            self._journal = self.run.journal()
-        self._journal.append(record)
-        self.lookup.put(record, run_id=self.run.run_id)
+    @cached_property
+    def sink(self) -> StoreSink:
+        return StoreSink(self.run, self.lookup)
 
     # -- artifacts -------------------------------------------------------------------------------
     def record(self, artifact: Artifact) -> None:
@@ -254,16 +239,3 @@ class Recording:
         self.run.close()
         if self.rejudge is not None:
             self.rejudge.close()
-
-
-@dataclass
-class _Sink:
-    """The engine's view of the recording (:class:`~pytest_aimeasure.judge.engine.SampleSink`)."""
-
-    recording: Recording
-
-    def lookup(self, key: tuple[str, str, str, int]) -> Sample | None:
-        return self.recording.lookup_sample(key)
-
-    def record(self, key: tuple[str, str, str, int], *, item_id: str, nodeid: str, sample: Sample) -> None:
-        self.recording.record_sample(key, item_id=item_id, nodeid=nodeid, sample=sample)

@@ -78,9 +78,15 @@ class NotJudged(Exception):
 class SampleSink(Protocol):
     """Where samples are looked up before a call and recorded after it (the run store)."""
 
-    def lookup(self, key: SampleKey) -> Sample | None: ...
+    def lookup(
+        self, key: SampleKey, *, item_id: str | None = None, nodeid: str | None = None
+    ) -> Sample | None:
+        """A stored sample for ``key``; with ``item_id`` it is also journaled into this run."""
 
     def record(self, key: SampleKey, *, item_id: str, nodeid: str, sample: Sample) -> None: ...
+
+    def describe_key(self, key: SampleKey) -> str:
+        """For a replay miss: what is stored near ``key``."""
 
 
 class BudgetGate(Protocol):
@@ -213,6 +219,7 @@ class JudgeEngine:
         self._semaphores: dict[str, asyncio.Semaphore] = {}
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
+        self._frozen = False
 
     # -- loop management -------------------------------------------------------------------------
     def _ensure_loop(self) -> asyncio.AbstractEventLoop:
@@ -262,10 +269,6 @@ class JudgeEngine:
         with self._backend_lock:
             if name not in self._backends:
                 self._backends[name] = self._make_backend(name)
-                # The SDKs import thousands of long-lived objects; moving them out of the collector's
-                # sight keeps every later collection (and the one at exit) short.
-                gc.collect()
-                gc.freeze()
             return self._backends[name]
 
     def semaphore(self, key: str) -> asyncio.Semaphore:
@@ -326,6 +329,12 @@ class JudgeEngine:
                 raise type(judge_errors[0])(str(judge_errors[0]), raw_outputs=raw)
             raise errors[0]
         samples = sorted((r for r in results if isinstance(r, Sample)), key=lambda s: s.index)
+        if not self._frozen:
+            # By now the SDK has loaded thousands of long-lived objects; moving them out of the
+            # collector's sight keeps every later collection (and the one at exit) short.
+            self._frozen = True
+            gc.collect()
+            gc.freeze()
         return self._aggregate(spec, backend, samples, prompt_hash, rubric_hash, artifact_sha)
 
     def _aggregate(
@@ -381,16 +390,17 @@ class JudgeEngine:
     ) -> Sample:
         index = key[3]
         if self.sink is not None:
-            found = self.sink.lookup(key)
+            found = self.sink.lookup(key, item_id=spec.item_id, nodeid=spec.nodeid)
             if found is not None:
                 with self.spend.lock:
                     self.spend.cached += 1
                 return found.model_copy(update={"index": index})
         if self.settings.replay:
+            near = f"; stored: {self.sink.describe_key(key)}" if self.sink is not None else ""
             raise ReplayMiss(
                 f"--judge-cache=replay: no stored sample #{index} for {spec.item_id} "
-                f"(model {backend.model}, prompt {key[1]}, artifact {key[2][:12]}); run once with "
-                "--judge-cache=on to record it"
+                f"(model {backend.model}, prompt {key[1]}, artifact {key[2][:12]}){near}; run once "
+                "with --judge-cache=on to record it"
             )
         messages: list[Message] = [Message("user", user_text)]
         raw_outputs: list[str] = []

@@ -69,11 +69,6 @@ class AnthropicBackend:
         base_url: str | None = None,
         api_key: str | None = None,
     ) -> None:
-        try:
-            import anthropic
-        except ImportError as exc:  # pragma: no cover - anthropic is a dependency
-            raise BackendError("the anthropic judge needs the `anthropic` package installed") from exc
-        self._sdk: Any = anthropic
         self.model = model
         self.timeout = timeout
         self.max_retries = max_retries
@@ -86,6 +81,16 @@ class AnthropicBackend:
         self._client: Any = None
         self._client_loop: asyncio.AbstractEventLoop | None = None
         self._create_params: frozenset[str] | None = None
+
+    @property
+    def _sdk(self) -> Any:
+        """The SDK, imported on the first call: building a backend (e.g. to key the sample cache on a
+        fully cached rerun) must not pay the ~1 s import."""
+        try:
+            import anthropic
+        except ImportError as exc:  # pragma: no cover - anthropic is a dependency
+            raise BackendError("the anthropic judge needs the `anthropic` package installed") from exc
+        return anthropic
 
     @property
     def concurrency_key(self) -> str:
