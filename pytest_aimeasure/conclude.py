@@ -124,5 +124,6 @@ def conclude(state: SessionState, session: pytest.Session) -> Outcome:
 
         write_results(s.json_path, build_results(state, outcome, int(session.exitstatus)))
     if state.recording is not None:
-        state.recording.finish(state, outcome)
+        interrupted = session.exitstatus == pytest.ExitCode.INTERRUPTED
+        state.recording.finish(state, outcome, interrupted=interrupted)
     return outcome

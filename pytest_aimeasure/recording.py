@@ -213,7 +213,7 @@ class Recording:
     def session_findings(self) -> list[Finding]:
         return list(self._findings)
 
-    def finish(self, state: SessionState, outcome: Outcome) -> None:
+    def finish(self, state: SessionState, outcome: Outcome, *, interrupted: bool = False) -> None:
         results = list(state.results.values())
         fingerprints = []
         for m in (m for r in results for m in r.measurements):
@@ -223,7 +223,8 @@ class Recording:
         meta = self.run.meta.model_copy(
             update={
                 "ended_at": utc_now(),
-                "status": "finished",
+                # Ctrl-C: the run can be continued with --resume, and history says so.
+                "status": "interrupted" if interrupted else "finished",
                 "fingerprints": fingerprints,
                 "generators": state.artifacts.labels(),
                 "items": len(results),
