@@ -133,3 +133,25 @@ def test_measurement_reaches_junit_properties(pytester: pytest.Pytester) -> None
     assert '<property name="aimeasure.verdict" value="floor_breach"' in xml
     assert '<property name="aimeasure.verdict" value="new"' in xml
     assert 'aimeasure" value="{' not in xml  # the transport payload stays out of the XML
+
+
+def test_an_interrupted_session_is_recorded_as_interrupted(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(
+        """
+        import pytest
+
+        @pytest.mark.dimension("tone", rubric="r")
+        def test_first(judge):
+            judge.score("text")
+
+        def test_ctrl_c():
+            raise KeyboardInterrupt
+        """
+    )
+    result = pytester.runpytest("--ai-judge", "--judge-model", "scripted", "-p", "no:randomly")
+    assert result.ret == pytest.ExitCode.INTERRUPTED
+    from pytest_aimeasure.store import RunStore
+
+    metas, problems = RunStore(pytester.path / ".aimeasure").list_runs()
+    assert problems == []
+    assert [m.status for m in metas] == ["interrupted"]
