@@ -148,7 +148,8 @@ def test_an_interrupted_session_is_recorded_as_interrupted(pytester: pytest.Pyte
             raise KeyboardInterrupt
         """
     )
-    result = pytester.runpytest("--ai-judge", "--judge-model", "scripted", "-p", "no:randomly")
+    # In a subprocess: an in-process run would re-raise the KeyboardInterrupt into this session.
+    result = pytester.runpytest_subprocess("--ai-judge", "--judge-model", "scripted", "-p", "no:randomly")
     assert result.ret == pytest.ExitCode.INTERRUPTED
     from pytest_aimeasure.store import RunStore
 
