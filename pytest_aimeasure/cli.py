@@ -517,4 +517,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":  # pragma: no cover
-    sys.exit(main())
+    # Run as ``python -m pytest_aimeasure.cli``: use the importable module, so the Subcommand class
+    # that extension modules import is the one the registry checks against.
+    from pytest_aimeasure.cli import main as _main
+
+    sys.exit(_main())

@@ -320,6 +320,8 @@ class SessionState:
             if mark is not None:
                 samples = mark.kwargs.get("samples") or self.settings.samples
                 self.dimension_items.append((item_nodeid(item), mark.args[0], int(samples)))
+            elif hasattr(item, "dimension_items"):  # a suite item measures several dimensions
+                self.dimension_items += item.dimension_items(self.settings.samples)
 
     def on_report(self, report: pytest.TestReport, payload: dict[str, Any]) -> list[tuple[str, Any]]:
         """Fold one report into the item's result (controller). Returns extra JUnit properties."""

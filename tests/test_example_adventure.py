@@ -166,7 +166,7 @@ def test_dimensions_behind_the_failed_gate_are_skipped_and_never_judged(example:
         f"{sorted(set(skipped) - LOOP_DIMENSIONS)}"
     )
     for item in skipped.values():
-        assert item["message"] == f"Skipped: gate failed: {LOOP_GATE}"
+        assert item["message"] == f"gate failed: {LOOP_GATE}"
         assert item["measurements"] == []
     assert len(example.findings("gate_failed")) == 4
     assert not LOOP_DIMENSIONS & journaled_nodeids(example.path, example.results["run_id"])
@@ -232,7 +232,9 @@ def test_committed_baseline_is_exactly_the_judged_items(example: ExampleRun) -> 
 
 
 # -- the same run on two workers, and a rejudge from the store -------------------------------------------
-@pytest.mark.parametrize("xdist", [("-n", "2", "--dist", "loadfile")], ids=["n2-loadfile"])
+# Plain -n 2: the plugin turns xdist's default --dist load into loadfile, so a gate and its
+# dimensions share a worker; an explicit --dist loadfile must give the same.
+@pytest.mark.parametrize("xdist", [("-n", "2"), ("-n", "2", "--dist", "loadfile")], ids=["n2", "n2-loadfile"])
 def test_two_workers_report_the_same(tmp_path: Path, example: ExampleRun, xdist: tuple[str, ...]) -> None:
     parallel = run_example(copy_example(tmp_path), *xdist)
 

@@ -6,6 +6,7 @@ import re
 import shlex
 import textwrap
 from collections import Counter
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from tabulate import tabulate
@@ -120,10 +121,14 @@ def summary_lines(state: SessionState, outcome: Outcome) -> list[str]:
     measured = sum(len(r.measurements) for r in state.results.values())
     gates = [r for r in state.results.values() if r.kind == "gate"]
     gate_failures = sum(1 for r in gates if r.outcome in ("failed", "error"))
+    # Suite items run their gates inside the item: count them too.
+    suite_gates = [r.extra["suite"].get("gates") or {} for r in state.results.values() if "suite" in r.extra]
+    gate_count = len(gates) + sum(int(g.get("checked", 0)) for g in suite_gates)
+    gate_failures += sum(len(g.get("failed", [])) for g in suite_gates)
     lines.append(
-        f"{measured} items measured, {len(gates)} gates ({gate_failures} failed); {_spend_line(state)}"
+        f"{measured} items measured, {gate_count} gates ({gate_failures} failed); {_spend_line(state)}"
         if state.settings.judging
-        else f"{len(gates)} gates ({gate_failures} failed); judging off (--ai-judge)"
+        else f"{gate_count} gates ({gate_failures} failed); judging off (--ai-judge)"
     )
     rows = comparison_rows(outcome)
     shown_kinds = {"regressed", "not_comparable", "improved", "inconclusive", "underpowered"}
@@ -229,9 +234,11 @@ def next_steps(state: SessionState, outcome: Outcome, new_count: int) -> list[st
     steps: list[str] = []
     if "not_comparable" in kinds and not state.settings.update_baseline:
         steps.append(f"the judge (ruler) changed: re-baseline with  {rerun(state, '--update-baseline')}")
-    show = (
-        f"aimeasure show {state.recording.run_id}" if state.recording is not None else "aimeasure show latest"
-    )
+    run_id = state.recording.run_id if state.recording is not None else "latest"
+    store = state.settings.store
+    # The CLI looks in ./.aimeasure by default: name the store when the session used another one.
+    store_arg = "" if store == Path.cwd() / ".aimeasure" else f"--store {shlex.quote(str(store))} "
+    show = f"aimeasure {store_arg}show {run_id}"
     if kinds & {"floor_breach", "regressed"}:
         steps.append(f"read the artifacts and rationales behind the reds:  {show}")
     if "regressed" in kinds:
