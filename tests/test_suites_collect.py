@@ -26,6 +26,11 @@ def answer(prompt, *, prompt_id, variables):
 
 async def shout(prompt, *, prompt_id):
     return "NO."
+
+def slow(prompt):
+    import time
+    time.sleep(1.0)
+    return "late"
 """
 
 SUITE = """\
@@ -379,38 +384,34 @@ gates: [{regex: '^No\\.'}]
     project.runpytest().assert_outcomes(passed=1)
 
 
-HOOKED_JUDGE = """
-from pytest_aimeasure.judge.backends.scripted import ScriptedBackend
-
-def pytest_aimeasure_make_backend(model, config):
-    # Both the judge and the model targets are served offline by scripted backends.
-    backend = ScriptedBackend(lambda call: 4)
-    backend.model = model
-    return backend
-"""
-
-
-def test_self_preference_is_warned_once_per_target_of_the_judge_family(pytester: pytest.Pytester) -> None:
-    pytester.makeconftest(HOOKED_JUDGE)
-    pytester.makefile(
+def test_timeouts_make_the_item_an_error_and_name_the_setting(project: pytest.Pytester) -> None:
+    project.makefile(
         ".aimeasure.yaml",
         demo="""\
 suite: demo
+timeout_s: 30
 targets:
-  - {name: mini, model: openai/gpt-4o-mini}
-  - {name: haiku, model: anthropic/claude-haiku-4-5}
-prompts: [{id: a, text: one}, {id: b, text: two}, {id: c, text: three}]
-dimensions: [{name: q, rubric: r, samples: 1}]
+  - {name: slow, callable: "gen_demo:slow", timeout_s: 0.2}
+  - {name: mine, callable: "gen_demo:answer"}
+prompts: [{id: cold, text: hi}]
 """,
     )
-    result = pytester.runpytest(
-        "--ai-judge", "--judge-model", "openai/gpt-4.1", "--aimeasure-json", "out.json"
+    result = project.runpytest()
+    result.assert_outcomes(passed=1, errors=1)
+    result.stdout.fnmatch_lines(
+        ["generation failed for target slow (gen_demo:slow): TimeoutError: no output after 0.2s (timeout_s)"]
     )
-    result.assert_outcomes(passed=6)
-    findings = [
-        f for f in read_results(pytester.path / "out.json")["findings"] if f["kind"] == "self_preference"
-    ]
-    assert [(f["subject"], f["severity"], f["nodeid"]) for f in findings] == [
-        ("demo::mini", "warn", "demo.aimeasure.yaml::demo::a[mini]")
-    ]
-    assert "judged by openai/gpt-4.1, of the same family (openai)" in findings[0]["message"]
+    project.makefile(
+        ".aimeasure.yaml",
+        demo="""\
+suite: demo
+timeout_s: 0.2
+targets: [{name: slow, callable: "gen_demo:slow"}]
+prompts: [{id: cold, text: hi}]
+""",
+    )
+    result = project.runpytest()
+    result.assert_outcomes(errors=1)
+    result.stdout.fnmatch_lines(
+        ["generation failed for target slow (gen_demo:slow): no result after 0.2s (the suite's timeout_s)"]
+    )

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
 import pytest
@@ -109,14 +108,15 @@ def test_probes_run_offline_and_compare_reads_the_stored_runs(
     first_run = data["run_id"]
 
     # a second run, after "a model update": the same targets side by side, run by run
-    pytester.runpytest("--ai-judge", "--judge-model", "scripted", "-k", "reference").assert_outcomes(
-        passed=12
+    second = pytester.runpytest(
+        "--ai-judge", "--judge-model", "scripted", "-k", "reference", "--aimeasure-json", "2.json"
     )
+    second.assert_outcomes(passed=12)
+    second_run = read_results(pytester.path / "2.json")["run_id"]
     capsys.readouterr()
-    assert main(["compare", first_run, "latest"]) == 0
+    assert main(["compare", first_run, second_run]) == 0
     out = capsys.readouterr().out
     labels = [line.split()[0] for line in out.splitlines() if "/" in line.split(" ")[0]]
-    second_run = sorted(os.listdir(pytester.path / ".aimeasure" / "runs"))[-1]
     assert labels == [f"{first_run}/reference", f"{second_run}/reference", f"{first_run}/echo"]
     assert main(["compare", "--json", first_run]) == 0
     assert set(json.loads(capsys.readouterr().out)["suites"]) == {"behavioural-baseline"}

@@ -12,8 +12,9 @@ import pytest
 from pytest_aimeasure.testing import Fault, ProviderServer, SeenRequest
 from tests.conftest import read_results
 
-FAST_S, SLOW_S = 0.02, 0.8
-PROMPTS = ("p1", "p2", "p3")
+# Slow enough that client-side overhead on a loaded CI machine never bridges the gap.
+FAST_S, SLOW_S = 0.01, 1.5
+PROMPTS = ("p1", "p2")
 
 
 def suite(*, shared_key: bool = False, prompts: tuple[str, ...] = PROMPTS, targets: str = "both") -> str:
@@ -52,7 +53,7 @@ def _imported_outside_pytester() -> None:
     from pytest_aimeasure.judge.backends.litellm import import_litellm
 
     import_litellm()
-    names = ["hypothesis", "hypothesis.statistics", "hypothesis.reporting"]
+    names = ["anthropic", "hypothesis", "hypothesis.statistics", "hypothesis.reporting"]
     names += [m.name for m in pkgutil.walk_packages(pytest_aimeasure.__path__, prefix="pytest_aimeasure.")]
     for name in names:
         with contextlib.suppress(Exception):  # a module someone is editing right now
@@ -92,22 +93,22 @@ def test_fast_target_is_not_held_back_by_the_slow_one(
 ) -> None:
     pytester.makefile(".aimeasure.yaml", speed=suite())
     result = pytester.runpytest(*JUDGE, "--aimeasure-json", "out.json")
-    result.assert_outcomes(passed=6)
+    result.assert_outcomes(passed=4)
     fast, slow = generations(server, "fast-model"), generations(server, "slow-model")
-    assert (len(fast), len(slow)) == (3, 3)
+    assert (len(fast), len(slow)) == (2, 2)
     # Each key has its own limit of 1...
     assert max_overlap(fast) == 1 and max_overlap(slow) == 1
     # ...so every fast generation is done before the first slow one is, and the two ran side by side.
     assert max(r.finished for r in fast) < min(r.finished for r in slow)
     assert max_overlap(fast + slow) == 2
-    assert server.judge_calls == 12  # 6 items x 2 samples
+    assert server.judge_calls == 8  # 4 items x 2 samples
 
     result.stdout.fnmatch_lines(
         [
-            "Suite speed: 2 rows, 3 prompts, 1 dimension (mean ± 95% CI half-width)",
+            "Suite speed: 2 rows, 2 prompts, 1 dimension (mean ± 95% CI half-width)",
             "target*model*reliability (gates)*quality*breaches*latency p50/p95*tokens in/out*$/gen*verdict",
-            "fast*openai/fast-model*3/3*4.00 ± *0*unknown*best quality, reliable; fastest",
-            "slow*openai/slow-model*3/3*4.00 ± *0*unknown*best quality, reliable",
+            "fast*openai/fast-model*2/2*4.00 ± *0*unknown*best quality, reliable; fastest",
+            "slow*openai/slow-model*2/2*4.00 ± *0*unknown*best quality, reliable",
         ]
     )
     data = read_results(pytester.path / "out.json")
@@ -116,7 +117,7 @@ def test_fast_target_is_not_held_back_by_the_slow_one(
     assert set(rows) == {"fast", "slow"}
     assert rows["fast"]["latency_p50_s"] < 0.5 < SLOW_S <= rows["slow"]["latency_p50_s"]
     assert rows["fast"]["reliability"] == rows["slow"]["reliability"] == 1.0
-    assert rows["fast"]["dimensions"]["quality"]["items"] == 3
+    assert rows["fast"]["dimensions"]["quality"]["items"] == 2
     assert rows["fast"]["input_tokens_mean"] > 0 and rows["fast"]["output_tokens_mean"] > 0
     assert rows["fast"]["cost_known"] is False  # the local models have no price: never $0
     item = next(i for i in data["items"] if i["nodeid"] == "speed.aimeasure.yaml::speed::p1[slow]")
@@ -137,7 +138,7 @@ def test_one_shared_key_makes_the_fast_target_wait(pytester: pytest.Pytester, se
     """The control for the test above: both targets behind one limit of 1 (their default key, one
     endpoint), so fast generations queue behind slow ones."""
     pytester.makefile(".aimeasure.yaml", speed=suite(shared_key=True))
-    pytester.runpytest(*JUDGE, "--judge-samples", "1").assert_outcomes(passed=6)
+    pytester.runpytest(*JUDGE, "--judge-samples", "1").assert_outcomes(passed=4)
     fast, slow = generations(server, "fast-model"), generations(server, "slow-model")
     assert max_overlap(fast + slow) == 1
     assert max(r.finished for r in fast) > min(r.finished for r in slow)
@@ -146,16 +147,16 @@ def test_one_shared_key_makes_the_fast_target_wait(pytester: pytest.Pytester, se
 def test_under_xdist_each_output_is_generated_once(pytester: pytest.Pytester, server: ProviderServer) -> None:
     pytester.makefile(".aimeasure.yaml", speed=suite())
     result = pytester.runpytest_subprocess(*JUDGE, "-n", "2", "--aimeasure-json", "out.json")
-    result.assert_outcomes(passed=6)
+    result.assert_outcomes(passed=4)
     seen = sorted((r.model, r.prompt) for r in generations(server))
     assert seen == sorted((m, f"Answer question {p}.") for m in ("fast-model", "slow-model") for p in PROMPTS)
     data = read_results(pytester.path / "out.json")
     rows = {r["target"]: r for r in data["comparison_tables"]["suites"]["speed"]["rows"]}
     assert {
         t: (r["items"], r["gates_passed"], r["dimensions"]["quality"]["items"]) for t, r in rows.items()
-    } == {"fast": (3, 3, 3), "slow": (3, 3, 3)}
-    assert sum(len(i["measurements"]) for i in data["items"]) == 6
-    result.stdout.fnmatch_lines(["Suite speed: 2 rows, 3 prompts, 1 dimension*"])
+    } == {"fast": (2, 2, 2), "slow": (2, 2, 2)}
+    assert sum(len(i["measurements"]) for i in data["items"]) == 4
+    result.stdout.fnmatch_lines(["Suite speed: 2 rows, 2 prompts, 1 dimension*"])
 
 
 def test_rejudge_generates_nothing_and_a_missing_output_is_an_item_error(
@@ -200,7 +201,7 @@ def test_rejudge_generates_nothing_and_a_missing_output_is_an_item_error(
 def test_resume_generates_and_judges_only_what_is_missing(
     pytester: pytest.Pytester, server: ProviderServer
 ) -> None:
-    pytester.makefile(".aimeasure.yaml", speed=suite(targets="fast"))
+    pytester.makefile(".aimeasure.yaml", speed=suite(targets="fast", prompts=("p1", "p2", "p3")))
     server.script(Fault.reject(400, "the first generation is refused"))  # p1: jobs start in item order
     first = pytester.runpytest(*JUDGE)
     first.assert_outcomes(passed=2, errors=1)
@@ -215,3 +216,80 @@ def test_resume_generates_and_judges_only_what_is_missing(
         for i in read_results(pytester.path / "out.json")["items"]
     }
     assert sources == {"p1[fast]": "generated", "p2[fast]": "stored", "p3[fast]": "stored"}
+
+
+HOOKED_JUDGE = """
+from pytest_aimeasure.judge.backends.scripted import ScriptedBackend
+
+def pytest_aimeasure_make_backend(model, config):
+    # Both the judge and the model targets are served offline by scripted backends.
+    backend = ScriptedBackend(lambda call: 4)
+    backend.model = model
+    return backend
+"""
+
+
+def test_self_preference_is_warned_once_per_target_of_the_judge_family(pytester: pytest.Pytester) -> None:
+    """Here, not with the offline tests: a litellm judge model makes the session import litellm in a
+    background thread, which must already be imported (see _imported_outside_pytester)."""
+    pytester.makeconftest(HOOKED_JUDGE)
+    pytester.makefile(
+        ".aimeasure.yaml",
+        demo="""\
+suite: demo
+targets:
+  - {name: mini, model: openai/gpt-4o-mini}
+  - {name: haiku, model: anthropic/claude-haiku-4-5}
+prompts: [{id: a, text: one}, {id: b, text: two}, {id: c, text: three}]
+dimensions: [{name: q, rubric: r, samples: 1}]
+""",
+    )
+    result = pytester.runpytest(
+        *QUIET, "--ai-judge", "--judge-model", "openai/gpt-4.1", "--aimeasure-json", "out.json"
+    )
+    result.assert_outcomes(passed=6)
+    findings = [
+        f for f in read_results(pytester.path / "out.json")["findings"] if f["kind"] == "self_preference"
+    ]
+    assert [(f["subject"], f["severity"], f["nodeid"]) for f in findings] == [
+        ("demo::mini", "warn", "demo.aimeasure.yaml::demo::a[mini]")
+    ]
+    assert "judged by openai/gpt-4.1, of the same family (openai)" in findings[0]["message"]
+
+
+def test_an_anthropic_target_with_its_own_endpoint_and_key_variable(
+    pytester: pytest.Pytester, server: ProviderServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("SUITE_TEST_ANTHROPIC_KEY", "test-key")
+    pytester.makefile(
+        ".aimeasure.yaml",
+        speed=f"""\
+suite: speed
+system: Answer in one line.
+targets:
+  - name: claude
+    model: anthropic/claude-test-model
+    api_key_env: SUITE_TEST_ANTHROPIC_KEY
+    params: {{api_base: "{server.anthropic_base_url}", max_tokens: 64}}
+prompts: [{{id: p1, text: Say something.}}]
+gates: [{{must_include: "claude-test-model"}}]
+""",
+    )
+    result = pytester.runpytest(
+        *QUIET, "--aimeasure-json", "out.json", "--ai-judge", "--judge-model", "scripted"
+    )
+    result.assert_outcomes(passed=1)
+    (seen,) = generations(server)
+    assert (seen.protocol, seen.model, seen.system, seen.prompt) == (
+        "anthropic",
+        "claude-test-model",
+        "Answer in one line.",
+        "Say something.",
+    )
+    assert seen.body["max_tokens"] == 64
+    assert "test-key" in (seen.headers.get("x-api-key") or seen.headers.get("authorization") or "")
+    (item,) = read_results(pytester.path / "out.json")["items"]
+    info = item["extra"]["suite"]
+    assert info["concurrency_key"] == f"gen:anthropic@{server.anthropic_base_url}"
+    assert info["generation"]["output_tokens"] > 0
+    assert info["generation"]["cost_usd"] is None  # no price for this model: unknown, not free

@@ -1,0 +1,17 @@
+"""Suites as data: YAML files of prompts × targets, gated and judged, compared side by side.
+
+The modules, by what they hold (see docs/suites.md for the format and the behaviour):
+
+=============  ==================================================================================
+``model``      the file format (pydantic), loading, errors that name the line and the field
+``targets``    checking targets before any call, concurrency keys, model families, cost
+``callables``  ``module:function`` references: loading, and calling with the keywords they accept
+``gates``      the deterministic checks, including the JSON-schema subset
+``collect``    the pytest collector and item (``SuiteFile``, ``SuiteItem``) and item outcomes
+``run``        concurrent generation and judging, bounded per concurrency key
+``compare``    the comparison tables: from a session's results, from stored runs, for a terminal
+``probes``     the 12-probe behavioural baseline and its offline reference target
+=============  ==================================================================================
+
+Nothing here is imported unless a session collects a suite file or a command asks for it.
+"""

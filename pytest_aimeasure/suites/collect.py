@@ -26,7 +26,7 @@ from pytest_aimeasure.suites.model import (
     load_suite,
     render_text,
 )
-from pytest_aimeasure.suites.run import JobPlan, JobResult, SuiteRunner
+from pytest_aimeasure.suites.run import Generation, JobPlan, JobResult, SuiteRunner
 from pytest_aimeasure.suites.targets import ResolvedTarget, TargetError, family_clash, resolve_target
 
 if TYPE_CHECKING:
@@ -207,9 +207,8 @@ class SuiteItem(pytest.Item):
         try:
             result = SuiteRunner.of(self.config).result_for(self, plan)
         except TimeoutError:
-            raise GenerationFailed(
-                f"no result for {plan.nodeid} after {plan.wait_s:g}s (the suite's timeout_s)"
-            ) from None
+            # Still a row in the table: the target produced nothing in time.
+            result = JobResult(Generation(error=f"no result after {plan.wait_s:g}s (the suite's timeout_s)"))
         self._result = result
         generation = result.generation
         if record is not None:

@@ -22,6 +22,7 @@ import threading
 import time
 from collections.abc import Callable, Coroutine, Sequence
 from concurrent.futures import Future
+from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
@@ -260,9 +261,9 @@ class SuiteRunner:
             future = self._futures[plan.nodeid]
         try:
             return future.result(timeout=plan.wait_s)
-        except TimeoutError:
+        except FutureTimeout:  # not the builtin TimeoutError on 3.10
             future.cancel()
-            raise
+            raise TimeoutError(f"no result after {plan.wait_s:g}s") from None
         except BaseException:
             future.cancel()
             raise
@@ -277,9 +278,13 @@ class SuiteRunner:
 
     def _backend(self, target: ResolvedTarget) -> Backend:
         ident = f"{target.kind}|{target.model}|{target.api_base}|{target.spec.api_key_env}"
-        if ident not in self._backends:
-            self._backends[ident] = target.make_backend(self._timeout(target))
-        return self._backends[ident]
+        with self._lock:
+            backend = self._backends.get(ident)
+        if backend is None:
+            backend = target.make_backend(self._timeout(target))
+            with self._lock:
+                backend = self._backends.setdefault(ident, backend)
+        return backend
 
     def _timeout(self, target: ResolvedTarget) -> float:
         return target.spec.timeout_s or self.state.settings.timeout or DEFAULT_GENERATION_TIMEOUT_S
@@ -384,11 +389,9 @@ class SuiteRunner:
                 ), value
             from pytest_aimeasure.judge.backends.base import GenerateRequest
 
-            if target.kind == "litellm":
-                # Import litellm (seconds, once) off the loop and outside the timed call.
-                from pytest_aimeasure.judge.backends.litellm import import_litellm
-
-                await asyncio.to_thread(import_litellm)
+            if target.kind in ("litellm", "anthropic"):
+                # Import the SDK (seconds, once) off the loop and outside the timed call.
+                await asyncio.to_thread(_import_sdk_once, target.kind)
             backend = self._backend(target)
             request = GenerateRequest(
                 prompt=plan.text, system=plan.system, params=target.generation_params(), timeout=timeout
@@ -459,6 +462,22 @@ class SuiteRunner:
                 result.errors.append((spec.dimension, outcome))
             else:
                 result.measurements.append(outcome)
+
+
+_import_lock = threading.Lock()
+
+
+def _import_sdk_once(kind: str) -> None:
+    # Two targets starting together would import the SDK in two threads at once, and importing one
+    # package graph (openai's has import cycles) concurrently can hand a thread a partially
+    # initialised module.
+    with _import_lock:
+        if kind == "anthropic":
+            import anthropic  # noqa: F401
+        else:
+            from pytest_aimeasure.judge.backends.litellm import import_litellm
+
+            import_litellm()
 
 
 def judge_rubric(rubric: str, prompt: str, system: str | None) -> str:
