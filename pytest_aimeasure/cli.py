@@ -278,8 +278,10 @@ def _run_show(args: argparse.Namespace, ctx: CliContext) -> int:
     for label, other in (("resumed from", meta.resumed_from), ("rejudge of", meta.rejudge_of)):
         if other:
             ctx.print(f"{label} {other}")
-    _show_dimensions(ctx, [i for i in items if i.kind == "dimension"])
-    _show_gates(ctx, [i for i in items if i.kind != "dimension"])
+    # Suite items measure their dimensions inside the item: they belong with the dimensions.
+    measured = [i for i in items if i.kind == "dimension" or "suite" in i.extra]
+    _show_dimensions(ctx, measured)
+    _show_gates(ctx, [i for i in items if i not in measured])
     _show_findings(ctx, items)
     _show_record(ctx, run, items, item_problems)
     return EXIT_OK
@@ -290,20 +292,20 @@ def _show_dimensions(ctx: CliContext, items: list[ItemResult]) -> None:
         return
     rows: list[list[str]] = []
     for item in items:
-        m = item.measurement
-        if m is None:
+        if not item.measurements:
             rows.append([item.nodeid, item.outcome, "—", "—", _one_line(item.message or "not measured")])
             continue
-        low = m.lowest
-        rows.append(
-            [
-                f"{item.nodeid} / {m.dimension}",
-                item.outcome,
-                _estimate(m),
-                f"{m.floor:.1f}",
-                f"{low.score}: {_one_line(low.rationale)}",
-            ]
-        )
+        for m in item.measurements:
+            low = m.lowest
+            rows.append(
+                [
+                    f"{item.nodeid} / {m.dimension}",
+                    item.outcome,
+                    _estimate(m),
+                    f"{m.floor:.1f}",
+                    f"{low.score}: {_one_line(low.rationale)}",
+                ]
+            )
     ctx.print("\ndimensions")
     ctx.print(_table(rows, ["item", "outcome", "mean ± 95% CI (n)", "floor", "lowest sample"]))
 

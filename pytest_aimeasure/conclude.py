@@ -82,7 +82,7 @@ def conclude(state: SessionState, session: pytest.Session) -> Outcome:
     if any(r.extra.get("suite") for r in state.results.values()):
         from pytest_aimeasure.suites.compare import comparison_tables
 
-        outcome.tables = comparison_tables(list(state.results.values()))
+        outcome.tables = comparison_tables(list(state.results.values()), var_floor=s.var_floor)
     state.config.hook.pytest_aimeasure_findings(findings=findings, config=state.config)
     outcome.findings = findings
 

@@ -145,6 +145,7 @@ class SessionState:
         self._engine: JudgeEngine | None = None
         self._engine_lock = threading.Lock()
         self._baseline: Any = None
+        self._warm_thread: threading.Thread | None = None
 
     @classmethod
     def from_config(cls, config: pytest.Config) -> SessionState:
@@ -214,7 +215,8 @@ class SessionState:
             except Exception:  # the backend's own import reports the problem where it matters
                 pass
 
-        threading.Thread(target=load, name="aimeasure-warm-sdk", daemon=True).start()
+        self._warm_thread = threading.Thread(target=load, name="aimeasure-warm-sdk", daemon=True)
+        self._warm_thread.start()
 
     def workerinput(self) -> dict[str, Any]:
         return self.recording.workerinput() if self.recording is not None else {}
@@ -427,6 +429,10 @@ class SessionState:
             reporter.write_line(line)
 
     def close(self) -> None:
+        if self._warm_thread is not None:
+            # Never leave an import half done behind a short session: whatever runs next (pytester
+            # restoring sys.modules, an embedding program) would find a partial module.
+            self._warm_thread.join(timeout=60)
         if self._engine is not None:
             self._engine.close()
             self._engine = None

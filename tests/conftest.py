@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import contextlib
 import json
 from pathlib import Path
 from typing import Any
@@ -20,3 +21,29 @@ def _no_provider_env(monkeypatch: pytest.MonkeyPatch) -> None:
 def read_results(path: Path) -> dict[str, Any]:
     data: dict[str, Any] = json.loads(path.read_text())
     return data
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _imported_outside_pytester() -> None:
+    """Import litellm (and the plugin's modules) before any in-process pytester run does.
+
+    litellm imports the ``importlib_metadata`` backport, which adds its finder to ``sys.meta_path`` and
+    deletes the stdlib one's ``find_distributions``; pytester restores ``sys.meta_path`` after a run,
+    so a run that imported litellm first leaves no finder and every later in-process run loads no
+    ``pytest11`` plugin. Modules imported here are also never ``ast.parse``-d by pytest's rewriting on
+    the main thread while litellm formats a traceback on the judge thread (not thread-safe before 3.13).
+    It also means the plugin's background SDK import finds the SDKs already loaded, so it cannot
+    race with pytester's restore of ``sys.modules``.
+    """
+    import importlib
+    import pkgutil
+
+    import pytest_aimeasure
+    from pytest_aimeasure.judge.backends.litellm import import_litellm
+
+    import_litellm()
+    names = ["anthropic", "hypothesis", "hypothesis.statistics", "hypothesis.reporting"]
+    names += [m.name for m in pkgutil.walk_packages(pytest_aimeasure.__path__, prefix="pytest_aimeasure.")]
+    for name in names:
+        with contextlib.suppress(Exception):  # a module someone is editing right now
+            importlib.import_module(name)

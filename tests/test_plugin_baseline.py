@@ -78,7 +78,9 @@ def test_true_drop_of_one_point_across_five_items_is_regressed_and_fails(project
     assert result.ret == pytest.ExitCode.TESTS_FAILED
     assert any("regressions against the baseline" in r for r in data["failed_because"])
     result.stdout.fnmatch_lines(["*tone (dimension, 5 items)*4.00*3.00*-1.00*regressed*"])
-    result.stdout.fnmatch_lines(["*accept it with  pytest --ai-judge --judge-model scripted *--update-baseline"])
+    result.stdout.fnmatch_lines(
+        ["*accept it with  pytest --ai-judge --judge-model scripted *--update-baseline"]
+    )
 
 
 def test_unchanged_scores_are_stable_and_quiet(project: pytest.Pytester) -> None:

@@ -123,9 +123,9 @@ class Project:
     def results(self, name: str = "out.json") -> dict[str, Any]:
         return read_results(self.path / name)
 
-    def calls_during(self, *extra: str, xdist: bool = False, json_name: str | None = "out.json") -> tuple[
-        pytest.RunResult, int
-    ]:
+    def calls_during(
+        self, *extra: str, xdist: bool = False, json_name: str | None = "out.json"
+    ) -> tuple[pytest.RunResult, int]:
         before = self.server.judge_calls
         result = self.run(*extra, json_name=json_name, xdist=xdist)
         return result, self.server.judge_calls - before
@@ -168,9 +168,22 @@ def recorded_store(tmp_path_factory: pytest.TempPathFactory) -> Path:
         env = {**os.environ, "ANTHROPIC_BASE_URL": srv.url, "ANTHROPIC_API_KEY": "test-key"}
         env.pop("AIM_FORBID_GENERATE", None)
         done = subprocess.run(
-            [sys.executable, "-m", "pytest", *BASE_ARGS, "--judge-model", UNPRICED_MODEL,
-             "--aimeasure-json", "out.json"],
-            cwd=folder, env=env, capture_output=True, text=True, timeout=300, check=False,
+            [
+                sys.executable,
+                "-m",
+                "pytest",
+                *BASE_ARGS,
+                "--judge-model",
+                UNPRICED_MODEL,
+                "--aimeasure-json",
+                "out.json",
+            ],
+            cwd=folder,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=300,
+            check=False,
         )
         assert done.returncode == 0, done.stdout + done.stderr
         assert srv.judge_calls == TOTAL_SAMPLES
@@ -449,8 +462,9 @@ def test_rejudge_of_an_artifact_gone_from_the_store_is_a_per_test_error(
     for item in data["items"]:
         tag = item["nodeid"].split("[")[1].rstrip("]")
         if tag in broken:
-            assert f"the stored artifact 'story-{tag[1]}' cannot be read, and it is never regenerated" in (
-                item["message"]
+            assert (
+                f"the stored artifact 'story-{tag[1]}' cannot be read, and it is never regenerated"
+                in (item["message"])
             )
     out = result.stdout.str()
     for tag, reason in broken.items():
@@ -489,9 +503,7 @@ def long_verdict(seen: SeenRequest) -> dict[str, Any]:
 
 
 @pytest.mark.parametrize("xdist", MODES)
-def test_budget_stops_new_calls_and_items_left_are_not_judged_findings(
-    project: Project, xdist: bool
-) -> None:
+def test_budget_stops_new_calls_and_items_left_are_not_judged_findings(project: Project, xdist: bool) -> None:
     project.model = PRICED_MODEL
     project.server.scorer = long_verdict
     # Two modules, so that under -n 2 both workers judge at the same time.
@@ -519,8 +531,13 @@ def test_budget_stops_new_calls_and_items_left_are_not_judged_findings(
     result.stdout.fnmatch_lines(["*aimeasure failed the run: items not judged: the judge budget ran out*"])
     if not xdist:
         # One process, items one after another: the stop is one point in the run.
-        order = [i["outcome"] for i in sorted(tone, key=lambda i: (i["nodeid"].split("[")[0], int(
-            i["nodeid"].rsplit("[s", 1)[1].rstrip("]"))))]
+        order = [
+            i["outcome"]
+            for i in sorted(
+                tone,
+                key=lambda i: (i["nodeid"].split("[")[0], int(i["nodeid"].rsplit("[s", 1)[1].rstrip("]"))),
+            )
+        ]
         first_stop = order.index("skipped")
         assert set(order[first_stop:]) == {"skipped"}
 
@@ -554,7 +571,11 @@ def test_spend_of_a_priced_model_equals_litellms_figure(
     def litellm_costs(pairs: list[tuple[int, int]]) -> list[float]:
         done = subprocess.run(
             [sys.executable, "-c", script, PRICED_MODEL],
-            input=json.dumps(pairs), capture_output=True, text=True, timeout=120, check=True,
+            input=json.dumps(pairs),
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=True,
             env={**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True"},
         )
         costs: list[float] = json.loads(done.stdout.strip().splitlines()[-1])
@@ -705,8 +726,10 @@ def test_resume_with_another_judge_model_is_a_usage_error(project: Project, reco
     result, calls = project.calls_during("--resume", json_name=None)
     assert result.ret == pytest.ExitCode.USAGE_ERROR and calls == 0
     result.stderr.fnmatch_lines(
-        [f"*--resume {recorded}: the run was judged with {UNPRICED_MODEL}, this session would judge with "
-         f"anthropic/claude-other*resume with --judge-model {UNPRICED_MODEL}*"]
+        [
+            f"*--resume {recorded}: the run was judged with {UNPRICED_MODEL}, this session would judge with "
+            f"anthropic/claude-other*resume with --judge-model {UNPRICED_MODEL}*"
+        ]
     )
 
 

@@ -3,7 +3,6 @@ table, xdist, --rejudge and --resume. Server-side timestamps are the evidence.""
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import Iterator
 from typing import Any
 
@@ -33,31 +32,6 @@ def suite(*, shared_key: bool = False, prompts: tuple[str, ...] = PROMPTS, targe
         "  - {name: quality, rubric: '5: good', samples: 2}",
     ]
     return "\n".join(lines) + "\n"
-
-
-@pytest.fixture(scope="session", autouse=True)
-def _imported_outside_pytester() -> None:
-    """Import litellm (and the plugin's modules) before any in-process pytester run does.
-
-    litellm imports the ``importlib_metadata`` backport, which adds its finder to ``sys.meta_path`` and
-    deletes the stdlib one's ``find_distributions``; pytester restores ``sys.meta_path`` after a run,
-    so a run that imported litellm first leaves no finder and every later in-process run loads no
-    ``pytest11`` plugin. Modules imported here are also never ``ast.parse``-d by pytest's rewriting on
-    the main thread while litellm formats a traceback on the judge thread (not thread-safe before 3.13).
-    See tests/test_plugin_http.py for the same guard.
-    """
-    import importlib
-    import pkgutil
-
-    import pytest_aimeasure
-    from pytest_aimeasure.judge.backends.litellm import import_litellm
-
-    import_litellm()
-    names = ["anthropic", "hypothesis", "hypothesis.statistics", "hypothesis.reporting"]
-    names += [m.name for m in pkgutil.walk_packages(pytest_aimeasure.__path__, prefix="pytest_aimeasure.")]
-    for name in names:
-        with contextlib.suppress(Exception):  # a module someone is editing right now
-            importlib.import_module(name)
 
 
 @pytest.fixture

@@ -803,6 +803,7 @@ class _Handler(BaseHTTPRequestHandler):
             self._not_found()
             return
         provider._enter()
+        left = False
         try:
             try:
                 body = self._read_json(protocol)
@@ -819,10 +820,15 @@ class _Handler(BaseHTTPRequestHandler):
             except Exception as exc:  # a broken scorer must not hang the client
                 reply = _error(protocol, 500, f"test provider failed: {type(exc).__name__}: {exc}")
             seen.status = reply.status
+            # Out of flight before the client can read the reply: a client that starts its next call
+            # the moment this one returns must not find it still counted.
+            provider._leave()
+            left = True
             self._send(reply)
             seen.finished = time.monotonic()
         finally:
-            provider._leave()
+            if not left:
+                provider._leave()
 
     # -- helpers --
 
