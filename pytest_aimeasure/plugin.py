@@ -231,12 +231,14 @@ class MeasurePlugin:
     def pytest_runtest_protocol(
         self, item: pytest.Item, nextitem: pytest.Item | None
     ) -> Generator[None, Any, Any]:
+        if not self.state.active:
+            return (yield)
         with runtime.running(item_nodeid(item)):
             return (yield)
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_runtest_call(self, item: pytest.Item) -> None:
-        if item_kind(item) != "dimension":
+        if not self.state.judging or item_kind(item) != "dimension":
             return
         failed_gate = self.state.artifacts.failed_gate_for(self._artifact_values(item))
         if failed_gate is not None:
@@ -253,6 +255,8 @@ class MeasurePlugin:
         self, item: pytest.Item, call: pytest.CallInfo[None]
     ) -> Generator[None, pytest.TestReport, pytest.TestReport]:
         report = yield
+        if not self.state.active:
+            return report  # nothing is judged, kept or reported: no per-test work
         kind = item_kind(item)
         record = runtime.current()
         payload: dict[str, Any] = {"kind": kind, "nodeid": item_nodeid(item)}
