@@ -116,6 +116,16 @@ OPTIONS: tuple[Option, ...] = (
         metavar="MODEL",
     ),
     Option(
+        "--offline-judge-model",
+        "offline_judge_model",
+        "Judge model used when none is configured and ANTHROPIC_API_KEY is not set (e.g. scripted): "
+        "offline by default, live when a key is set.",
+        non_empty,
+        None,
+        "aimeasure_offline_judge_model",
+        metavar="MODEL",
+    ),
+    Option(
         "--judge-samples",
         "judge_samples",
         "Judge samples per item (default 3).",

@@ -67,7 +67,7 @@ class Settings:
         if judging and model is None:
             from pytest_aimeasure.judge.resolve import CONFIGURE_HELP, default_model
 
-            model = default_model()
+            model = default_model() or options.get(config, "offline_judge_model")
             if model is None and not dry_run:
                 raise pytest.UsageError(f"--ai-judge: {CONFIGURE_HELP}")
         if judging and model is not None:

@@ -200,3 +200,26 @@ def test_ini_twin_is_used_and_validated_with_its_key_named(pytester: pytest.Pyte
     result = pytester.runpytest()
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     assert "aimeasure_judge_samples = 'lots'" in result.stderr.str()
+
+
+def test_offline_judge_model_applies_only_without_a_key(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pytester.makeini("[pytest]\naimeasure_offline_judge_model = scripted\n")
+    pytester.makepyfile(
+        """
+        import pytest
+
+        @pytest.mark.dimension("tone", rubric="r")
+        def test_tone(judge):
+            judge.score("text")
+        """
+    )
+    result = pytester.runpytest("--ai-judge", "--judge-dry-run")
+    result.stdout.fnmatch_lines(["*3 judge calls with scripted*"])
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "test-key")
+    result = pytester.runpytest("--ai-judge", "--judge-dry-run")
+    result.stdout.fnmatch_lines(["*3 judge calls with claude-*"])
+    # an explicitly configured model wins over both
+    result = pytester.runpytest("--ai-judge", "--judge-dry-run", "--judge-model", "openai/gpt-4o-mini")
+    result.stdout.fnmatch_lines(["*3 judge calls with openai/gpt-4o-mini*"])

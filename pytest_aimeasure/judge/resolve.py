@@ -19,7 +19,8 @@ CONFIGURE_HELP = (
     "no judge model is configured. Choose one of: (1) pytest --ai-judge --judge-model MODEL "
     "(e.g. anthropic/claude-sonnet-4-6, openai/gpt-4o-mini, or scripted for the offline judge); "
     "(2) aimeasure_judge_model = MODEL under [tool.pytest.ini_options] (or [pytest]); "
-    f"(3) set ANTHROPIC_API_KEY to use {DEFAULT_CLAUDE_MODEL} by default"
+    f"(3) set ANTHROPIC_API_KEY to use {DEFAULT_CLAUDE_MODEL} by default (with "
+    "aimeasure_offline_judge_model = scripted as the judge when no key is set)"
 )
 
 
