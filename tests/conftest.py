@@ -7,6 +7,8 @@ from typing import Any
 
 import pytest
 
+from pytest_aimeasure.store import RunStore
+
 pytest_plugins = ["pytester"]
 
 
@@ -47,3 +49,17 @@ def _imported_outside_pytester() -> None:
     for name in names:
         with contextlib.suppress(Exception):  # a module someone is editing right now
             importlib.import_module(name)
+
+
+@pytest.fixture
+def as_controller(monkeypatch: pytest.MonkeyPatch) -> None:
+    """For tests that name the controller's store files: under xdist the default writer is gwN."""
+    monkeypatch.delenv("PYTEST_XDIST_WORKER", raising=False)
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> RunStore:
+    """An empty, writable run store in a temporary folder."""
+    s = RunStore(tmp_path / ".aimeasure")
+    s.ensure_writable()
+    return s

@@ -5,13 +5,15 @@ from __future__ import annotations
 import sqlite3
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
 from pytest_aimeasure.cache import CacheError, SampleLookup, StoreSink, rebuild_cache
 from pytest_aimeasure.models import RunMeta, Sample
 from pytest_aimeasure.store import Run, RunStore, SampleKey, SampleRecord
+
+pytestmark = pytest.mark.usefixtures("as_controller")
+
 
 SHA = "b" * 64
 
@@ -23,19 +25,6 @@ def key(index: int = 0, *, fp: str = "fp1", prompt: str = "p1", sha: str = SHA) 
 def record(k: SampleKey, score: int = 4, item: str = "item-a") -> SampleRecord:
     sample = Sample(index=k.index, dimension="tone", score=score, rationale=f"draw {k.index}", cost_usd=0.01)
     return SampleRecord(key=k, item_id=item, nodeid=f"t.py::{item}", sample=sample)
-
-
-@pytest.fixture(autouse=True)
-def _as_controller(monkeypatch: pytest.MonkeyPatch) -> None:
-    """These tests name the controller's files; under xdist the default writer would be gwN."""
-    monkeypatch.delenv("PYTEST_XDIST_WORKER", raising=False)
-
-
-@pytest.fixture
-def store(tmp_path: Path) -> RunStore:
-    s = RunStore(tmp_path / ".aimeasure")
-    s.ensure_writable()
-    return s
 
 
 def start(store: RunStore, run_id: str) -> Run:

@@ -14,6 +14,8 @@ from pytest_aimeasure import cli
 from pytest_aimeasure.models import Finding, Fingerprint, ItemResult, Measurement, RunMeta, Sample
 from pytest_aimeasure.store import Run, RunStore, SampleKey, SampleRecord
 
+pytestmark = pytest.mark.usefixtures("as_controller")
+
 
 def fingerprint(model: str = "claude-sonnet-4-5", rubric: str = "r1") -> Fingerprint:
     return Fingerprint(
@@ -70,12 +72,6 @@ def add_run(store: RunStore, run_id: str, started: str, **meta: object) -> Run:
     }
     defaults.update(meta)
     return store.start_run(RunMeta(run_id=run_id, started_at=started, plugin_version="0.1.0", **defaults))  # type: ignore[arg-type]
-
-
-@pytest.fixture(autouse=True)
-def _as_controller(monkeypatch: pytest.MonkeyPatch) -> None:
-    """These tests name the controller's files; under xdist the default writer would be gwN."""
-    monkeypatch.delenv("PYTEST_XDIST_WORKER", raising=False)
 
 
 @pytest.fixture

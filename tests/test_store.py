@@ -26,6 +26,8 @@ from pytest_aimeasure.store import (
     git_info,
 )
 
+pytestmark = pytest.mark.usefixtures("as_controller")
+
 
 def make_meta(run_id: str, started: str = "2026-11-29T10:00:00.000000Z", **extra: object) -> RunMeta:
     return RunMeta(run_id=run_id, started_at=started, plugin_version="0.1.0", **extra)  # type: ignore[arg-type]
@@ -36,19 +38,6 @@ def make_record(index: int = 0, *, item: str = "item-a", score: int = 4, fp: str
     return SampleRecord(
         key=SampleKey(fp, "prompt1", "a" * 64, index), item_id=item, nodeid=f"t.py::{item}", sample=sample
     )
-
-
-@pytest.fixture(autouse=True)
-def _as_controller(monkeypatch: pytest.MonkeyPatch) -> None:
-    """These tests name the controller's files; under xdist the default writer would be gwN."""
-    monkeypatch.delenv("PYTEST_XDIST_WORKER", raising=False)
-
-
-@pytest.fixture
-def store(tmp_path: Path) -> RunStore:
-    s = RunStore(tmp_path / ".aimeasure")
-    s.ensure_writable()
-    return s
 
 
 def start(store: RunStore, run_id: str, started: str = "2026-11-29T10:00:00.000000Z", **extra: object) -> Run:
