@@ -458,10 +458,6 @@ def _run_cache(args: argparse.Namespace, ctx: CliContext) -> int:
     return EXIT_OK
 
 
-def _no_arguments(parser: argparse.ArgumentParser) -> None:
-    del parser
-
-
 BUILTIN: tuple[Subcommand, ...] = (
     Subcommand("history", "list runs, newest first", _add_history, _run_history),
     Subcommand("show", "one run's items, scores, gates and findings", _add_run_ref, _run_show),

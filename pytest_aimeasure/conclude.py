@@ -57,10 +57,10 @@ def conclude(state: SessionState, session: pytest.Session) -> Outcome:
         findings += result.findings
     findings += _floor_and_error_findings(state)
 
-    if s.drift != "off" and (measurements or state._baseline is not None):
+    if s.drift != "off" and (measurements or state.baseline is not None):
         from pytest_aimeasure.compare import compare
 
-        outcome.comparison = compare(state._baseline, measurements, whole_suite=whole, var_floor=s.var_floor)
+        outcome.comparison = compare(state.baseline, measurements, whole_suite=whole, var_floor=s.var_floor)
         drift_findings = outcome.comparison.findings
         if s.drift == "warn":
             drift_findings = [
@@ -107,9 +107,8 @@ def conclude(state: SessionState, session: pytest.Session) -> Outcome:
         ("regressed", "regressions against the baseline (--drift=fail)"),
         ("not_comparable", "measurements not comparable with the baseline: the judge changed; re-baseline"),
         ("budget", "items not judged: the judge budget ran out"),
-        ("missing", None),
     ):
-        if reason and any(f.kind == kind and f.severity == "fail" for f in findings):
+        if any(f.kind == kind and f.severity == "fail" for f in findings):
             outcome.failed_because.append(reason)
     if session.testsfailed:
         outcome.failed_because.insert(

@@ -8,7 +8,6 @@ Workers (xdist) judge and journal; only the controller reads or writes the basel
 from __future__ import annotations
 
 import os
-import sys
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -144,7 +143,7 @@ class SessionState:
         self.collection_errors = 0
         self._engine: JudgeEngine | None = None
         self._engine_lock = threading.Lock()
-        self._baseline: Any = None
+        self.baseline: Any = None  # the loaded BaselineFile (controller only), None when there is none
         self._warm_thread: threading.Thread | None = None
 
     @classmethod
@@ -174,7 +173,7 @@ class SessionState:
             from pytest_aimeasure.baseline import BaselineError, load_baseline
 
             try:
-                self._baseline = load_baseline(self.settings.baseline)
+                self.baseline = load_baseline(self.settings.baseline)
             except BaselineError as exc:
                 raise pytest.UsageError(str(exc)) from None
         if self.judging:
@@ -373,11 +372,11 @@ class SessionState:
     def _item_verdict(self, m: Measurement) -> str:
         if m.breached:
             return "floor_breach"
-        if self._baseline is None:
+        if self.baseline is None:
             return "new"
         from pytest_aimeasure.compare import compare
 
-        item = compare(self._baseline, [m], whole_suite=False, var_floor=self.settings.var_floor).items.get(
+        item = compare(self.baseline, [m], whole_suite=False, var_floor=self.settings.var_floor).items.get(
             m.item_id
         )
         return item.verdict if item is not None else "new"
@@ -445,7 +444,3 @@ def _first_line(text: str) -> str:
         if line.strip():
             return line.strip()[:300]
     return ""
-
-
-def _stderr(message: str) -> None:
-    sys.stderr.write(message + "\n")
