@@ -6,7 +6,7 @@ A test gets an artifact from the ``aimeasure_artifact`` fixture::
 
 The first request in a session calls ``generate``; later requests for the same key return the same
 :class:`Artifact`. With a run store the content is recorded content-addressed, and under
-``--rejudge`` it is loaded from the stored run instead (``generate`` is never called). Gates and
+``--aimeasure-rejudge`` it is loaded from the stored run instead (``generate`` is never called). Gates and
 dimensions that use the same key are linked: a failed gate skips the dimensions of that artifact.
 """
 
@@ -117,16 +117,16 @@ class ArtifactRegistry:
             if unreadable is not None and self.rejudge_run is not None:
                 # Raised outside the handler: the report shows this message, not the OS error chain.
                 raise ArtifactMissing(
-                    f"--rejudge {self.rejudge_run}: the stored artifact {key!r} cannot be read, and it "
-                    f"is never regenerated under --rejudge: {unreadable}"
+                    f"--aimeasure-rejudge {self.rejudge_run}: the stored artifact {key!r} cannot be read, "
+                    f"and it is never regenerated under --aimeasure-rejudge: {unreadable}"
                 )
         if stored is not None:
             text, media, stored_label = stored
             artifact = make_artifact(key, decode(text, media), label=stored_label, source="stored")
         elif self.rejudge_run is not None:
             raise ArtifactMissing(
-                f"--rejudge {self.rejudge_run}: the run has no stored artifact {key!r}; it is "
-                "never regenerated under --rejudge. Run without --rejudge to generate it."
+                f"--aimeasure-rejudge {self.rejudge_run}: the run has no stored artifact {key!r}; it is "
+                "never regenerated under --aimeasure-rejudge. Run without --aimeasure-rejudge to generate it."
             )
         else:
             artifact = make_artifact(key, generate(), label=label, source="generated")

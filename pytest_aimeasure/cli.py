@@ -1,8 +1,9 @@
 """The ``aimeasure`` command: look at the run store without running pytest.
 
 ``aimeasure history``, ``show RUN``, ``trend DIMENSION``, ``delete RUN``, ``cache rebuild``; global
-``--store PATH`` (default: the ``aimeasure_store`` ini value of the pytest config in the current
-directory, else ``./.aimeasure``).
+``--store PATH`` (default: the store a pytest session started here would use: the ``aimeasure_store``
+ini value of the project's pytest config, found in this folder or a parent as pytest finds its
+rootdir, else ``.aimeasure`` at that rootdir).
 
 Adding a subcommand from another module (``compare``, ``init``...): define a module-level
 ``SUBCOMMANDS`` sequence of :class:`Subcommand` and list the module in :data:`EXTENSION_MODULES`.
@@ -28,7 +29,6 @@ errors such as an unknown run id or dimension.
 from __future__ import annotations
 
 import argparse
-import configparser
 import importlib
 import os
 import sys
@@ -41,6 +41,7 @@ from typing import Any, TextIO
 from tabulate import tabulate
 
 from pytest_aimeasure.models import Fingerprint, ItemResult, Measurement, RunMeta
+from pytest_aimeasure.rootdir import ConfigFileError, locate
 from pytest_aimeasure.stats import dimension_stats
 from pytest_aimeasure.store import Run, RunStore, StoreError
 
@@ -85,58 +86,15 @@ class Subcommand:
 # --------------------------------------------------------------------------------------------------
 
 
-def _ini_store(folder: Path) -> Path | None:
-    """``aimeasure_store`` from the first pytest config file in ``folder``, pytest's order."""
-    for name, section in (("pytest.ini", "pytest"), ("pyproject.toml", None), ("tox.ini", "pytest")):
-        path = folder / name
-        if not path.is_file():
-            continue
-        if section is None:
-            found, value = _pyproject_value(path)
-        else:
-            found, value = _cfg_value(path, section)
-        if found:
-            return None if value is None else folder / value
-    found, value = _cfg_value(folder / "setup.cfg", "tool:pytest")
-    return folder / value if found and value else None
-
-
-def _cfg_value(path: Path, section: str) -> tuple[bool, str | None]:
-    parser = configparser.ConfigParser(interpolation=None)
-    try:
-        parser.read(path, encoding="utf-8")
-    except (configparser.Error, OSError, UnicodeDecodeError):
-        return False, None
-    if not parser.has_section(section):
-        return False, None
-    value = parser.get(section, INI_KEY, fallback=None)
-    return True, value.strip() if value else None
-
-
-def _pyproject_value(path: Path) -> tuple[bool, str | None]:
-    loads: Callable[[str], dict[str, Any]] | None = None
-    for name in ("tomllib", "tomli"):  # tomllib is 3.11+; tomli may be there on 3.10
-        try:
-            loads = importlib.import_module(name).loads
-        except ImportError:
-            continue
-        break
-    if loads is None:
-        return False, None
-    try:
-        data = loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return False, None
-    options = data.get("tool", {}).get("pytest", {}).get("ini_options")
-    if not isinstance(options, dict):
-        return False, None
-    value = options.get(INI_KEY)
-    return True, str(value) if value else None
-
-
 def default_store_path(cwd: Path | None = None) -> Path:
-    folder = cwd or Path.cwd()
-    return _ini_store(folder) or folder / DEFAULT_STORE
+    """The store a pytest session started in ``cwd`` would use: the ``aimeasure_store`` ini value of
+    the project's pytest config (searched for in ``cwd`` and its parents, as pytest finds its rootdir),
+    relative to that rootdir; else ``.aimeasure`` at the rootdir."""
+    try:
+        project = locate(cwd or Path.cwd())
+    except ConfigFileError as exc:
+        raise UsageError(f"{exc} (or name the store with --store PATH)") from None
+    return project.path(INI_KEY) or project.rootdir / DEFAULT_STORE
 
 
 # --------------------------------------------------------------------------------------------------
@@ -491,7 +449,8 @@ def build_parser(available: dict[str, Subcommand]) -> argparse.ArgumentParser:
         "--store",
         type=Path,
         default=None,
-        help=f"the run store (default: the {INI_KEY} ini value, else ./{DEFAULT_STORE})",
+        help=f"the run store (default: the {INI_KEY} ini value of the pytest config found here or in a "
+        f"parent folder, else {DEFAULT_STORE} at that rootdir)",
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for command in available.values():
@@ -503,7 +462,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     available = commands()
     parser = build_parser(available)
     args = parser.parse_args(argv)
-    ctx = CliContext(store_path=args.store or default_store_path())
+    try:
+        ctx = CliContext(store_path=args.store or default_store_path())
+    except UsageError as exc:
+        print(f"aimeasure: {exc}", file=sys.stderr)
+        return EXIT_USAGE
     try:
         return available[args.command].run(args, ctx)
     except UsageError as exc:

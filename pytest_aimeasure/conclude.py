@@ -104,7 +104,7 @@ def conclude(state: SessionState, session: pytest.Session) -> Outcome:
             outcome.failed_because.append(f"the baseline was not updated: {exc}")
 
     for kind, reason in (
-        ("regressed", "regressions against the baseline (--drift=fail)"),
+        ("regressed", "regressions against the baseline (--aimeasure-drift=fail)"),
         ("not_comparable", "measurements not comparable with the baseline: the judge changed; re-baseline"),
         ("budget", "items not judged: the judge budget ran out"),
     ):

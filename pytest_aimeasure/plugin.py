@@ -49,6 +49,7 @@ def pytest_configure(config: pytest.Config) -> None:
     )
     from pytest_aimeasure.session import SessionState
 
+    options.warn_deprecated(config)
     state = SessionState.from_config(config)
     config.stash[state_key] = state
     config.pluginmanager.register(MeasurePlugin(config, state), "aimeasure-session")
@@ -59,6 +60,16 @@ def pytest_configure(config: pytest.Config) -> None:
             # keeps each module on one worker ('loadgroup' would be finer, but xdist 3.8 ignores its
             # groups under pytest 9.2, which reads node ids from a field xdist does not set).
             config.option.dist = "loadfile"
+
+
+def pytest_report_header(config: pytest.Config) -> list[str]:
+    """One header line naming the instrument when the judge is on (nothing when it is off)."""
+    state = config.stash.get(state_key, None)
+    if state is None or not state.judging:
+        return []
+    from pytest_aimeasure.report.terminal import header_lines
+
+    return header_lines(state.settings, config.rootpath)
 
 
 def item_nodeid(item: pytest.Item) -> str:
@@ -398,7 +409,7 @@ def aimeasure_artifact(request: pytest.FixtureRequest) -> Callable[..., Artifact
             return aimeasure_artifact("story-7", lambda: my_generator(seed=7), label="gen-v2")
 
     ``generate`` is called on the first request of a key; the content is stored in the run store
-    (content-addressed). Under ``--rejudge`` the stored copy is returned and ``generate`` is never
+    (content-addressed). Under ``--aimeasure-rejudge`` the stored copy is returned and ``generate`` is never
     called. Gates and dimensions that use the same key are linked: a failed gate skips the
     dimensions of that artifact. The returned :class:`~pytest_aimeasure.artifact.Artifact` has
     ``.value`` (what generate returned), ``.text`` (what the judge reads), ``.sha256``, ``.key``.

@@ -76,7 +76,7 @@ class Recording:
                 resuming = s.resume is not None
                 run = cls._controller_run(store, state, rejudge_id)
                 if resuming and run.meta.rejudge_of:
-                    # A resumed --rejudge run goes on scoring the artifacts of the run it rejudges:
+                    # A resumed --aimeasure-rejudge run goes on scoring the artifacts of the run it rejudges:
                     # what it had not loaded before the interruption must not be generated now.
                     rejudge_id = run.meta.rejudge_of
             rejudge = store.open_run(rejudge_id, writer=run.writer) if rejudge_id else None
@@ -113,8 +113,8 @@ class Recording:
                 # Another judge means other sample keys: nothing journaled would be reused, and
                 # every sample would be paid for again under the name of a resume.
                 raise StoreError(
-                    f"--resume {run.run_id}: the run was judged with {recorded}, this session would "
-                    f"judge with {s.model}, so none of its journaled samples could be reused; resume "
+                    f"--aimeasure-resume {run.run_id}: the run was judged with {recorded}, this session "
+                    f"would judge with {s.model}, so none of its journaled samples could be reused; resume "
                     f"with --judge-model {recorded}, or start a new run"
                 )
             run.write_meta(run.meta.model_copy(update={"status": "running", "ended_at": None}))
@@ -223,7 +223,7 @@ class Recording:
         meta = self.run.meta.model_copy(
             update={
                 "ended_at": utc_now(),
-                # Ctrl-C: the run can be continued with --resume, and history says so.
+                # Ctrl-C: the run can be continued with --aimeasure-resume, and history says so.
                 "status": "interrupted" if interrupted else "finished",
                 "fingerprints": fingerprints,
                 "generators": state.artifacts.labels(),

@@ -76,7 +76,7 @@ class Settings:
                 route(model)
             except ModelError as exc:
                 raise pytest.UsageError(f"--judge-model: {exc}") from None
-        for flag, value in (("--rejudge", rejudge), ("--resume", resume)):
+        for flag, value in (("--aimeasure-rejudge", rejudge), ("--aimeasure-resume", resume)):
             if value is not None and value != "latest" and os.path.exists(value) and os.sep in value:
                 raise pytest.UsageError(
                     f"{flag} took {value!r} as a run id, but it is a path: write {flag}=latest (or "
@@ -88,7 +88,7 @@ class Settings:
                 "judged, and a whole-suite update would empty the baseline)"
             )
         if rejudge is not None and resume is not None:
-            raise pytest.UsageError("--rejudge and --resume do not combine: pick one")
+            raise pytest.UsageError("--aimeasure-rejudge and --aimeasure-resume do not combine: pick one")
         if dry_run and getattr(config.option, "numprocesses", None):
             raise pytest.UsageError("--judge-dry-run does not combine with -n: it runs no test anyway")
         return cls(
@@ -421,11 +421,9 @@ class SessionState:
     def terminal_summary(self, reporter: Any) -> None:
         if self.outcome is None or self.is_worker:
             return
-        from pytest_aimeasure.report.terminal import summary_lines
+        from pytest_aimeasure.report.terminal import write_summary
 
-        reporter.write_sep("=", "aimeasure")
-        for line in summary_lines(self, self.outcome):
-            reporter.write_line(line)
+        write_summary(reporter, self, self.outcome)
 
     def close(self) -> None:
         if self._warm_thread is not None:

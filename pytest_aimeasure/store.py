@@ -19,8 +19,8 @@ Why it is shaped like this:
   process, an OS crash or a power cut loses at most the record being written, which then shows up as
   a torn last line. Readers skip and report torn lines instead of failing; a writer that reopens a
   file whose last line is torn first ends it with a newline, so new records never glue onto it.
-* **Artifacts are content-addressed**, so a rerun or a ``--rejudge`` that sees the same output stores
-  nothing new, and a run's manifest is enough to re-score its artifacts without regenerating them.
+* **Artifacts are content-addressed**, so a rerun or a ``--aimeasure-rejudge`` that sees the same output
+  stores nothing new, and a run's manifest is enough to re-score its artifacts without regenerating them.
 
 Nothing here imports a model SDK: the plugin imports this module at session start.
 """
@@ -381,7 +381,7 @@ class Run:
         return manifest
 
     def artifact(self, key: str) -> ArtifactRef | None:
-        """The manifest entry for ``key``, or None (used by ``--rejudge`` and resume)."""
+        """The manifest entry for ``key``, or None (used by ``--aimeasure-rejudge`` and resume)."""
         with self._lock:
             known = None if self._manifest is None else self._manifest.get(key)
         if known is not None:
@@ -540,7 +540,7 @@ class RunStore:
         return run
 
     def open_run(self, run_id: str, *, writer: str | None = None) -> Run:
-        """An existing run, for xdist workers, resume and ``--rejudge``."""
+        """An existing run, for xdist workers, resume and ``--aimeasure-rejudge``."""
         path = self.runs_dir / _check_name("run id", run_id)
         if not path.is_dir():
             raise StoreError(self._unknown_message(run_id), path=path)

@@ -121,7 +121,7 @@ def sections(text: str) -> dict[str, str]:
 
 
 def in_code(name: str, text: str) -> bool:
-    """``name`` appears in backticks, possibly followed by arguments (`` `--baseline PATH` ``)."""
+    """``name`` appears in backticks, possibly followed by arguments (`` `--aimeasure-baseline PATH` ``)."""
     return re.search(r"`" + re.escape(name) + r"(?![\w-])[^`]*`", text) is not None
 
 
@@ -151,8 +151,8 @@ def found(tmp_path_factory: pytest.TempPathFactory) -> Registered:
 # -- the checks -------------------------------------------------------------------------------------------
 def test_what_pytest_registers_is_found(found: Registered) -> None:
     # The parsing above must see the plugin at all, or every later check would pass vacuously.
-    assert {"--ai-judge", "--judge-model", "--baseline", "--rejudge"} <= found.options
-    assert {"aimeasure_ai_judge", "aimeasure_judge_model", "aimeasure_var_floor"} <= found.ini_keys
+    assert {"--ai-judge", "--judge-model", "--aimeasure-baseline", "--aimeasure-rejudge"} <= found.options
+    assert {"aimeasure_ai_judge", "aimeasure_judge_model", "aimeasure_judge_var_floor"} <= found.ini_keys
     assert {"gate", "dimension"} <= found.markers
     assert {"judge", "aimeasure_artifact", "aimeasure_server"} <= found.fixtures
     assert {opt.flag for opt in options.OPTIONS} <= found.options

@@ -249,7 +249,7 @@ def test_two_workers_report_the_same(tmp_path: Path, example: ExampleRun, xdist:
 
 
 def test_rejudge_scores_the_stored_scenarios_without_generating_them(example: ExampleRun) -> None:
-    rejudged = run_example(example.path, f"--rejudge={example.results['run_id']}")
+    rejudged = run_example(example.path, f"--aimeasure-rejudge={example.results['run_id']}")
     assert rejudged.results["run_id"] != example.results["run_id"]
     # The generator is not called, so there is nothing to heal: the stored scenario is already repaired.
     assert rejudged.findings("repair") == [] and rejudged.findings("retry") == []

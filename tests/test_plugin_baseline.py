@@ -129,7 +129,7 @@ def test_changed_judge_is_not_comparable_never_regressed(project: pytest.Pyteste
 @pytest.mark.parametrize(("drift", "expected"), [("warn", 0), ("off", 0), ("fail", 1)])
 def test_drift_option_governs_regressions(project: pytest.Pytester, drift: str, expected: int) -> None:
     scores(project, five([3, 3, 3]))
-    result, data = run(project, f"--drift={drift}")
+    result, data = run(project, f"--aimeasure-drift={drift}")
     assert result.ret == expected
     assert data["passed"] is (expected == 0)
 

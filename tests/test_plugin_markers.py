@@ -158,7 +158,7 @@ def test_api_key_selects_a_current_claude_model_by_default(
         (["--judge-samples", "0"], "expected a whole number >= 1, got '0'"),
         (["--judge-concurrency", "x"], "expected a whole number >= 1, got 'x'"),
         (["--judge-timeout", "-2"], "expected a number > 0, got '-2'"),
-        (["--drift", "loud"], "expected one of fail, warn, off; got 'loud'"),
+        (["--aimeasure-drift", "loud"], "expected one of fail, warn, off; got 'loud'"),
         (["--judge-cache", "sometimes"], "expected one of on, off, replay"),
         (["--ai-judge", "--judge-model", "gpt4"], "judge model 'gpt4' is not recognised"),
     ],

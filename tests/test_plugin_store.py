@@ -5,10 +5,10 @@ Every test here runs real pytest sessions (pytester) whose judge is the anthropi
 requests that the server counts. Generation is deterministic, and ``generate`` raises when
 ``AIM_FORBID_GENERATE`` is set: a session that must not generate proves it by passing.
 
-What is shown: a run killed with SIGKILL keeps every journaled sample and ``--resume`` asks only for
+What is shown: a run killed with SIGKILL keeps every journaled sample and ``--aimeasure-resume`` asks only for
 the rest (and generates nothing again); an unchanged rerun makes no judge call; two xdist workers
 journal and index at once; ``--judge-cache=replay`` serves stored samples and turns a miss into a
-per-item error; ``--rejudge`` scores stored artifacts and never generates, a missing or unreadable
+per-item error; ``--aimeasure-rejudge`` scores stored artifacts and never generates, a missing or unreadable
 artifact is a per-test error, and a resumed rejudge still never generates; the budget stops new
 calls (one ledger for all workers); the spend of a priced model matches litellm's own arithmetic;
 ``--judge-dry-run`` calls nothing; bad store paths, unknown run ids and a resume with another judge
@@ -205,7 +205,7 @@ def record(project: Project, recorded_store: Path) -> str:
 
 
 # --------------------------------------------------------------------------------------------------
-# kill -9 in the middle of a judged run, then --resume
+# kill -9 in the middle of a judged run, then --aimeasure-resume
 # --------------------------------------------------------------------------------------------------
 
 
@@ -285,7 +285,7 @@ def test_sigkill_mid_run_keeps_every_journaled_sample_and_resume_requests_only_t
         handle.write(first_line[: len(first_line) // 2])
 
     settle_server(project.server)  # what the killed process had sent is counted before we start
-    result, calls = project.calls_during("--resume")
+    result, calls = project.calls_during("--aimeasure-resume")
     assert result.ret == 0, result.stdout.str()
     assert calls == TOTAL_SAMPLES - journaled
     data = project.results()
@@ -404,7 +404,7 @@ def test_rejudge_scores_stored_artifacts_and_never_generates(
     monkeypatch.setenv("AIM_FORBID_GENERATE", "1")  # generate raises from now on
     project.server.set_scores({"tone": 5})
     if not xdist:
-        result, calls = project.calls_during(f"--rejudge={recorded}", "--judge-cache=off")
+        result, calls = project.calls_during(f"--aimeasure-rejudge={recorded}", "--judge-cache=off")
         assert result.ret == 0, result.stdout.str()
         assert calls == TOTAL_SAMPLES  # really re-scored, not served from the cache
         data = project.results()
@@ -420,7 +420,7 @@ def test_rejudge_scores_stored_artifacts_and_never_generates(
     # A test whose artifact the run never stored is an error, not a silent regeneration, and the
     # other tests are still scored on their stored artifacts.
     project.pytester.makepyfile(test_story=module_source(stories=STORIES + 1))
-    result, calls = project.calls_during(f"--rejudge={recorded}", "--judge-cache=off", xdist=xdist)
+    result, calls = project.calls_during(f"--aimeasure-rejudge={recorded}", "--judge-cache=off", xdist=xdist)
     assert calls == TOTAL_SAMPLES
     assert result.ret == pytest.ExitCode.TESTS_FAILED
     data = project.results()
@@ -434,12 +434,12 @@ def test_rejudge_scores_stored_artifacts_and_never_generates(
     assert rejudged is not None and rejudged in project.store.run_ids()
     out = result.stdout.str()
     assert "generate was called" not in out and not (project.path / "generated.log").exists()
-    summary = f"ERROR test_story.py::test_tone[[]{new}[]] - Failed: --rejudge {rejudged}:*"
+    summary = f"ERROR test_story.py::test_tone[[]{new}[]] - Failed: --aimeasure-rejudge {rejudged}:*"
     result.stdout.fnmatch_lines([summary])
     assert out.count(f"the run has no stored artifact 'story-{STORIES}'; it is never regenerated") >= 2
     message = next(i["message"] for i in data["items"] if i["nodeid"].endswith(f"test_tone[{new}]"))
     assert f"the run has no stored artifact 'story-{STORIES}'" in message
-    assert "never regenerated under --rejudge" in message
+    assert "never regenerated under --aimeasure-rejudge" in message
 
 
 def test_rejudge_of_an_artifact_gone_from_the_store_is_a_per_test_error(
@@ -450,7 +450,7 @@ def test_rejudge_of_an_artifact_gone_from_the_store_is_a_per_test_error(
     project.store.artifact_path(refs["story-3"].sha256).unlink()
     project.store.artifact_path(refs["story-5"].sha256).write_text("edited by hand")
     monkeypatch.setenv("AIM_FORBID_GENERATE", "1")
-    result, calls = project.calls_during("--rejudge", "--judge-cache=off")
+    result, calls = project.calls_during("--aimeasure-rejudge", "--judge-cache=off")
     assert result.ret == pytest.ExitCode.TESTS_FAILED
     assert calls == (STORIES - 2) * SAMPLES
     data = project.results()
@@ -670,7 +670,7 @@ def test_budget_with_an_unpriced_model_is_a_usage_error_before_any_call(project:
     )
 
 
-@pytest.mark.parametrize("flag", ["--rejudge", "--resume"])
+@pytest.mark.parametrize("flag", ["--aimeasure-rejudge", "--aimeasure-resume"])
 def test_unknown_run_id_lists_the_known_ones(project: Project, recorded_store: Path, flag: str) -> None:
     recorded = record(project, recorded_store)
     result, calls = project.calls_during(f"{flag}=nope", json_name=None)
@@ -686,13 +686,13 @@ def test_resuming_an_interrupted_rejudge_still_never_generates(
     recorded = record(project, recorded_store)
     monkeypatch.setenv("AIM_FORBID_GENERATE", "1")
     # A rejudge that got through two stories only (as if interrupted there).
-    result, calls = project.calls_during(f"--rejudge={recorded}", "--judge-cache=off", "-k", "s0 or s1")
+    result, calls = project.calls_during(f"--aimeasure-rejudge={recorded}", "--judge-cache=off", "-k", "s0 or s1")
     assert result.ret == 0, result.stdout.str()
     assert calls == 2 * SAMPLES
     rejudge_run = project.results()["run_id"]
     assert set(project.store.open_run(rejudge_run).artifacts()) == {"story-0", "story-1"}
 
-    result, calls = project.calls_during(f"--resume={rejudge_run}", "--judge-cache=off")
+    result, calls = project.calls_during(f"--aimeasure-resume={rejudge_run}", "--judge-cache=off")
     assert result.ret == 0, result.stdout.str()
     assert calls == TOTAL_SAMPLES - 2 * SAMPLES
     data = project.results()
@@ -705,7 +705,7 @@ def test_resuming_an_interrupted_rejudge_still_never_generates(
 
 def test_latest_is_the_run_started_last_even_within_one_second(tmp_path: Path) -> None:
     """Run ids carry their start to the second; two sessions in one second (a script running
-    pytest, then pytest --rejudge) must still resolve `latest` to the second one."""
+    pytest, then pytest --aimeasure-rejudge) must still resolve `latest` to the second one."""
     from pytest_aimeasure.models import RunMeta
 
     store = RunStore(tmp_path / "store")
@@ -723,11 +723,11 @@ def test_latest_is_the_run_started_last_even_within_one_second(tmp_path: Path) -
 def test_resume_with_another_judge_model_is_a_usage_error(project: Project, recorded_store: Path) -> None:
     recorded = record(project, recorded_store)
     project.model = "anthropic/claude-other"
-    result, calls = project.calls_during("--resume", json_name=None)
+    result, calls = project.calls_during("--aimeasure-resume", json_name=None)
     assert result.ret == pytest.ExitCode.USAGE_ERROR and calls == 0
     result.stderr.fnmatch_lines(
         [
-            f"*--resume {recorded}: the run was judged with {UNPRICED_MODEL}, this session would judge with "
+            f"*--aimeasure-resume {recorded}: the run was judged with {UNPRICED_MODEL}, this session would judge with "
             f"anthropic/claude-other*resume with --judge-model {UNPRICED_MODEL}*"
         ]
     )
@@ -748,7 +748,7 @@ def test_run_records_metadata_artifacts_once_and_the_cli_reads_it(
     project.run()  # unchanged rerun: same artifacts, stored once
     second = project.results()["run_id"]
     monkeypatch.setenv("AIM_FORBID_GENERATE", "1")
-    project.run("--rejudge", json_name="rejudge.json")
+    project.run("--aimeasure-rejudge", json_name="rejudge.json")
     third = project.results("rejudge.json")["run_id"]
 
     store = project.store

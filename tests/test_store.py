@@ -166,7 +166,7 @@ def test_a_damaged_artifact_is_reported_not_returned(store: RunStore) -> None:
 
 
 def test_manifest_entries_of_other_writers_are_found(store: RunStore) -> None:
-    """--rejudge opens an old run and needs artifacts recorded by every xdist worker."""
+    """--aimeasure-rejudge opens an old run and needs artifacts recorded by every xdist worker."""
     controller = start(store, "r1")
     worker = store.open_run("r1", writer="gw1")
     ref = worker.record_artifact("from-worker", "w")

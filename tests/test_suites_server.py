@@ -1,5 +1,5 @@
 """Suites against the local provider server through real litellm: per-provider limits, the comparison
-table, xdist, --rejudge and --resume. Server-side timestamps are the evidence."""
+table, xdist, --aimeasure-rejudge and --aimeasure-resume. Server-side timestamps are the evidence."""
 
 from __future__ import annotations
 
@@ -140,14 +140,14 @@ def test_rejudge_generates_nothing_and_a_missing_output_is_an_item_error(
     pytester.runpytest(*JUDGE, "--aimeasure-json", "first.json").assert_outcomes(passed=2)
     first = {i["nodeid"]: i for i in read_results(pytester.path / "first.json")["items"]}
     server.reset_stats()
-    # a prompt added since: its output was never generated, and --rejudge never generates
+    # a prompt added since: its output was never generated, and --aimeasure-rejudge never generates
     pytester.makefile(".aimeasure.yaml", speed=suite(targets="fast", prompts=("p1", "p2", "p3")))
     result = pytester.runpytest(
         *QUIET,
         "--ai-judge",
         "--judge-model",
         "openai/judge-2",
-        "--rejudge",
+        "--aimeasure-rejudge",
         "latest",
         "--aimeasure-json",
         "again.json",
@@ -157,7 +157,7 @@ def test_rejudge_generates_nothing_and_a_missing_output_is_an_item_error(
     assert server.judge_calls == 4  # the new judge scored both stored outputs, twice each
     result.stdout.fnmatch_lines(
         [
-            "generation failed for target fast (openai/fast-model): --rejudge *: the run has no stored "
+            "generation failed for target fast (openai/fast-model): --aimeasure-rejudge *: the run has no stored "
             "artifact 'suite:speed.aimeasure.yaml::speed::p3[[]fast[]]'*"
         ]
     )
@@ -181,7 +181,7 @@ def test_resume_generates_and_judges_only_what_is_missing(
     first.assert_outcomes(passed=2, errors=1)
     first.stdout.fnmatch_lines(["*generation failed for target fast*the first generation is refused*"])
     server.reset_stats()
-    resumed = pytester.runpytest(*JUDGE, "--resume", "latest", "--aimeasure-json", "out.json")
+    resumed = pytester.runpytest(*JUDGE, "--aimeasure-resume", "latest", "--aimeasure-json", "out.json")
     resumed.assert_outcomes(passed=3)
     assert [r.prompt for r in generations(server)] == ["Answer question p1."]
     assert server.judge_calls == 2  # p1's two samples; p2 and p3 come from the journal

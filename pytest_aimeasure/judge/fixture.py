@@ -81,29 +81,34 @@ class Judge:
         marker's, and a mean below the floor fails the test.
         """
         __tracebackhide__ = True
+        # Misuse is the test's failure (pytest.fail), not a usage error of the whole pytest run.
         mark = self._item.get_closest_marker("dimension")
         kwargs = dict(mark.kwargs) if mark is not None else {}
         name = mark.args[0] if mark is not None else dimension
         if mark is not None and dimension is not None and dimension != name:
-            raise pytest.UsageError(
+            pytest.fail(
                 f"{self._item.nodeid}: judge.score(dimension={dimension!r}) disagrees with "
-                f"@pytest.mark.dimension({name!r}); drop the keyword or fix the marker"
+                f"@pytest.mark.dimension({name!r}); drop the keyword or fix the marker",
+                pytrace=False,
             )
         if not name:
-            raise pytest.UsageError(
-                f"{self._item.nodeid}: judge.score needs dimension= outside a @pytest.mark.dimension test"
+            pytest.fail(
+                f"{self._item.nodeid}: judge.score needs dimension= outside a @pytest.mark.dimension test",
+                pytrace=False,
             )
         rubric = rubric or kwargs.get("rubric")
         if not rubric:
-            raise pytest.UsageError(
+            pytest.fail(
                 f"{self._item.nodeid}: no rubric for dimension {name!r}: pass rubric= to "
-                "@pytest.mark.dimension or to judge.score"
+                "@pytest.mark.dimension or to judge.score",
+                pytrace=False,
             )
         record = runtime.current()
         if mark is not None and record is not None and any(m.dimension == name for m in record.measurements):
-            raise pytest.UsageError(
+            pytest.fail(
                 f"{self._item.nodeid}: a dimension test measures one item; it called judge.score "
-                "twice. Parametrize the test to measure several artifacts."
+                "twice. Parametrize the test to measure several artifacts.",
+                pytrace=False,
             )
         text, key, sha = artifact_text(artifact)
         if isinstance(artifact, Artifact):

@@ -1,4 +1,10 @@
-"""The terminal section: what needs a look, why, and what to run next."""
+"""The terminal section: what needs a look, why, and what to run next; and the header line.
+
+The section follows pytest's verbosity: under ``-q`` only the verdict and the findings that fail;
+by default what needs a look; under ``-v`` also the stable dimensions and one line per measured item.
+Verdicts are coloured as pytest colours its own summary (red fails, yellow needs a look, green is
+fine); pytest's terminal writer drops the colour under ``--color=no`` or when output is not a tty.
+"""
 
 from __future__ import annotations
 
@@ -12,13 +18,59 @@ from typing import TYPE_CHECKING, Any
 from tabulate import tabulate
 
 from pytest_aimeasure.models import Finding
+from pytest_aimeasure.options import RENAMED
 
 if TYPE_CHECKING:
     from pytest_aimeasure.compare import DimensionComparison, ItemComparison
-    from pytest_aimeasure.session import Outcome, SessionState
+    from pytest_aimeasure.session import Outcome, SessionState, Settings
 
 LOOK_AT = ("regressed", "not_comparable", "improved", "inconclusive")
 EXCERPT_LINES = 6
+SEVERITY_COLOUR = {"fail": "red", "warn": "yellow"}
+
+
+class Styled(str):
+    """A summary line that carries its terminal markup (pytest's TerminalWriter names: ``red``,
+    ``yellow``, ``green``, ``bold``...). Plain ``str`` lines are written without markup."""
+
+    markup: dict[str, bool]
+
+    def __new__(cls, text: str, *colours: str) -> Styled:
+        line = super().__new__(cls, text)
+        line.markup = dict.fromkeys(colours, True)
+        return line
+
+
+def write_summary(reporter: Any, state: SessionState, outcome: Outcome) -> None:
+    """The aimeasure section on pytest's terminal reporter, at the reporter's verbosity."""
+    reporter.write_sep("=", "aimeasure")
+    for line in summary_lines(state, outcome, verbosity=reporter.verbosity):
+        reporter.write_line(line, **getattr(line, "markup", {}))
+
+
+def header_lines(settings: Settings, rootdir: Path) -> list[str]:
+    """The ``pytest_report_header`` line when the judge is on: the instrument and where it keeps things."""
+
+    def shown(path: Path) -> str:
+        return str(path.relative_to(rootdir)) if path.is_relative_to(rootdir) else str(path)
+
+    baseline = shown(settings.baseline) + ("" if settings.baseline.exists() else " (none yet)")
+    text = (
+        f"aimeasure: judge {settings.model or '(none configured)'}, {settings.samples} samples, "
+        f"baseline {baseline}, store {shown(settings.store)}"
+    )
+    mode = [
+        note
+        for note, on in (
+            ("dry run", settings.dry_run),
+            (f"rejudging run {settings.rejudge}", settings.rejudge is not None),
+            (f"resuming run {settings.resume}", settings.resume is not None),
+            ("updating the baseline", settings.update_baseline),
+            (f"drift {settings.drift}", settings.drift != "fail"),
+        )
+        if on
+    ]
+    return [text + ("; " + ", ".join(mode) if mode else "")]
 
 
 def _fmt_ci(mean: float | None, ci: tuple[float, float] | None) -> str:
@@ -101,11 +153,17 @@ def _indent(text: str, prefix: str = "      ") -> list[str]:
     return [prefix + line for line in shown]
 
 
-def _finding_block(f: Finding) -> list[str]:
-    lines = [
-        f"  [{f.severity}] {f.kind.replace('_', ' ')}: {f.subject}",
+def _finding_block(f: Finding, *, full: bool = True) -> list[str]:
+    """A finding: its headline (coloured by severity), message, and with ``full`` the judge's
+    rationale and the artifact excerpt behind it."""
+    colour = SEVERITY_COLOUR.get(f.severity)
+    headline = f"  [{f.severity}] {f.kind.replace('_', ' ')}: {f.subject}"
+    lines: list[str] = [
+        Styled(headline, colour) if colour else headline,
         *textwrap.wrap(f.message, 110, initial_indent="      ", subsequent_indent="      "),
     ]
+    if not full:
+        return lines
     if f.rationale:
         lines += textwrap.wrap(
             "judge: " + f.rationale, 110, initial_indent="      ", subsequent_indent="        "
@@ -116,7 +174,45 @@ def _finding_block(f: Finding) -> list[str]:
     return lines
 
 
-def summary_lines(state: SessionState, outcome: Outcome) -> list[str]:
+def _row_colour(verdict_text: str) -> str | None:
+    if verdict_text.startswith(("regressed", "below the floor")):
+        return "red"
+    if verdict_text.startswith("stable"):
+        return "green"
+    if verdict_text.startswith(("not comparable", "improved", "inconclusive")):
+        return "yellow"
+    return None
+
+
+def _table(rows: list[list[str]], headers: list[str]) -> list[str]:
+    """A table whose rows are coloured by their verdict (the last column)."""
+    text = tabulate(rows, headers=headers, tablefmt="simple", disable_numparse=True).splitlines()
+    head, body = text[:2], text[2:]
+    lines: list[str] = list(head)
+    for row, line in zip(rows, body, strict=True):  # "simple" tables: one line per row
+        colour = _row_colour(row[-1])
+        lines.append(Styled(line, colour) if colour else line)
+    return lines
+
+
+def _failed_line(outcome: Outcome) -> Styled:
+    return Styled("aimeasure failed the run: " + "; ".join(outcome.failed_because), "red", "bold")
+
+
+def _new_count(outcome: Outcome) -> int:
+    new_count = sum(1 for f in outcome.findings if f.kind == "new")
+    if outcome.comparison is not None:
+        new_count = max(new_count, sum(1 for c in outcome.comparison.items.values() if c.verdict == "new"))
+    return new_count
+
+
+SHOWN_IN_TABLE = {"regressed", "not_comparable", "improved", "inconclusive", "underpowered"}
+
+
+def summary_lines(state: SessionState, outcome: Outcome, verbosity: int = 0) -> list[str]:
+    """The section's lines at pytest's ``verbosity`` (-1 under -q, 0 by default, 1+ under -v)."""
+    if verbosity < 0:
+        return quiet_summary(state, outcome)
     lines: list[str] = []
     measured = sum(len(r.measurements) for r in state.results.values())
     gates = [r for r in state.results.values() if r.kind == "gate"]
@@ -131,24 +227,18 @@ def summary_lines(state: SessionState, outcome: Outcome) -> list[str]:
         else f"{gate_count} gates ({gate_failures} failed); judging off (--ai-judge)"
     )
     rows = comparison_rows(outcome)
-    shown_kinds = {"regressed", "not_comparable", "improved", "inconclusive", "underpowered"}
-    detail = [f for f in outcome.findings if f.kind not in shown_kinds and f.kind != "new"]
-    new_count = sum(1 for f in outcome.findings if f.kind == "new")
-    if outcome.comparison is not None:
-        new_count = max(new_count, sum(1 for c in outcome.comparison.items.values() if c.verdict == "new"))
+    detail = [f for f in outcome.findings if f.kind not in SHOWN_IN_TABLE and f.kind != "new"]
+    new_count = _new_count(outcome)
     if not rows and not detail:
-        lines.append(quiet_line(state, outcome, new_count))
+        lines.append(Styled(quiet_line(state, outcome, new_count), "green"))
     elif stable_dimensions(outcome):
-        lines.append("stable: " + ", ".join(stable_dimensions(outcome)))
+        lines.append(Styled("stable: " + ", ".join(stable_dimensions(outcome)), "green"))
+    if verbosity > 0:
+        lines += item_lines(state, outcome)
     if rows:
         lines.append("")
         lines.append("Drift against the baseline (needs a look):")
-        lines += tabulate(
-            rows,
-            headers=["item", "baseline", "now (95% CI)", "Δ [95% CI]", "verdict"],
-            tablefmt="simple",
-            disable_numparse=True,
-        ).splitlines()
+        lines += _table(rows, ["item", "baseline", "now (95% CI)", "Δ [95% CI]", "verdict"])
     if detail:
         lines.append("")
         counts = Counter(f.kind for f in detail)
@@ -172,12 +262,47 @@ def summary_lines(state: SessionState, outcome: Outcome) -> list[str]:
             + (f", {len(u['kept_judge_error'])} kept after judge errors" if u["kept_judge_error"] else "")
         )
     if outcome.baseline_note:
-        lines.append(f"baseline not written: {outcome.baseline_note}")
+        lines.append(Styled(f"baseline not written: {outcome.baseline_note}", "yellow"))
     if outcome.failed_because:
         lines.append("")
-        lines.append("aimeasure failed the run: " + "; ".join(outcome.failed_because))
+        lines.append(_failed_line(outcome))
     lines += next_steps(state, outcome, new_count)
     return lines
+
+
+def quiet_summary(state: SessionState, outcome: Outcome) -> list[str]:
+    """Under ``-q``: the verdict, then each finding that fails the run (headline and message)."""
+    failing = [f for f in outcome.findings if f.severity == "fail"]
+    look = bool(comparison_rows(outcome)) or any(
+        f.kind not in SHOWN_IN_TABLE and f.kind != "new" for f in outcome.findings
+    )
+    if outcome.failed_because:
+        lines: list[str] = [_failed_line(outcome)]
+    elif look:
+        lines = [Styled("aimeasure: passed; findings need a look (run without -q to see them).", "yellow")]
+    else:
+        lines = [Styled(quiet_line(state, outcome, _new_count(outcome)), "green")]
+    for f in sorted(failing, key=lambda f: (f.kind, f.subject)):
+        lines += _finding_block(f, full=False)
+    return lines
+
+
+def item_lines(state: SessionState, outcome: Outcome) -> list[str]:
+    """Under ``-v``: one line per measured item, with its verdict against the baseline."""
+    comparison = outcome.comparison
+    rows: list[list[str]] = []
+    for result in sorted(state.results.values(), key=lambda r: r.nodeid):
+        for m in result.measurements:
+            item = comparison.items.get(m.item_id) if comparison is not None else None
+            verdict = _verdict_text(item) if item is not None else "new"
+            if comparison is None:
+                verdict = "not compared (--aimeasure-drift=off)"
+            if m.mean < m.floor:
+                verdict = f"below the floor {m.floor:g}; {verdict}"
+            rows.append([m.item_id, _fmt_ci(m.mean, (m.ci_low, m.ci_high)), str(m.n), verdict])
+    if not rows:
+        return []
+    return ["", "Items measured:", *_table(rows, ["item", "mean (95% CI)", "n", "verdict"])]
 
 
 def stable_dimensions(outcome: Outcome) -> list[str]:
@@ -200,7 +325,14 @@ def quiet_line(state: SessionState, outcome: Outcome, new_count: int) -> str:
     return text + "."
 
 
-_DROP = ("--update-baseline", "--prune-baseline", "--resume", "--rejudge", "--aimeasure-json", "--junitxml")
+_DROP = (
+    "--update-baseline",
+    "--prune-baseline",
+    "--aimeasure-resume",
+    "--aimeasure-rejudge",
+    "--aimeasure-json",
+    "--junitxml",
+)
 _RUN_ID = re.compile(r"^(latest|\d{8}T\d{6}Z-[0-9a-f]+)$")
 
 
@@ -214,7 +346,10 @@ def rerun(state: SessionState, *flags: str) -> str:
             skip_value = False
             if _RUN_ID.match(arg) or (not arg.startswith("-") and arg.endswith(".json")):
                 continue
-        name = arg.split("=", 1)[0]
+        name, sep, value = arg.partition("=")
+        if name in RENAMED:  # the advice uses the current spelling of a deprecated flag
+            name = RENAMED[name]
+            arg = name + sep + value
         if name in _DROP:
             skip_value = "=" not in arg and name not in ("--update-baseline", "--prune-baseline")
             continue
@@ -226,7 +361,7 @@ def rerun(state: SessionState, *flags: str) -> str:
 
 def resume_flag(state: SessionState) -> tuple[str, ...]:
     run_id = state.recording.run_id if state.recording is not None else None
-    return (f"--resume={run_id}",) if run_id else ("--resume",)
+    return (f"--aimeasure-resume={run_id}",) if run_id else ("--aimeasure-resume",)
 
 
 def next_steps(state: SessionState, outcome: Outcome, new_count: int) -> list[str]:

@@ -85,7 +85,7 @@ class TableRow(BaseModel):
     cost_per_generation_usd: float | None = Field(description="None when any generation's price is unknown")
     cost_known: bool
     stored_outputs: int = Field(
-        default=0, description="outputs loaded from a stored run (--rejudge/--resume)"
+        default=0, description="outputs loaded from a stored run (--aimeasure-rejudge/--aimeasure-resume)"
     )
     verdict: str = ""
 
@@ -289,7 +289,8 @@ def build_tables(
             )
         if any(row.stored_outputs for row in rows):
             notes.append(
-                "stored outputs (--rejudge/--resume) show the figures of the run that generated them"
+                "stored outputs (--aimeasure-rejudge/--aimeasure-resume) show the figures of the run that "
+                "generated them"
             )
         dims = sorted({name for row in rows for name in row.dimensions})
         tables.suites[suite] = SuiteTable(

@@ -9,8 +9,8 @@ for its own job only.
 A job: generate (under the target's generation semaphore, one per concurrency key, see
 :mod:`pytest_aimeasure.suites.targets`) → record the output as an artifact → run the gates → if they
 pass and the judge is on, measure every dimension through the judge engine (its own per-provider
-limits apply). Under ``--rejudge`` the stored output is loaded and nothing is generated; under
-``--resume`` stored outputs are reused and only missing ones are generated.
+limits apply). Under ``--aimeasure-rejudge`` the stored output is loaded and nothing is generated; under
+``--aimeasure-resume`` stored outputs are reused and only missing ones are generated.
 """
 
 from __future__ import annotations
@@ -74,7 +74,7 @@ class JobPlan:
 
 @dataclass
 class Generation:
-    """What generating one output took (or the stored copy under --rejudge / --resume)."""
+    """What generating one output took (or the stored copy under --aimeasure-rejudge / --aimeasure-resume)."""
 
     source: Literal["generated", "stored"] = "generated"
     artifact: Artifact | None = None
