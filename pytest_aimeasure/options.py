@@ -394,4 +394,4 @@ def warn_deprecated(config: pytest.Config) -> None:
     if hasattr(config, "workerinput"):
         return  # the controller has the same command line and ini file, and warns for both
     for message in deprecated_uses(config):
-        config.issue_config_time_warning(AimeasureDeprecationWarning(message), stacklevel=2)
+        config.issue_config_time_warning(AimeasureDeprecationWarning(message), stacklevel=3)

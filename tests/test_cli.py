@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 import subprocess
 import sys
 import types
@@ -227,23 +228,109 @@ def test_cache_rebuild(store: RunStore, capsys: pytest.CaptureFixture[str]) -> N
     assert store.cache_path.exists()
 
 
+CONFIGS = [
+    ("pytest.ini", "[pytest]\naimeasure_store = from-ini\n"),
+    (".pytest.ini", "[pytest]\naimeasure_store = from-ini\n"),
+    ("pytest.toml", '[pytest]\naimeasure_store = "from-ini"\n'),
+    ("pyproject.toml", '[tool.pytest.ini_options]\naimeasure_store = "from-ini"\n'),
+    ("pyproject.toml", '[tool.pytest]\naimeasure_store = "from-ini"\n'),
+    ("tox.ini", "[pytest]\naimeasure_store = from-ini\n"),
+    ("setup.cfg", "[tool:pytest]\naimeasure_store = from-ini\n"),
+]
+
+
+def pytest_rootdir(pytester: pytest.Pytester, folder: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """The rootdir pytest itself reports for a session started in ``folder``."""
+    with monkeypatch.context() as m:
+        m.chdir(folder)
+        result = pytester.runpytest_inprocess("--co", "-p", "no:cacheprovider")
+    line = next(x for x in result.stdout.lines if x.startswith("rootdir: "))
+    return Path(line.removeprefix("rootdir: ").split(",")[0])
+
+
+@pytest.mark.parametrize(("name", "text"), CONFIGS)
+def test_the_store_comes_from_the_pytest_config_of_this_or_a_parent_folder(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, name: str, text: str
+) -> None:
+    project = pytester.path / "project"
+    deep = project / "src" / "deep"
+    deep.mkdir(parents=True)
+    (project / name).write_text(text)
+    assert cli.default_store_path(project) == project / "from-ini"
+    assert cli.default_store_path(deep) == project / "from-ini"
+    assert pytest_rootdir(pytester, deep, monkeypatch) == project  # the same rootdir as pytest's
+
+
 @pytest.mark.parametrize(
-    ("name", "text"),
+    ("layout", "start", "root"),
     [
-        ("pytest.ini", "[pytest]\naimeasure_store = from-ini\n"),
-        ("pyproject.toml", '[tool.pytest.ini_options]\naimeasure_store = "from-ini"\n'),
-        ("tox.ini", "[pytest]\naimeasure_store = from-ini\n"),
-        ("setup.cfg", "[tool:pytest]\naimeasure_store = from-ini\n"),
+        # the nearest folder with a pytest config wins...
+        ({"pytest.ini": "[pytest]\n", "sub/tox.ini": "[pytest]\naimeasure_store = near\n"}, "sub", "sub"),
+        # ...but files without a pytest section are not pytest configs
+        ({"pytest.ini": "[pytest]\n", "sub/tox.ini": "[tox]\n", "sub/setup.cfg": "[metadata]\n"}, "sub", "."),
+        # a pyproject.toml without pytest settings still marks the rootdir when nothing else does
+        ({"pyproject.toml": "[project]\nname = 'x'\n"}, "sub/deeper", "."),
+        # then a setup.py
+        ({"setup.py": "", "sub/.keep": ""}, "sub", "."),
+        # and with nothing at all, the folder it starts in
+        ({"sub/.keep": ""}, "sub", "sub"),
     ],
 )
-def test_the_store_comes_from_the_pytest_ini(tmp_path: Path, name: str, text: str) -> None:
-    (tmp_path / name).write_text(text)
-    assert cli.default_store_path(tmp_path) == tmp_path / "from-ini"
+def test_the_rootdir_is_found_as_pytest_finds_it(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, layout: dict[str, str], start: str, root: str
+) -> None:
+    project = pytester.path / "project"
+    for relative, text in layout.items():
+        (project / relative).parent.mkdir(parents=True, exist_ok=True)
+        (project / relative).write_text(text)
+    (project / start).mkdir(parents=True, exist_ok=True)
+    expected_root = (project / root).resolve()
+    store = "near" if "near" in str(layout) else ".aimeasure"
+    assert cli.default_store_path(project / start) == expected_root / store
+    assert pytest_rootdir(pytester, project / start, monkeypatch) == expected_root
 
 
 def test_the_default_store_is_dot_aimeasure(tmp_path: Path) -> None:
     (tmp_path / "pytest.ini").write_text("[pytest]\naddopts = -q\n")
     assert cli.default_store_path(tmp_path) == tmp_path / ".aimeasure"
+
+
+def test_an_unreadable_config_file_is_named(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "pyproject.toml").write_text("[tool.pytest.ini_options\n")
+    (tmp_path / "sub").mkdir()
+    monkeypatch.chdir(tmp_path / "sub")
+    assert cli.main(["history"]) == cli.EXIT_USAGE
+    err = capsys.readouterr().err
+    assert f"{tmp_path / 'pyproject.toml'}: cannot be read as TOML" in err
+    assert "--store PATH" in err
+
+
+def test_history_works_from_a_subfolder_of_the_project(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    pytester.makepyprojecttoml('[tool.pytest.ini_options]\naimeasure_store = "measurements/runs"\n')
+    pytester.makepyfile(
+        test_story="""
+        import pytest
+
+        @pytest.mark.dimension("tone", rubric="5 = warm")
+        def test_tone(judge):
+            judge.score("Hello, friend.")
+        """
+    )
+    result = pytester.runpytest("--ai-judge", "--judge-model", "scripted", "--aimeasure-json=out.json")
+    result.assert_outcomes(passed=1)
+    run_id = json.loads((pytester.path / "out.json").read_text())["run_id"]
+    sub = pytester.path / "src" / "pkg"
+    sub.mkdir(parents=True)
+    monkeypatch.chdir(sub)
+    capsys.readouterr()
+    assert cli.main(["history"]) == 0
+    assert run_id in capsys.readouterr().out
+    assert cli.main(["show", "latest"]) == 0
+    assert "tone" in capsys.readouterr().out
 
 
 def test_other_modules_can_add_subcommands(

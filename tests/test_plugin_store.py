@@ -686,7 +686,9 @@ def test_resuming_an_interrupted_rejudge_still_never_generates(
     recorded = record(project, recorded_store)
     monkeypatch.setenv("AIM_FORBID_GENERATE", "1")
     # A rejudge that got through two stories only (as if interrupted there).
-    result, calls = project.calls_during(f"--aimeasure-rejudge={recorded}", "--judge-cache=off", "-k", "s0 or s1")
+    result, calls = project.calls_during(
+        f"--aimeasure-rejudge={recorded}", "--judge-cache=off", "-k", "s0 or s1"
+    )
     assert result.ret == 0, result.stdout.str()
     assert calls == 2 * SAMPLES
     rejudge_run = project.results()["run_id"]
@@ -727,7 +729,8 @@ def test_resume_with_another_judge_model_is_a_usage_error(project: Project, reco
     assert result.ret == pytest.ExitCode.USAGE_ERROR and calls == 0
     result.stderr.fnmatch_lines(
         [
-            f"*--aimeasure-resume {recorded}: the run was judged with {UNPRICED_MODEL}, this session would judge with "
+            f"*--aimeasure-resume {recorded}: the run was judged with {UNPRICED_MODEL}, this session would "
+            "judge with "
             f"anthropic/claude-other*resume with --judge-model {UNPRICED_MODEL}*"
         ]
     )

@@ -157,8 +157,8 @@ def test_rejudge_generates_nothing_and_a_missing_output_is_an_item_error(
     assert server.judge_calls == 4  # the new judge scored both stored outputs, twice each
     result.stdout.fnmatch_lines(
         [
-            "generation failed for target fast (openai/fast-model): --aimeasure-rejudge *: the run has no stored "
-            "artifact 'suite:speed.aimeasure.yaml::speed::p3[[]fast[]]'*"
+            "generation failed for target fast (openai/fast-model): --aimeasure-rejudge *: the run has no "
+            "stored artifact 'suite:speed.aimeasure.yaml::speed::p3[[]fast[]]'*"
         ]
     )
     again = {i["nodeid"]: i for i in read_results(pytester.path / "again.json")["items"]}

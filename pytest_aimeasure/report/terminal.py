@@ -12,6 +12,7 @@ import re
 import shlex
 import textwrap
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -184,13 +185,22 @@ def _row_colour(verdict_text: str) -> str | None:
     return None
 
 
-def _table(rows: list[list[str]], headers: list[str]) -> list[str]:
+def _item_colour(verdict_text: str) -> str | None:
+    # One item's "inconclusive" is the usual state of a single item (its MDE is wide): not a warning.
+    if verdict_text.startswith("inconclusive") and "after Holm" not in verdict_text:
+        return None
+    return _row_colour(verdict_text)
+
+
+def _table(
+    rows: list[list[str]], headers: list[str], colour_of: Callable[[str], str | None] = _row_colour
+) -> list[str]:
     """A table whose rows are coloured by their verdict (the last column)."""
     text = tabulate(rows, headers=headers, tablefmt="simple", disable_numparse=True).splitlines()
     head, body = text[:2], text[2:]
     lines: list[str] = list(head)
     for row, line in zip(rows, body, strict=True):  # "simple" tables: one line per row
-        colour = _row_colour(row[-1])
+        colour = colour_of(row[-1])
         lines.append(Styled(line, colour) if colour else line)
     return lines
 
@@ -302,7 +312,7 @@ def item_lines(state: SessionState, outcome: Outcome) -> list[str]:
             rows.append([m.item_id, _fmt_ci(m.mean, (m.ci_low, m.ci_high)), str(m.n), verdict])
     if not rows:
         return []
-    return ["", "Items measured:", *_table(rows, ["item", "mean (95% CI)", "n", "verdict"])]
+    return ["", "Items measured:", *_table(rows, ["item", "mean (95% CI)", "n", "verdict"], _item_colour)]
 
 
 def stable_dimensions(outcome: Outcome) -> list[str]:
