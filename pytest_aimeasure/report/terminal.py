@@ -1,7 +1,8 @@
 """The terminal section: what needs a look, why, and what to run next; and the header line.
 
 The section follows pytest's verbosity: under ``-q`` only the verdict and the findings that fail;
-by default what needs a look; under ``-v`` also the stable dimensions and one line per measured item.
+by default what needs a look, the stable dimensions and what to run next; under ``-v`` also one
+line per measured item.
 Verdicts are coloured as pytest colours its own summary (red fails, yellow needs a look, green is
 fine); pytest's terminal writer drops the colour under ``--color=no`` or when output is not a tty.
 """
