@@ -506,3 +506,160 @@ def test_judge_timeout_is_a_judge_error_naming_the_timeout(
     item = only_item(results(pytester))
     assert item["outcome"] == "error" and item["judge_error"] is True and item["measurements"] == []
     assert "timed out after 0.2s" in item["message"]
+
+
+# -- fail fast and say where: an unknown provider, an unreachable one ---------------------------------
+
+
+@pytest.mark.parametrize(
+    ("model", "suggestion"),
+    [("antropic/claude-sonnet-4-6", "anthropic"), ("opnai/gpt-4o-mini", "openai")],
+)
+def test_unknown_judge_provider_is_a_usage_error_with_a_suggestion(
+    pytester: pytest.Pytester, provider_env: ProviderServer, model: str, suggestion: str
+) -> None:
+    server = provider_env
+    pytester.makepyfile(textwrap.dedent(ONE_DIMENSION))
+    result = judged(pytester, model)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    provider = model.split("/")[0]
+    result.stderr.fnmatch_lines(
+        [f"*--judge-model {model}: no provider '{provider}'*did you mean '{suggestion}'*"]
+    )
+    assert server.calls == 0
+    # The same check for the ini key.
+    pytester.makeini(f"[pytest]\naimeasure_judge_model = {model}\n")
+    result = pytester.runpytest("--ai-judge")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines([f"*no provider '{provider}'*did you mean '{suggestion}'*"])
+    assert server.calls == 0
+
+
+CLAIMING_CONFTEST = """
+    from pytest_aimeasure.judge.backends.scripted import ScriptedBackend
+
+    def pytest_aimeasure_make_backend(model, config):
+        if model == "inhouse/judge-1":
+            return ScriptedBackend({"tone": 4})
+"""
+
+
+def test_a_provider_a_plugin_claims_is_not_rejected(pytester: pytest.Pytester) -> None:
+    pytester.makeconftest(textwrap.dedent(CLAIMING_CONFTEST))
+    pytester.makepyfile(textwrap.dedent(ONE_DIMENSION))
+    result = judged(pytester, "inhouse/judge-1", "--judge-samples", "1")
+    result.assert_outcomes(passed=1)
+    assert [s["score"] for s in only_item(results(pytester))["measurements"][0]["samples"]] == [4]
+
+
+@pytest.fixture
+def closed_port_env(monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
+    """Both SDKs pointed at a loopback port nothing listens on (bound, then closed): connection refused."""
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    bases = {ANTHROPIC: f"http://127.0.0.1:{port}", LITELLM: f"http://127.0.0.1:{port}/v1"}
+    monkeypatch.setenv("ANTHROPIC_BASE_URL", bases[ANTHROPIC])
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "test-key")
+    monkeypatch.setenv("OPENAI_BASE_URL", bases[LITELLM])
+    monkeypatch.setenv("OPENAI_API_KEY", "test-key")
+    monkeypatch.delenv("ANTHROPIC_AUTH_TOKEN", raising=False)
+    monkeypatch.delenv("OPENAI_API_BASE", raising=False)
+    return bases
+
+
+SIX_ITEMS = """
+    import pytest
+
+    @pytest.mark.parametrize("n", range(6))
+    @pytest.mark.dimension("tone", rubric="5 = calm")
+    def test_tone(n, judge):
+        judge.score(f"story {n}")
+"""
+
+
+@pytest.mark.parametrize("model", BACKENDS)
+def test_unreachable_provider_names_its_url_and_stops_being_called(
+    pytester: pytest.Pytester, closed_port_env: dict[str, str], model: str
+) -> None:
+    base = closed_port_env[model]
+    pytester.makepyfile(textwrap.dedent(SIX_ITEMS))
+    result = judged(pytester, model, "--judge-samples", "1", "--judge-retries", "0")
+    result.assert_outcomes(errors=6)
+    items = results(pytester)["items"]
+    assert all(i["outcome"] == "error" and i["judge_error"] and i["measurements"] == [] for i in items)
+    messages = [i["message"] for i in items]
+    # Three consecutive connection failures, each naming the base URL in use; then no more calls.
+    tried = [m for m in messages if "could not reach" in m]
+    skipped = [m for m in messages if "not judged: provider unreachable" in m]
+    assert len(tried) == 3 and len(skipped) == 3, messages
+    assert all(base in m for m in messages), messages
+    assert all(f"provider unreachable ({base})" in m for m in skipped)
+    data = results(pytester)
+    assert data["spend"]["calls"] == 0
+    unreachable = [f for f in data["findings"] if "provider unreachable" in f["message"]]
+    assert len(unreachable) == 3 and all(f["severity"] == "fail" for f in unreachable)
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+
+
+# -- a provider that never recovers: a judge error, no score -------------------------------------------
+
+
+@pytest.mark.parametrize("model", BACKENDS)
+def test_provider_that_never_recovers_is_a_judge_error_without_a_score(
+    pytester: pytest.Pytester, provider_env: ProviderServer, model: str
+) -> None:
+    server = provider_env
+    server.script(*[Fault.overloaded()] * 10)
+    pytester.makepyfile(textwrap.dedent(ONE_DIMENSION))
+    result = judged(pytester, model, "--judge-samples", "1", "--judge-retries", "2")
+    result.assert_outcomes(errors=1)
+    assert [s.status for s in server.requests] == [529, 529, 529]  # the first try and 2 SDK retries
+    data = results(pytester)
+    item = only_item(data)
+    assert item["outcome"] == "error" and item["judge_error"] is True and item["measurements"] == []
+    assert "529" in item["message"]
+    assert [f["kind"] for f in data["findings"] if f["severity"] == "fail"] == ["judge_error"]
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+
+
+# -- a canary API key reaches no file the plugin writes -----------------------------------------------
+
+CANARY = "sk-canary-7f3a91bc-aimeasure-never-written"
+
+
+@pytest.mark.parametrize("model", BACKENDS)
+def test_canary_api_key_is_absent_from_every_file_the_plugin_writes(
+    pytester: pytest.Pytester, provider_env: ProviderServer, model: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    server = provider_env
+    monkeypatch.setenv("ANTHROPIC_API_KEY", CANARY)
+    monkeypatch.setenv("OPENAI_API_KEY", CANARY)
+    # One item judged, one whose judge call fails for good (errors are where keys tend to leak).
+    server.script(Fault.reject(401, "invalid x-api-key"))
+    pytester.makepyfile(
+        textwrap.dedent(
+            """
+            import pytest
+
+            @pytest.mark.parametrize("n", [1, 2])
+            @pytest.mark.dimension("tone", rubric="5 = calm")
+            def test_tone(n, judge):
+                judge.score(f"story {n}")
+            """
+        )
+    )
+    before = {p for p in pytester.path.rglob("*")}
+    result = judged(pytester, model, "--judge-samples", "1", "--update-baseline", "--junitxml", "junit.xml")
+    result.assert_outcomes(passed=1, errors=1)
+    keys = [s.headers.get("x-api-key") or s.headers.get("authorization", "") for s in server.requests]
+    assert len(keys) == 2 and all(CANARY in key for key in keys)  # the key really was in use
+    written = [p for p in pytester.path.rglob("*") if p.is_file() and p not in before]
+    names = {p.name for p in written}
+    assert {"out.json", "junit.xml", "aimeasure-baseline.json", "meta.json", "items.jsonl"} <= names, names
+    assert any(n.startswith("journal-") for n in names), names
+    leaked = [str(p) for p in written if CANARY.encode() in p.read_bytes()]
+    assert leaked == []
+    assert CANARY not in result.stdout.str()

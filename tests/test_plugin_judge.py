@@ -156,3 +156,93 @@ def test_an_interrupted_session_is_recorded_as_interrupted(pytester: pytest.Pyte
     metas, problems = RunStore(pytester.path / ".aimeasure").list_runs()
     assert problems == []
     assert [m.status for m in metas] == ["interrupted"]
+
+
+# -- Ctrl-C: the summary says so and how to go on ------------------------------------------------------
+
+INTERRUPTED = """
+import pytest
+
+@pytest.mark.dimension("tone", rubric="5 = calm")
+def test_a_tone(judge):
+    judge.score("The fox apologised.")
+
+def test_b_interrupt():
+    raise KeyboardInterrupt
+
+@pytest.mark.dimension("tone", rubric="5 = calm")
+def test_c_tone(judge):
+    judge.score("The crow returned the ring.")
+"""
+
+
+def test_interrupted_run_says_so_and_gives_the_resume_command(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_story=INTERRUPTED)
+    # In a subprocess: in-process, the KeyboardInterrupt would stop this session too.
+    result = pytester.runpytest_subprocess(
+        "--ai-judge", "--judge-model", "scripted", "--judge-samples", "1", "-p", "no:hypothesispytest",
+        timeout=120,
+    )  # fmt: skip
+    assert result.ret == pytest.ExitCode.INTERRUPTED
+    (run_dir,) = (pytester.path / ".aimeasure" / "runs").iterdir()
+    run_id = run_dir.name
+    result.stdout.fnmatch_lines(
+        [
+            "*aimeasure*",
+            f"*run {run_id} was interrupted*continue it with*pytest --ai-judge*--resume={run_id}*",
+        ]
+    )
+    resumed = pytester.runpytest(
+        "--ai-judge", "--judge-model", "scripted", "--judge-samples", "1", f"--resume={run_id}",
+        "-k", "tone",
+    )  # fmt: skip
+    resumed.assert_outcomes(passed=2)
+    assert "interrupted" not in resumed.stdout.str()
+
+
+# -- a lone surrogate in an artifact: a clear error naming it, never a raw UnicodeEncodeError ---------
+
+
+def test_lone_surrogate_in_an_artifact_is_an_error_naming_the_artifact(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(
+        test_surrogate="""
+        import pytest
+
+        @pytest.mark.dimension("tone", rubric="5 = calm")
+        def test_keyed(aimeasure_artifact, judge):
+            story = aimeasure_artifact("story-7", lambda: "bad \\ud800 text")
+            judge.score(story)
+
+        @pytest.mark.dimension("tone", rubric="5 = calm")
+        def test_plain(judge):
+            judge.score("bad \\udfff text")
+
+        @pytest.mark.dimension("tone", rubric="5 = calm")
+        def test_json(aimeasure_artifact, judge):
+            judge.score(aimeasure_artifact("scene-2", lambda: {"title": "bad \\ud83d"}))
+
+        @pytest.mark.dimension("tone", rubric="5 = calm")
+        def test_fine(judge):
+            judge.score("good text")
+        """
+    )
+    result = pytester.runpytest(
+        "--ai-judge", "--judge-model", "scripted", "--judge-samples", "1", "--aimeasure-json", "out.json"
+    )
+    result.assert_outcomes(passed=1, failed=3)
+    out = result.stdout.str()
+    assert "UnicodeEncodeError" not in out and "Traceback" not in out
+    result.stdout.fnmatch_lines(
+        [
+            "*artifact 'story-7' is not valid Unicode text: a lone surrogate U+D800 at character 4*",
+            "*artifact passed to judge.score (test_surrogate.py::test_plain) is not valid Unicode text:"
+            " a lone surrogate U+DFFF at character 4*",
+            "*artifact 'scene-2' is not valid Unicode text: a lone surrogate U+D83D at character *",
+        ],
+        consecutive=False,
+    )
+    data = read_results(pytester.path / "out.json")
+    by_name = {i["nodeid"].split("::")[-1]: i for i in data["items"]}
+    assert [by_name[n]["measurements"] for n in ("test_keyed", "test_plain", "test_json")] == [[], [], []]
+    assert len(by_name["test_fine"]["measurements"]) == 1
+    assert data["spend"]["calls"] == 1  # nothing was sent for the bad ones

@@ -92,6 +92,24 @@ def item(
     )
 
 
+@pytest.mark.parametrize(
+    ("fast", "other", "fastest"),
+    [
+        ((0.0004, 0.0006), (0.03, 0.02), False),  # two near-instant targets: scheduling noise, no word
+        ((0.001, 0.001), (0.001, 0.001), False),  # equal latencies
+        ((0.5, 0.6), (2.0, 2.0), True),  # a real difference
+    ],
+)
+def test_fastest_only_for_a_difference_above_timer_noise(
+    fast: tuple[float, float], other: tuple[float, float], fastest: bool
+) -> None:
+    results = [item("quick", f"p{i}", scores={"tone": [4]}, latency=s, cost=None) for i, s in enumerate(fast)]
+    results += [item("other", f"p{i}", scores={"tone": [4]}, latency=s, cost=None) for i, s in enumerate(other)]
+    rows = {r["target"]: r for r in comparison_tables(results)["suites"]["s"]["rows"]}
+    assert ("fastest" in rows["quick"]["verdict"]) is fastest
+    assert "fastest" not in rows["other"]["verdict"]
+
+
 def test_percentile_interpolates() -> None:
     assert percentile([], 50) is None
     assert percentile([3.0], 95) == 3.0

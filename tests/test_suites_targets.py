@@ -2,12 +2,18 @@
 
 from __future__ import annotations
 
+import asyncio
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
 
 from pytest_aimeasure.models import Usage
 from pytest_aimeasure.suites.model import TargetSpec
+from pytest_aimeasure.suites.run import JobPlan, SuiteRunner
 from pytest_aimeasure.suites.targets import TargetError, family_clash, model_families, resolve_target
 
 
@@ -105,3 +111,35 @@ def test_cost_is_unknown_unless_priced_or_free() -> None:
     assert resolve_target(target(model="scripted")).cost(usage) == 0.0
     assert resolve_target(target(callable="json:dumps")).cost(usage) is None
     assert resolve_target(target(callable="json:dumps", cost_per_call_usd=0.0)).cost(usage) == 0.0
+
+
+def test_callable_latency_is_the_call_not_the_wait_for_a_pool_thread(tmp_path: Path) -> None:
+    """A callable target's latency counts its own call only, not the wait for a free worker thread.
+
+    The loop's thread pool has one thread, held by design for ``hold`` seconds when the call is made:
+    a timer started before the hop to the pool records at least ``hold``; the call itself sleeps 0.05 s.
+    """
+    (tmp_path / "latency_target.py").write_text(
+        "import time\n\ndef generate(prompt):\n    time.sleep(0.05)\n    return 'out: ' + prompt\n"
+    )
+    resolved = resolve_target(target(callable="latency_target:generate"), search=[tmp_path])
+    settings = SimpleNamespace(concurrency=4, timeout=60.0)
+    runner = SuiteRunner(None, SimpleNamespace(settings=settings))  # type: ignore[arg-type]
+    plan = JobPlan(
+        nodeid="s.aimeasure.yaml::p1[t]", file_key="s", suite="s", prompt_id="p1", category=None,
+        text="hello", system=None, variables={}, target=resolved, gates=(), dimensions=(), facts=False,
+        callables={}, wait_s=60.0,
+    )  # fmt: skip
+    hold = 2.0
+
+    async def main() -> Any:
+        loop = asyncio.get_running_loop()
+        loop.set_default_executor(ThreadPoolExecutor(max_workers=1))
+        busy = loop.run_in_executor(None, time.sleep, hold)  # the pool's only thread is taken
+        generation, value = await runner._call_target(plan)
+        await busy
+        return generation, value
+
+    generation, value = asyncio.run(main())
+    assert value == "out: hello"
+    assert 0.05 <= generation.latency_s < hold
