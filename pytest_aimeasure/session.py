@@ -70,12 +70,18 @@ class Settings:
             if model is None and not dry_run:
                 raise pytest.UsageError(f"--ai-judge: {CONFIGURE_HELP}")
         if judging and model is not None:
-            from pytest_aimeasure.judge.resolve import ModelError, route
+            from pytest_aimeasure.judge.resolve import ModelError, check_provider, route, unknown_provider
 
             try:
                 route(model)
+                # An unknown provider is a usage error before any call, unless a plugin serves it.
+                claimed = unknown_provider(model) is not None and (
+                    config.hook.pytest_aimeasure_make_backend(model=model, config=config) is not None
+                )
+                if not claimed:
+                    check_provider(model)
             except ModelError as exc:
-                raise pytest.UsageError(f"--judge-model: {exc}") from None
+                raise pytest.UsageError(f"--judge-model {model}: {exc}") from None
         for flag, value in (("--aimeasure-rejudge", rejudge), ("--aimeasure-resume", resume)):
             if value is not None and value != "latest" and os.path.exists(value) and os.sep in value:
                 raise pytest.UsageError(

@@ -5,6 +5,11 @@ All judge calls of a session run on one event loop in a background thread. pytes
 :meth:`JudgeEngine.measure` from the test thread and blocks until the item is measured; suites use
 :meth:`JudgeEngine.ameasure` to measure many items at once. Limits are per provider
 (``concurrency_key``), so a slow provider never holds back a fast one.
+
+A provider that cannot be reached is not called for ever: after :data:`UNREACHABLE_AFTER` consecutive
+connection failures (refused, DNS; counted per provider, in this process) every later call of that
+provider fails at once with :class:`ProviderUnreachable`, a judge error that names the base URL and
+records no score, instead of each item spending the SDK's retries and backoff on it again.
 """
 
 from __future__ import annotations
@@ -50,6 +55,8 @@ from pytest_aimeasure.stats import VAR_FLOOR_DEFAULT, item_stats
 T = TypeVar("T")
 PLUGIN_MAJOR = int(__version__.split(".")[0])
 EXCERPT_CHARS = 600
+UNREACHABLE_AFTER = 3
+"""Consecutive connection failures after which a provider is no longer called in this session."""
 
 SampleKey = tuple[str, str, str, int]
 """(fingerprint digest, prompt hash, artifact sha256, sample index)."""
@@ -61,6 +68,10 @@ class JudgeError(Exception):
     def __init__(self, message: str, *, raw_outputs: list[str] | None = None) -> None:
         super().__init__(message)
         self.raw_outputs = raw_outputs or []
+
+
+class ProviderUnreachable(JudgeError):
+    """The provider failed to connect :data:`UNREACHABLE_AFTER` times in a row; no call was made."""
 
 
 class ReplayMiss(JudgeError):
@@ -217,6 +228,10 @@ class JudgeEngine:
         self._backends: dict[str, Backend] = {}
         self._backend_lock = threading.Lock()
         self._semaphores: dict[str, asyncio.Semaphore] = {}
+        # Per concurrency key, touched on the loop thread only: consecutive connection failures, and
+        # the base URL of a provider given up on.
+        self._connection_failures: dict[str, int] = {}
+        self._unreachable: dict[str, str] = {}
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
         self._frozen = False
@@ -476,7 +491,26 @@ class JudgeEngine:
                 )
         raise AssertionError("unreachable")  # pragma: no cover
 
+    def _check_reachable(self, backend: Backend) -> None:
+        base = self._unreachable.get(backend.concurrency_key)
+        if base is not None:
+            raise ProviderUnreachable(
+                f"not judged: provider unreachable ({base}): {backend.provider} failed to connect "
+                f"{UNREACHABLE_AFTER} times in a row, so it is not called again this session; start it "
+                "or fix its base URL, then judge what is missing with --resume"
+            )
+
+    def _note_connection(self, backend: Backend, error: BackendError | None) -> None:
+        key = backend.concurrency_key
+        if error is None or error.unreachable is None:
+            self._connection_failures[key] = 0
+            return
+        self._connection_failures[key] = failures = self._connection_failures.get(key, 0) + 1
+        if failures >= UNREACHABLE_AFTER:
+            self._unreachable.setdefault(key, error.unreachable)
+
     async def _call(self, backend: Backend, request: JudgeRequest, prompt_chars: int) -> JudgeReply:
+        self._check_reachable(backend)
         reservation = None
         if self.budget is not None:
             estimate = (
@@ -487,12 +521,22 @@ class JudgeEngine:
             reservation = self.budget.reserve(estimate or 0.0)
             if reservation is None:
                 raise NotJudged("budget", "not judged: budget")
+
+        async def call() -> JudgeReply:
+            # Checked again once a slot is free: calls queued behind the failing ones never go out.
+            self._check_reachable(backend)
+            return await backend.judge(request)
+
         try:
-            reply = await self.limited(backend.concurrency_key, lambda: backend.judge(request))
-        except BackendError as exc:
+            reply = await self.limited(backend.concurrency_key, call)
+        except (BackendError, ProviderUnreachable) as exc:
             if reservation is not None and self.budget is not None:
                 self.budget.settle(reservation, 0.0)
+            if isinstance(exc, ProviderUnreachable):
+                raise
+            self._note_connection(backend, exc)
             raise JudgeError(f"{backend.provider} judge call failed: {exc}") from exc
+        self._note_connection(backend, None)
         cost = self._cost(backend.provider, backend.model, reply.usage) if self._cost else None
         if reservation is not None and self.budget is not None:
             self.budget.settle(reservation, cost)  # None books the estimate: unknown is never free

@@ -3,12 +3,21 @@
 ``scripted`` / ``scripted:module:attr`` → the offline judge; ``anthropic/<model>`` or a bare
 ``claude-*`` name → the anthropic SDK; any other ``provider/model`` → litellm. A plugin may claim a
 model string first through ``pytest_aimeasure_make_backend``.
+
+:func:`check_provider` fails fast on a provider nobody serves (``antropic/...``), with a suggestion,
+before any call: the ``anthropic`` prefix is ours, the others are the providers the installed litellm
+knows, read from its bundled data files (importing litellm takes seconds).
 """
 
 from __future__ import annotations
 
+import importlib.util
+import json
 import os
 from collections.abc import Callable
+from difflib import get_close_matches
+from functools import lru_cache
+from pathlib import Path
 
 from pytest_aimeasure.judge.backends.base import Backend
 from pytest_aimeasure.judge.backends.scripted import Scorer, load_scripted
@@ -46,6 +55,61 @@ def route(model: str) -> str:
         f"judge model {model!r} is not recognised: use 'anthropic/<model>' or a bare 'claude-*' name "
         "(anthropic SDK), 'provider/model' such as 'openai/gpt-4o-mini' (litellm), or 'scripted'"
     )
+
+
+OUR_PROVIDERS = frozenset({"anthropic"})
+"""Provider prefixes served by a backend of this package rather than by litellm."""
+
+
+@lru_cache(maxsize=1)
+def litellm_providers() -> frozenset[str] | None:
+    """The provider prefixes the installed litellm knows, read from its bundled data files without
+    importing it (that takes seconds). None when litellm is not installed; empty when the files moved."""
+    spec = importlib.util.find_spec("litellm")
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    names: set[str] = set()
+    for folder in spec.submodule_search_locations:
+        path = Path(folder) / "provider_endpoints_support_backup.json"
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue
+        providers = data.get("providers") if isinstance(data, dict) else None
+        if isinstance(providers, dict):
+            names.update(p for p in providers if isinstance(p, str) and "/" not in p)
+    from pytest_aimeasure.cost import _providers
+
+    names.update(_providers())
+    return frozenset(names)
+
+
+def unknown_provider(model: str) -> str | None:
+    """Why ``model``'s provider prefix is served by nobody, with the closest known names; None when
+    it is known (or cannot be checked: litellm not installed, its data files moved)."""
+    if route(model) != "litellm":
+        return None
+    prefix = model.split("/", 1)[0]
+    known = litellm_providers()
+    candidates = OUR_PROVIDERS | (known or frozenset())
+    if prefix in candidates or (known is not None and not known):
+        return None
+    close = get_close_matches(prefix, sorted(candidates), n=3)
+    if known is None and not close:
+        return None  # litellm would serve it: building the backend says that litellm is missing
+    hint = f" (did you mean {', '.join(repr(c) for c in close)}?)" if close else ""
+    return f"no provider {prefix!r}{hint}"
+
+
+def check_provider(model: str) -> None:
+    """Raise :class:`ModelError` when nobody serves ``model``'s provider (see :func:`unknown_provider`)."""
+    problem = unknown_provider(model)
+    if problem is not None:
+        raise ModelError(
+            f"{problem}: use 'anthropic/<model>' for the anthropic SDK or a 'provider/model' string "
+            "litellm knows (openai/gpt-4o-mini, ollama/llama3), or claim the prefix in a "
+            "pytest_aimeasure_make_backend hook"
+        )
 
 
 def build_backend(

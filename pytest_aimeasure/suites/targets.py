@@ -20,13 +20,10 @@ them distinct ``concurrency_key`` values when they really are served independent
 
 from __future__ import annotations
 
-import importlib.util
-import json
 import os
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -142,29 +139,6 @@ class ResolvedTarget:
         return {k: v for k, v in self.spec.params.items() if k not in CONNECTION_PARAMS}
 
 
-@lru_cache(maxsize=1)
-def litellm_providers() -> frozenset[str] | None:
-    """The provider prefixes the installed litellm knows, read from its bundled data files without
-    importing it (that takes seconds). None when litellm is not installed; empty when the files moved."""
-    spec = importlib.util.find_spec("litellm")
-    if spec is None or not spec.submodule_search_locations:
-        return None
-    names: set[str] = set()
-    for folder in spec.submodule_search_locations:
-        path = Path(folder) / "provider_endpoints_support_backup.json"
-        try:
-            data = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            continue
-        providers = data.get("providers") if isinstance(data, dict) else None
-        if isinstance(providers, dict):
-            names.update(p for p in providers if isinstance(p, str) and "/" not in p)
-    from pytest_aimeasure.cost import _providers
-
-    names.update(_providers())
-    return frozenset(names)
-
-
 def _base_url(prefix: str, params: dict[str, Any]) -> str | None:
     explicit = params.get("api_base")
     if explicit:
@@ -182,7 +156,7 @@ def _model_target(spec: TargetSpec, name: str, config: pytest.Config | None) -> 
         if custom is not None:
             key = explicit or f"gen:{custom.concurrency_key}"
             return ResolvedTarget(spec, name, "hook", custom.provider, key, spec.concurrency, backend=custom)
-    from pytest_aimeasure.judge.resolve import ModelError, route
+    from pytest_aimeasure.judge.resolve import ModelError, litellm_providers, route
 
     try:
         kind = route(model)

@@ -9,9 +9,13 @@ What the SDK does by itself (verified against :mod:`pytest_aimeasure.testing.ser
   ``retry-after`` header when there is one and otherwise backing off exponentially from 0.5 s;
 * ``timeout`` applies to each attempt.
 
-Model quirks are handled here, once per backend: a model that rejects ``temperature`` is called again
-without it (and never sent one again), and a model that rejects forced tool use is called with
-``tool_choice: auto`` plus an instruction to call the tool (the replies then carry ``mode="auto"``).
+Model quirks go through the fallback path both HTTP backends share (:func:`~pytest_aimeasure.judge.
+backends.base.call_judge`): a model that rejects ``temperature`` is called again without it (and never
+sent one again), and a model that rejects forced tool use is called with ``tool_choice: auto`` plus an
+instruction to call the tool (the replies then carry ``mode="auto"``).
+
+A failure to connect (refused, DNS) names the base URL in use and is marked ``unreachable``, so the
+engine stops calling a provider that is not there.
 """
 
 from __future__ import annotations
@@ -19,7 +23,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import json
-import time
+import os
 from typing import Any
 
 from pytest_aimeasure.judge.backends.base import (
@@ -30,13 +34,17 @@ from pytest_aimeasure.judge.backends.base import (
     JudgeReply,
     JudgeRequest,
     ProviderRejection,
+    Quirks,
     ToolMode,
     auto_tool_instruction,
+    call_generate,
+    call_judge,
+    is_connection_failure,
     is_rejection,
+    read_usage,
     rejects_forced_tool,
     rejects_temperature,
 )
-from pytest_aimeasure.models import Usage
 
 # The shared helpers moved to base; they stay importable from here for existing callers.
 __all__ = [
@@ -74,10 +82,7 @@ class AnthropicBackend:
         self.max_retries = max_retries
         self.base_url = base_url
         self.api_key = api_key
-        # Learned from the API's 400s, then kept for the backend's lifetime so later calls don't pay
-        # for the same rejection again.
-        self.sends_temperature = True
-        self.forces_tool = True
+        self.quirks = Quirks()
         self._client: Any = None
         self._client_loop: asyncio.AbstractEventLoop | None = None
         self._create_params: frozenset[str] | None = None
@@ -91,6 +96,24 @@ class AnthropicBackend:
         except ImportError as exc:  # pragma: no cover - anthropic is a dependency
             raise BackendError("the anthropic judge needs the `anthropic` package installed") from exc
         return anthropic
+
+    @property
+    def sends_temperature(self) -> bool:
+        """False once the model rejected ``temperature`` (then it is never sent again)."""
+        return self.quirks.sends_temperature
+
+    @property
+    def forces_tool(self) -> bool:
+        """False once the model rejected forced tool use (then ``tool_choice`` is "auto")."""
+        return self.quirks.forces_tool
+
+    @property
+    def base_url_in_use(self) -> str:
+        """The API base URL calls go to: the one given, else what the SDK read (``ANTHROPIC_BASE_URL``
+        or its default)."""
+        if self._client is not None:
+            return str(self._client.base_url).rstrip("/")
+        return (self.base_url or os.environ.get("ANTHROPIC_BASE_URL") or "https://api.anthropic.com").rstrip("/")
 
     @property
     def concurrency_key(self) -> str:
@@ -162,8 +185,12 @@ class AnthropicBackend:
         except self._sdk.APIStatusError as exc:
             raise self._status_error(exc) from exc
         except self._sdk.APIConnectionError as exc:
+            base = self.base_url_in_use
+            unreachable = base if is_connection_failure(exc) else None
             raise BackendError(
-                f"could not reach the Anthropic API for {self.model}: {exc}", retryable=True
+                f"could not reach the Anthropic API at {base} for {self.model}: {exc}",
+                retryable=True,
+                unreachable=unreachable,
             ) from exc
         except self._sdk.AnthropicError as exc:
             raise BackendError(f"anthropic call to {self.model} failed: {exc}") from exc
@@ -190,14 +217,8 @@ class AnthropicBackend:
         tool = request.tool
         messages = [{"role": m.role, "content": m.content} for m in request.messages]
         tools = [{"name": tool.name, "description": tool.description, "input_schema": tool.input_schema}]
-        # At most three attempts: each retry turns off one thing the model rejected.
-        for _ in range(3):
-            send_temperature = request.temperature is not None and self.sends_temperature
-            forced = self.forces_tool
-            system = request.system
-            if not forced:
-                instruction = auto_tool_instruction(tool.name)
-                system = f"{system}\n\n{instruction}" if system else instruction
+
+        async def call(temperature: float | None, forced: bool, system: str) -> Any:
             kwargs: dict[str, Any] = {
                 "model": self.model,
                 "max_tokens": request.max_tokens,
@@ -207,23 +228,13 @@ class AnthropicBackend:
             }
             if system:
                 kwargs["system"] = system
-            params = {"temperature": request.temperature} if send_temperature else {}
-            started = time.perf_counter()
-            try:
-                response = await self._create(kwargs, params, request.timeout)
-            except BackendError as error:
-                if send_temperature and is_rejection(error, rejects_temperature):
-                    self.sends_temperature = False
-                    continue
-                if forced and is_rejection(error, rejects_forced_tool):
-                    self.forces_tool = False
-                    continue
-                raise
-            latency = time.perf_counter() - started
-            mode: ToolMode = "forced" if forced else "auto"
-            sent = request.temperature if send_temperature else None
-            return self._judge_reply(response, tool.name, latency, mode, sent)
-        raise BackendError(f"anthropic API kept rejecting the judge call for {self.model}", status=400)
+            params = {"temperature": temperature} if temperature is not None else {}
+            return await self._create(kwargs, params, request.timeout)
+
+        attempt = await call_judge(self.quirks, request, call, who="anthropic API", model=self.model)
+        return self._judge_reply(
+            attempt.response, tool.name, attempt.latency_s, attempt.mode, attempt.temperature_sent
+        )
 
     def _judge_reply(
         self,
@@ -247,7 +258,7 @@ class AnthropicBackend:
             tool_input=tool_input,
             text="\n".join(texts),
             raw=json.dumps(blocks, separators=(",", ":"), ensure_ascii=False),
-            usage=_usage(response),
+            usage=read_usage(response, "input_tokens", "output_tokens"),
             model=str(getattr(response, "model", "") or self.model),
             latency_s=latency,
             mode=mode,
@@ -260,43 +271,23 @@ class AnthropicBackend:
         params = dict(request.params)
         model = str(params.pop("model", self.model))
         max_tokens = int(params.pop("max_tokens", DEFAULT_MAX_TOKENS))
-        kwargs_base: dict[str, Any] = {
+        kwargs: dict[str, Any] = {
             "model": model,
             "max_tokens": max_tokens,
             "messages": [{"role": "user", "content": request.prompt}],
         }
         if request.system:
-            kwargs_base["system"] = request.system
-        if "temperature" in params and not self.sends_temperature:
-            params.pop("temperature")
-        for _ in range(2):
-            started = time.perf_counter()
-            try:
-                response = await self._create(dict(kwargs_base), dict(params), request.timeout)
-            except BackendError as error:
-                if "temperature" in params and is_rejection(error, rejects_temperature):
-                    self.sends_temperature = False
-                    params.pop("temperature")
-                    continue
-                raise
-            latency = time.perf_counter() - started
-            text = "".join(
-                block.text for block in response.content or [] if getattr(block, "type", None) == "text"
-            )
-            return GenerateReply(
-                text=text,
-                usage=_usage(response),
-                model=str(getattr(response, "model", "") or model),
-                latency_s=latency,
-            )
-        raise BackendError(f"anthropic API kept rejecting the generation call for {model}", status=400)
+            kwargs["system"] = request.system
 
+        async def call(sent: dict[str, Any]) -> Any:
+            return await self._create(dict(kwargs), sent, request.timeout)
 
-def _usage(response: Any) -> Usage:
-    usage = getattr(response, "usage", None)
-    if usage is None:
-        return Usage()
-    return Usage(
-        input_tokens=int(getattr(usage, "input_tokens", 0) or 0),
-        output_tokens=int(getattr(usage, "output_tokens", 0) or 0),
-    )
+        response, latency = await call_generate(self.quirks, params, call, who="anthropic API", model=model)
+        blocks = response.content or []
+        text = "".join(block.text for block in blocks if getattr(block, "type", None) == "text")
+        return GenerateReply(
+            text=text,
+            usage=read_usage(response, "input_tokens", "output_tokens"),
+            model=str(getattr(response, "model", "") or model),
+            latency_s=latency,
+        )

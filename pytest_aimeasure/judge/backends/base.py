@@ -4,14 +4,17 @@ A backend turns one :class:`JudgeRequest` into one :class:`JudgeReply`: a single
 sampling, no validation of the verdict. Sampling, validation, retries with feedback, concurrency
 limits and aggregation live in :mod:`pytest_aimeasure.judge.engine`, once, for every backend.
 
-The helpers at the end are shared by the HTTP backends (anthropic, litellm): the error an HTTP error
-response becomes, and how a model's rejection of ``temperature`` or of forced tool use is recognised
-and worked around.
+The helpers at the end are shared by the HTTP backends (anthropic, litellm), so both behave the same
+way: the error an HTTP error response becomes, how a failure to reach the provider is recognised, the
+one fallback path after a model rejects ``temperature`` or forced tool use (:func:`call_judge`,
+:func:`call_generate`), and how usage figures are read from a response.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import socket
+import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, runtime_checkable
 
@@ -86,12 +89,22 @@ class GenerateReply:
 
 
 class BackendError(Exception):
-    """A call failed for good (after the SDK's own retries). ``status`` is the HTTP status, if any."""
+    """A call failed for good (after the SDK's own retries). ``status`` is the HTTP status, if any;
+    ``unreachable`` is the base URL that could not be connected to (connection refused, DNS failure),
+    so the engine can stop calling a provider that is not there."""
 
-    def __init__(self, message: str, *, status: int | None = None, retryable: bool = False) -> None:
+    def __init__(
+        self,
+        message: str,
+        *,
+        status: int | None = None,
+        retryable: bool = False,
+        unreachable: str | None = None,
+    ) -> None:
         super().__init__(message)
         self.status = status
         self.retryable = retryable
+        self.unreachable = unreachable
 
 
 @runtime_checkable
@@ -154,3 +167,134 @@ def rejects_forced_tool(message: str) -> bool:
 def is_rejection(error: BackendError, test: Callable[[str], bool]) -> bool:
     """Whether ``error`` is a 400 whose provider message passes ``test``."""
     return isinstance(error, ProviderRejection) and error.status == 400 and bool(test(error.provider_message))
+
+
+def is_connection_failure(exc: BaseException) -> bool:
+    """Whether ``exc`` (or anything in its chain) says no connection could be made: refused, reset
+    before a reply, or a host name that does not resolve. Timeouts are not connection failures (a slow
+    provider is there); an HTTP status never is. The SDKs wrap the OS error differently (litellm even
+    reports it as a 500), so the chain is searched rather than one class tested."""
+    seen: set[int] = set()
+    link: BaseException | None = exc
+    while link is not None and id(link) not in seen:
+        seen.add(id(link))
+        if isinstance(link, TimeoutError) or "Timeout" in type(link).__name__:
+            return False
+        if isinstance(link, (ConnectionError, socket.gaierror)) or type(link).__name__ == "ConnectError":
+            return True
+        link = link.__cause__ or link.__context__
+    return False
+
+
+def request_origin(exc: BaseException) -> str | None:
+    """``scheme://host:port`` of the request an SDK error carries (httpx's ``request.url``), if any."""
+    seen: set[int] = set()
+    link: BaseException | None = exc
+    while link is not None and id(link) not in seen:
+        seen.add(id(link))
+        try:
+            url = link.request.url  # type: ignore[attr-defined]
+            return f"{url.scheme}://{url.netloc.decode()}"
+        except Exception:  # no request on this link (or not an httpx one)
+            link = link.__cause__ or link.__context__
+    return None
+
+
+def read_usage(response: Any, input_field: str, output_field: str) -> Usage:
+    """Token usage from a response's ``usage`` object; zeros when the provider sent none.
+
+    The Messages API names the fields ``input_tokens`` / ``output_tokens``, Chat Completions
+    ``prompt_tokens`` / ``completion_tokens``."""
+    usage = getattr(response, "usage", None)
+    if usage is None:
+        return Usage()
+    return Usage(
+        input_tokens=int(getattr(usage, input_field, 0) or 0),
+        output_tokens=int(getattr(usage, output_field, 0) or 0),
+    )
+
+
+@dataclass
+class Quirks:
+    """What a backend learned from a model's 400s, kept for its lifetime so later calls don't pay for
+    the same rejection again."""
+
+    sends_temperature: bool = True
+    forces_tool: bool = True
+
+
+@dataclass(frozen=True)
+class JudgeAttempt:
+    """How one judge call was finally made, and what came back."""
+
+    response: Any
+    latency_s: float
+    mode: ToolMode
+    temperature_sent: float | None
+
+
+async def call_judge(
+    quirks: Quirks,
+    request: JudgeRequest,
+    call: Callable[[float | None, bool, str], Awaitable[Any]],
+    *,
+    who: str,
+    model: str,
+) -> JudgeAttempt:
+    """Make one judge call through the fallback path shared by the HTTP backends.
+
+    ``call(temperature, forced, system)`` makes the SDK call: ``temperature`` is None when none is to
+    be sent; when ``forced`` is False the tool choice is "auto" and ``system`` already carries the
+    instruction to call the tool. A 400 that rejects the temperature turns it off, one that rejects
+    forced tool use turns that off (both remembered in ``quirks``); at most three attempts.
+    ``who`` and ``model`` name the API and model in the error raised when the model keeps rejecting.
+    """
+    for _ in range(3):
+        send_temperature = request.temperature is not None and quirks.sends_temperature
+        forced = quirks.forces_tool
+        system = request.system
+        if not forced:
+            instruction = auto_tool_instruction(request.tool.name)
+            system = f"{system}\n\n{instruction}" if system else instruction
+        temperature = request.temperature if send_temperature else None
+        started = time.perf_counter()
+        try:
+            response = await call(temperature, forced, system)
+        except BackendError as error:
+            if send_temperature and is_rejection(error, rejects_temperature):
+                quirks.sends_temperature = False
+                continue
+            if forced and is_rejection(error, rejects_forced_tool):
+                quirks.forces_tool = False
+                continue
+            raise
+        latency = time.perf_counter() - started
+        return JudgeAttempt(response, latency, "forced" if forced else "auto", temperature)
+    raise BackendError(f"{who} kept rejecting the judge call for {model}", status=400)
+
+
+async def call_generate(
+    quirks: Quirks,
+    params: dict[str, Any],
+    call: Callable[[dict[str, Any]], Awaitable[Any]],
+    *,
+    who: str,
+    model: str,
+) -> tuple[Any, float]:
+    """Make one generation call; a 400 that rejects ``temperature`` drops it (remembered) and calls
+    again. Returns the response and the latency of the call that succeeded."""
+    params = dict(params)
+    if "temperature" in params and not quirks.sends_temperature:
+        params.pop("temperature")
+    for _ in range(2):
+        started = time.perf_counter()
+        try:
+            response = await call(dict(params))
+        except BackendError as error:
+            if "temperature" in params and is_rejection(error, rejects_temperature):
+                quirks.sends_temperature = False
+                params.pop("temperature")
+                continue
+            raise
+        return response, time.perf_counter() - started
+    raise BackendError(f"{who} kept rejecting the generation call for {model}", status=400)

@@ -24,7 +24,6 @@ import contextlib
 import json
 import os
 import re
-import time
 from typing import Any
 
 from pytest_aimeasure.judge.backends.base import (
@@ -35,13 +34,14 @@ from pytest_aimeasure.judge.backends.base import (
     JudgeReply,
     JudgeRequest,
     ProviderRejection,
+    Quirks,
     ToolMode,
-    auto_tool_instruction,
-    is_rejection,
-    rejects_forced_tool,
-    rejects_temperature,
+    call_generate,
+    call_judge,
+    is_connection_failure,
+    read_usage,
+    request_origin,
 )
-from pytest_aimeasure.models import Usage
 
 __all__ = ["LitellmBackend", "base_url_from_env", "import_litellm"]
 
@@ -103,11 +103,19 @@ class LitellmBackend:
         self.max_retries = max_retries
         self.api_base = api_base if api_base is not None else base_url_from_env(prefix)
         self.api_key = api_key
-        # Learned from rejections, then kept so later calls don't pay for the same 400 again.
-        self.sends_temperature = True
-        self.forces_tool = True
+        self.quirks = Quirks()
         self._litellm: Any = import_litellm()
         self._called = False  # aclose has background logging to drain only after a call
+
+    @property
+    def sends_temperature(self) -> bool:
+        """False once the model rejected ``temperature`` (then it is never sent again)."""
+        return self.quirks.sends_temperature
+
+    @property
+    def forces_tool(self) -> bool:
+        """False once the model rejected forced tool use (then ``tool_choice`` is "auto")."""
+        return self.quirks.forces_tool
 
     @property
     def concurrency_key(self) -> str:
@@ -170,6 +178,14 @@ class LitellmBackend:
                 f"{self.max_retries + 1} attempts)",
                 retryable=True,
             )
+        if is_connection_failure(exc):
+            # litellm reports a refused connection as a 500: say what it was, and where.
+            base = self.api_base or request_origin(exc) or f"the default {self.prefix} endpoint"
+            return BackendError(
+                f"could not reach {self.prefix} at {base} for {self.model}: {message}",
+                retryable=True,
+                unreachable=base,
+            )
         if isinstance(status, int):
             return ProviderRejection(
                 f"litellm error {status} ({type(exc).__name__}) for {self.model}: {message}",
@@ -192,38 +208,22 @@ class LitellmBackend:
             }
         ]
         turns = [{"role": m.role, "content": m.content} for m in request.messages]
-        # At most three attempts: each retry turns off one thing the model rejected.
-        for _ in range(3):
-            send_temperature = request.temperature is not None and self.sends_temperature
-            forced = self.forces_tool
-            system = request.system
-            if not forced:
-                instruction = auto_tool_instruction(tool.name)
-                system = f"{system}\n\n{instruction}" if system else instruction
+
+        async def call(temperature: float | None, forced: bool, system: str) -> Any:
             kwargs: dict[str, Any] = {
                 "messages": ([{"role": "system", "content": system}] if system else []) + turns,
                 "tools": tools,
                 "tool_choice": ({"type": "function", "function": {"name": tool.name}} if forced else "auto"),
                 "max_tokens": request.max_tokens,
             }
-            if send_temperature:
-                kwargs["temperature"] = request.temperature
-            started = time.perf_counter()
-            try:
-                response = await self._complete(kwargs, request.timeout)
-            except BackendError as error:
-                if send_temperature and is_rejection(error, rejects_temperature):
-                    self.sends_temperature = False
-                    continue
-                if forced and is_rejection(error, rejects_forced_tool):
-                    self.forces_tool = False
-                    continue
-                raise
-            latency = time.perf_counter() - started
-            mode: ToolMode = "forced" if forced else "auto"
-            sent = request.temperature if send_temperature else None
-            return self._judge_reply(response, tool.name, latency, mode, sent)
-        raise BackendError(f"litellm kept rejecting the judge call for {self.model}", status=400)
+            if temperature is not None:
+                kwargs["temperature"] = temperature
+            return await self._complete(kwargs, request.timeout)
+
+        attempt = await call_judge(self.quirks, request, call, who="litellm", model=self.model)
+        return self._judge_reply(
+            attempt.response, tool.name, attempt.latency_s, attempt.mode, attempt.temperature_sent
+        )
 
     def _judge_reply(
         self, response: Any, tool_name: str, latency: float, mode: ToolMode, temperature_sent: float | None
@@ -249,7 +249,7 @@ class LitellmBackend:
             tool_input=tool_input,
             text=text,
             raw=raw,
-            usage=_usage(response),
+            usage=read_usage(response, "prompt_tokens", "completion_tokens"),
             model=str(getattr(response, "model", None) or self.model),
             latency_s=latency,
             mode=mode,
@@ -261,41 +261,23 @@ class LitellmBackend:
         ``max_tokens``, ``temperature``, ...)."""
         params = dict(request.params)
         params.setdefault("max_tokens", DEFAULT_MAX_TOKENS)
-        if "temperature" in params and not self.sends_temperature:
-            params.pop("temperature")
         messages = ([{"role": "system", "content": request.system}] if request.system else []) + [
             {"role": "user", "content": request.prompt}
         ]
-        for _ in range(2):
-            started = time.perf_counter()
-            try:
-                response = await self._complete({**params, "messages": messages}, request.timeout)
-            except BackendError as error:
-                if "temperature" in params and is_rejection(error, rejects_temperature):
-                    self.sends_temperature = False
-                    params.pop("temperature")
-                    continue
-                raise
-            latency = time.perf_counter() - started
-            message = response.choices[0].message if getattr(response, "choices", None) else None
-            return GenerateReply(
-                text=str(getattr(message, "content", None) or ""),
-                usage=_usage(response),
-                model=str(getattr(response, "model", None) or self.model),
-                latency_s=latency,
-            )
-        raise BackendError(f"litellm kept rejecting the generation call for {self.model}", status=400)
+
+        async def call(sent: dict[str, Any]) -> Any:
+            return await self._complete({**sent, "messages": messages}, request.timeout)
+
+        response, latency = await call_generate(self.quirks, params, call, who="litellm", model=self.model)
+        message = response.choices[0].message if getattr(response, "choices", None) else None
+        return GenerateReply(
+            text=str(getattr(message, "content", None) or ""),
+            usage=read_usage(response, "prompt_tokens", "completion_tokens"),
+            model=str(getattr(response, "model", None) or self.model),
+            latency_s=latency,
+        )
 
 
 def _functions(calls: list[Any]) -> list[Any]:
     return [call.function for call in calls if getattr(call, "function", None) is not None]
 
-
-def _usage(response: Any) -> Usage:
-    usage = getattr(response, "usage", None)
-    if usage is None:
-        return Usage()
-    return Usage(
-        input_tokens=int(getattr(usage, "prompt_tokens", 0) or 0),
-        output_tokens=int(getattr(usage, "completion_tokens", 0) or 0),
-    )
