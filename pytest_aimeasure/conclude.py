@@ -49,7 +49,7 @@ def conclude(state: SessionState, session: pytest.Session) -> Outcome:
     from pytest_aimeasure.session import Outcome
 
     s = state.settings
-    outcome = Outcome()
+    outcome = Outcome(interrupted=session.exitstatus == pytest.ExitCode.INTERRUPTED)
     whole = state.whole_suite(session)
     measurements = [m for r in state.results.values() for m in r.measurements]
     findings: list[Finding] = []
@@ -123,6 +123,5 @@ def conclude(state: SessionState, session: pytest.Session) -> Outcome:
 
         write_results(s.json_path, build_results(state, outcome, int(session.exitstatus)))
     if state.recording is not None:
-        interrupted = session.exitstatus == pytest.ExitCode.INTERRUPTED
-        state.recording.finish(state, outcome, interrupted=interrupted)
+        state.recording.finish(state, outcome, interrupted=outcome.interrupted)
     return outcome

@@ -130,6 +130,7 @@ class Outcome:
     failed_because: list[str] = field(default_factory=list)
     passed: bool = True
     tables: dict[str, Any] = field(default_factory=dict)  # suites: targets side by side
+    interrupted: bool = False  # Ctrl-C: the run can be continued with --resume
 
 
 class SessionState:

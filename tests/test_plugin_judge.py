@@ -189,7 +189,7 @@ def test_interrupted_run_says_so_and_gives_the_resume_command(pytester: pytest.P
     result.stdout.fnmatch_lines(
         [
             "*aimeasure*",
-            f"*run {run_id} was interrupted*continue it with*pytest --ai-judge*--resume={run_id}*",
+            f"*run {run_id} was interrupted*continue it with*pytest *--ai-judge*--resume={run_id}*",
         ]
     )
     resumed = pytester.runpytest(
@@ -197,7 +197,8 @@ def test_interrupted_run_says_so_and_gives_the_resume_command(pytester: pytest.P
         "-k", "tone",
     )  # fmt: skip
     resumed.assert_outcomes(passed=2)
-    assert "interrupted" not in resumed.stdout.str()
+    resumed.stdout.fnmatch_lines(["*judge scripted: 1 calls, 1 samples reused*"])  # only c was judged
+    assert "was interrupted" not in resumed.stdout.str()
 
 
 # -- a lone surrogate in an artifact: a clear error naming it, never a raw UnicodeEncodeError ---------

@@ -378,6 +378,12 @@ def resume_flag(state: SessionState) -> tuple[str, ...]:
 def next_steps(state: SessionState, outcome: Outcome, new_count: int) -> list[str]:
     kinds = {f.kind for f in outcome.findings}
     steps: list[str] = []
+    if outcome.interrupted and state.recording is not None:
+        # What was judged is journaled: the rest is judged by resuming, without paying twice.
+        steps.append(
+            f"run {state.recording.run_id} was interrupted: continue it with  "
+            + rerun(state, *resume_flag(state))
+        )
     if "not_comparable" in kinds and not state.settings.update_baseline:
         steps.append(f"the judge (ruler) changed: re-baseline with  {rerun(state, '--update-baseline')}")
     run_id = state.recording.run_id if state.recording is not None else "latest"
