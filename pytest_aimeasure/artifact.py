@@ -57,6 +57,31 @@ def encode(value: Any) -> tuple[str, MediaType]:
         ) from exc
 
 
+class ArtifactError(ValueError):
+    """An artifact that cannot be recorded or sent to a judge (e.g. text that is not valid Unicode)."""
+
+
+def unicode_problem(text: str) -> str | None:
+    """What makes ``text`` impossible to encode as UTF-8 (a lone surrogate), or None.
+
+    Such text comes from decoding bytes with ``errors="surrogateescape"`` or from splitting a
+    surrogate pair; no file, journal or provider request can carry it.
+    """
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        return f"a lone surrogate U+{ord(text[exc.start]):04X} at character {exc.start}"
+    return None
+
+
+def invalid_text_message(what: str, problem: str) -> str:
+    return (
+        f"{what} is not valid Unicode text: {problem}. It can be neither recorded nor sent to the "
+        "judge; fix the generator, or replace them first (text.encode('utf-8', 'replace').decode() "
+        "turns each into '?')"
+    )
+
+
 def decode(text: str, media_type: MediaType) -> Any:
     return json.loads(text) if media_type == "json" else text
 
@@ -65,6 +90,9 @@ def make_artifact(
     key: str, value: Any, *, label: str | None, source: Literal["generated", "stored"]
 ) -> Artifact:
     text, media = encode(value)
+    problem = unicode_problem(text)
+    if problem is not None:
+        raise ArtifactError(invalid_text_message(f"artifact {key!r}", problem))
     return Artifact(
         key=key,
         value=decode(text, media) if media == "json" else value if isinstance(value, str) else text,

@@ -417,11 +417,11 @@ def aimeasure_artifact(request: pytest.FixtureRequest) -> Callable[..., Artifact
     state = request.config.stash[state_key]
 
     def get(key: str, generate: Callable[[], Any], *, label: str | None = None) -> Artifact:
-        from pytest_aimeasure.artifact import ArtifactMissing
+        from pytest_aimeasure.artifact import ArtifactError, ArtifactMissing
 
         try:
             artifact = state.artifacts.get(key, generate, label=label)
-        except ArtifactMissing as exc:
+        except (ArtifactMissing, ArtifactError) as exc:
             pytest.fail(str(exc), pytrace=False)
         record = runtime.current()
         if record is not None and key not in record.artifact_keys:

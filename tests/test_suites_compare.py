@@ -103,8 +103,11 @@ def item(
 def test_fastest_only_for_a_difference_above_timer_noise(
     fast: tuple[float, float], other: tuple[float, float], fastest: bool
 ) -> None:
-    results = [item("quick", f"p{i}", scores={"tone": [4]}, latency=s, cost=None) for i, s in enumerate(fast)]
-    results += [item("other", f"p{i}", scores={"tone": [4]}, latency=s, cost=None) for i, s in enumerate(other)]
+    results = [
+        item(target, f"p{i}", scores={"tone": [4]}, latency=s, cost=None)
+        for target, latencies in (("quick", fast), ("other", other))
+        for i, s in enumerate(latencies)
+    ]
     rows = {r["target"]: r for r in comparison_tables(results)["suites"]["s"]["rows"]}
     assert ("fastest" in rows["quick"]["verdict"]) is fastest
     assert "fastest" not in rows["other"]["verdict"]

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from pytest_aimeasure import runtime
-from pytest_aimeasure.artifact import Artifact
+from pytest_aimeasure.artifact import Artifact, invalid_text_message, unicode_problem
 from pytest_aimeasure.judge.engine import ItemSpec, NotJudged
 from pytest_aimeasure.models import Measurement
 from pytest_aimeasure.plugin import item_nodeid
@@ -111,6 +111,10 @@ class Judge:
                 pytrace=False,
             )
         text, key, sha = artifact_text(artifact)
+        problem = unicode_problem(text)
+        if problem is not None:
+            what = f"artifact {key!r}" if key else f"artifact passed to judge.score ({self._item.nodeid})"
+            pytest.fail(invalid_text_message(what, problem), pytrace=False)
         if isinstance(artifact, Artifact):
             failed = self._state.artifacts.failed_gate_for([artifact])
             if failed is not None:
