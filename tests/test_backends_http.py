@@ -6,7 +6,6 @@ import asyncio
 import json
 import subprocess
 import sys
-import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -201,13 +200,10 @@ def test_retry_turns_are_sent_in_order(kind: str, server: ProviderServer) -> Non
 )
 def test_transient_error_then_success(kind: str, fault: Fault, server: ProviderServer) -> None:
     server.script(fault, 3)
-    started = time.monotonic()
     reply = judge(make_backend(kind, server))
-    elapsed = time.monotonic() - started
     assert reply.tool_input is not None and reply.tool_input["score"] == 3
     assert server.calls == 2  # the SDK retried once
     assert [seen.status for seen in server.requests] == [fault.status, 200]
-    assert elapsed < 3.0
 
 
 @pytest.mark.parametrize("kind", KINDS)
@@ -242,13 +238,11 @@ def test_bad_request_is_not_retried(kind: str, server: ProviderServer) -> None:
 @pytest.mark.parametrize("kind", KINDS)
 def test_slow_response_times_out(kind: str, server: ProviderServer) -> None:
     server.script(Fault.slow(5))
-    started = time.monotonic()
     error = judge_error(make_backend(kind, server, timeout=0.3, max_retries=0))
-    elapsed = time.monotonic() - started
     assert "timed out after 0.3s" in str(error)
     assert "--judge-timeout" in str(error)
     assert error.retryable
-    assert elapsed < 3.0
+    assert server.calls == 1
 
 
 @pytest.mark.parametrize("kind", KINDS)
@@ -480,12 +474,9 @@ def test_concurrent_calls_overlap(kind: str) -> None:
             finally:
                 await backend.aclose()
 
-        started = time.monotonic()
         replies = asyncio.run(many())
-        elapsed = time.monotonic() - started
         assert len(replies) == n and all(r.tool_input is not None for r in replies)
-        assert server.max_in_flight == n
-        assert elapsed < n * latency
+        assert server.max_in_flight == n  # all n were in flight at once
 
 
 @pytest.mark.parametrize("kind", KINDS)

@@ -309,11 +309,8 @@ def test_samples_of_one_item_run_concurrently(
     first_start = min(s.started for s in seen)
     last_finish = max(s.finished for s in seen)
     if expected_in_flight == samples:
-        # Every request started before any had finished: all N were in flight together, so the item
-        # took about one latency where a sequential judge takes N (5 x 0.3 s; the span is what the
-        # server measured, from the first request's arrival to the last reply).
+        # Every request started before any had finished: all N were in flight together.
         assert max(s.started for s in seen) < min(s.finished for s in seen)
-        assert last_finish - first_start < samples * latency
     else:
         # Capped at 2 in flight: at least ceil(5 / 2) = 3 waves of one latency each.
         assert last_finish - first_start >= 3 * latency * 0.9

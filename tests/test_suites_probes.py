@@ -94,11 +94,12 @@ def test_probes_run_offline_and_compare_reads_the_stored_runs(
     assert main(["init", "probes"]) == 0
     result = pytester.runpytest("--ai-judge", "--judge-model", "scripted", "--aimeasure-json", "out.json")
     result.assert_outcomes(passed=17, failed=7)  # reference 12/12, echo fails 7 gates
+    # The verdicts' endings are left open: a "fastest" there would be about this machine's load.
     result.stdout.fnmatch_lines(
         [
             "Suite behavioural-baseline: 2 rows, 12 prompts, 8 dimensions (mean ± 95% CI half-width)",
-            "reference*pytest_aimeasure.suites.probes:reference_answer*12/12*4.00*best quality, reliable",
-            "echo*scripted*5/12*4.00*$0*best quality, but unreliable",
+            "reference*pytest_aimeasure.suites.probes:reference_answer*12/12*4.00*best quality, reliable*",
+            "echo*scripted*5/12*4.00*$0*best quality, but unreliable*",
             "dimension*reference*echo",
         ]
     )

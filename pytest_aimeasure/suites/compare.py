@@ -36,8 +36,9 @@ QUALITY_TIE = 0.1
 QUALITY_GAP = 0.5
 """A row this far below the best (or with a floor breach) is "quality-capped"."""
 MOSTLY_RELIABLE = 0.8
-FASTER_BY_S = 0.01
-"""A row is "fastest" only when its median latency beats the next one by more than this (and 10%)."""
+FASTER_BY_S = 0.05
+"""A row is "fastest" only when its median latency beats the next one by more than this (and 10%):
+below it, two near-instant targets (scripted, a local function) differ by scheduling noise only."""
 INLINE_DIMENSIONS = 4
 """With more dimensions than this, the terminal shows a quality column and a separate dimension table."""
 

@@ -380,8 +380,7 @@ class SuiteRunner:
         async with self._semaphore(target):
             started = time.perf_counter()
             if target.fn is not None:
-                value = await asyncio.wait_for(self._call_function(plan, target.fn), timeout)
-                latency = time.perf_counter() - started
+                value, latency = await asyncio.wait_for(self._call_function(plan, target.fn), timeout)
                 if value is None:
                     raise ValueError(f"{target.model} returned None; return the output text")
                 return Generation(
@@ -409,7 +408,9 @@ class SuiteRunner:
             reply.text,
         )
 
-    async def _call_function(self, plan: JobPlan, fn: Callable[..., Any]) -> Any:
+    async def _call_function(self, plan: JobPlan, fn: Callable[..., Any]) -> tuple[Any, float]:
+        """The callable's output and the time its call took: timed where it runs (in the worker
+        thread for a plain function), so the wait for a free thread is not counted as latency."""
         from pytest_aimeasure.suites.callables import accepted_keywords
 
         offered = {
@@ -423,11 +424,20 @@ class SuiteRunner:
         }
         kwargs = accepted_keywords(fn, offered)
         if inspect.iscoroutinefunction(fn):
-            return await fn(plan.text, **kwargs)
-        value = await asyncio.to_thread(fn, plan.text, **kwargs)
+            started = time.perf_counter()
+            value = await fn(plan.text, **kwargs)
+            return value, time.perf_counter() - started
+
+        def timed() -> tuple[Any, float]:
+            started = time.perf_counter()
+            return fn(plan.text, **kwargs), time.perf_counter() - started
+
+        value, latency = await asyncio.to_thread(timed)
         if inspect.isawaitable(value):
-            return await value
-        return value
+            started = time.perf_counter()
+            value = await value
+            latency += time.perf_counter() - started
+        return value, latency
 
     # -- judging ---------------------------------------------------------------------------------
     async def _measure(self, plan: JobPlan, artifact: Artifact, result: JobResult) -> None:
