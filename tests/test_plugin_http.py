@@ -577,13 +577,24 @@ SIX_ITEMS = """
 """
 
 
-@pytest.mark.parametrize("model", BACKENDS)
+@pytest.mark.parametrize(
+    ("model", "xdist"), [(ANTHROPIC, False), (LITELLM, False), (ANTHROPIC, True)],
+    ids=["anthropic", "litellm", "anthropic-n2"],
+)  # fmt: skip
 def test_unreachable_provider_names_its_url_and_stops_being_called(
-    pytester: pytest.Pytester, closed_port_env: dict[str, str], model: str
+    pytester: pytest.Pytester, closed_port_env: dict[str, str], model: str, xdist: bool
 ) -> None:
     base = closed_port_env[model]
     pytester.makepyfile(textwrap.dedent(SIX_ITEMS))
-    result = judged(pytester, model, "--judge-samples", "1", "--judge-retries", "0")
+    args = ("--judge-samples", "1", "--judge-retries", "0")
+    if xdist:
+        # One file runs on one worker (loadfile), and each process keeps its own count.
+        result = pytester.runpytest_subprocess(
+            "--ai-judge", "--judge-model", model, "--aimeasure-json", "out.json", *args, "-n", "2",
+            "-p", "no:hypothesispytest", timeout=120,
+        )  # fmt: skip
+    else:
+        result = judged(pytester, model, *args)
     result.assert_outcomes(errors=6)
     items = results(pytester)["items"]
     assert all(i["outcome"] == "error" and i["judge_error"] and i["measurements"] == [] for i in items)
