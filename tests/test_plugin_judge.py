@@ -189,11 +189,11 @@ def test_interrupted_run_says_so_and_gives_the_resume_command(pytester: pytest.P
     result.stdout.fnmatch_lines(
         [
             "*aimeasure*",
-            f"*run {run_id} was interrupted*continue it with*pytest *--ai-judge*--resume={run_id}*",
+            f"*run {run_id} was interrupted*continue it with*pytest *--ai-judge*--aimeasure-resume={run_id}*",
         ]
     )
     resumed = pytester.runpytest(
-        "--ai-judge", "--judge-model", "scripted", "--judge-samples", "1", f"--resume={run_id}",
+        "--ai-judge", "--judge-model", "scripted", "--judge-samples", "1", f"--aimeasure-resume={run_id}",
         "-k", "tone",
     )  # fmt: skip
     resumed.assert_outcomes(passed=2)

@@ -497,7 +497,7 @@ class JudgeEngine:
             raise ProviderUnreachable(
                 f"not judged: provider unreachable ({base}): {backend.provider} failed to connect "
                 f"{UNREACHABLE_AFTER} times in a row, so it is not called again this session; start it "
-                "or fix its base URL, then judge what is missing with --resume"
+                "or fix its base URL, then judge what is missing with --aimeasure-resume"
             )
 
     def _note_connection(self, backend: Backend, error: BackendError | None) -> None:
