@@ -118,10 +118,17 @@ def conclude(state: SessionState, session: pytest.Session) -> Outcome:
     if outcome.failed_because and session.exitstatus == pytest.ExitCode.OK:
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
-    if s.json_path is not None:
-        from pytest_aimeasure.report.results import build_results, write_results
+    from pytest_aimeasure.report.publish import publish
+    from pytest_aimeasure.report.results import build_results
 
-        write_results(s.json_path, build_results(state, outcome, int(session.exitstatus)))
+    # The reports read this frozen summary only, never the live session state.
+    results = build_results(state, outcome, int(session.exitstatus), whole_suite=whole)
+    publish(
+        results,
+        json_path=s.json_path,
+        html_path=s.html_path,
+        store=s.store if state.recording is not None else None,
+    )
     if state.recording is not None:
         state.recording.finish(state, outcome, interrupted=outcome.interrupted)
     return outcome

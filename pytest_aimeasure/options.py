@@ -71,6 +71,19 @@ def non_empty(text: str) -> str:
     return text.strip()
 
 
+def html_report_path(text: str) -> str:
+    """A path for the HTML report; the report's plotting library must be installed (checked without
+    importing it: start-up stays cheap)."""
+    import importlib.util
+
+    value = non_empty(text)
+    if importlib.util.find_spec("matplotlib") is None:
+        raise argparse.ArgumentTypeError(
+            "the HTML report needs matplotlib, which is not installed: pip install 'pytest-aimeasure[report]'"
+        )
+    return value
+
+
 class AimeasureDeprecationWarning(pytest.PytestDeprecationWarning):
     """A deprecated spelling of an option or ini key was used; it is removed in the next release."""
 
@@ -234,6 +247,15 @@ OPTIONS: tuple[Option, ...] = (
         non_empty,
         None,
         "aimeasure_json",
+        metavar="PATH",
+    ),
+    Option(
+        "--aimeasure-html",
+        "aimeasure_html",
+        "Write the session's self-contained HTML report to PATH (needs pytest-aimeasure[report]).",
+        html_report_path,
+        None,
+        "aimeasure_html",
         metavar="PATH",
     ),
     Option(

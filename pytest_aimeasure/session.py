@@ -41,6 +41,7 @@ class Settings:
     prune_baseline: bool
     drift: str
     json_path: Path | None
+    html_path: Path | None
     store: Path
     rejudge: str | None
     resume: str | None
@@ -112,6 +113,7 @@ class Settings:
             prune_baseline=bool(options.get(config, "prune_baseline")),
             drift=options.get(config, "drift"),
             json_path=path("aimeasure_json"),
+            html_path=path("aimeasure_html"),
             store=path("aimeasure_store") or root / ".aimeasure",
             rejudge=rejudge,
             resume=resume,
@@ -165,7 +167,7 @@ class SessionState:
     def active(self) -> bool:
         """Does this session keep results (judging, a baseline update or JSON output)?"""
         s = self.settings
-        return s.judging or s.update_baseline or s.json_path is not None
+        return s.judging or s.update_baseline or s.json_path is not None or s.html_path is not None
 
     @property
     def dry_run(self) -> bool:
@@ -188,6 +190,7 @@ class SessionState:
             # that compiles source while the judge thread formats a traceback can crash ast.parse.
             import pytest_aimeasure.compare
             import pytest_aimeasure.conclude
+            import pytest_aimeasure.report.publish
             import pytest_aimeasure.report.results
             import pytest_aimeasure.report.terminal  # noqa: F401
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import tempfile
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Literal
 
@@ -17,6 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from pytest_aimeasure import __version__
 from pytest_aimeasure.compare import DimensionComparison, ItemComparison
 from pytest_aimeasure.models import Finding, ItemResult
+from pytest_aimeasure.stats import VAR_FLOOR_DEFAULT, dimension_stats
 
 RESULTS_FORMAT = 1
 
@@ -26,6 +28,43 @@ class ResultItem(ItemResult):
 
     verdict: str | None = Field(default=None, description="the item's comparison with the baseline")
     comparison: ItemComparison | None = None
+
+
+class BaselineDimension(BaseModel):
+    """The baseline's estimate of one dimension over the items this session paired with it."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    mean: float
+    ci_low: float
+    ci_high: float
+    m: int
+
+
+class CalibrationBin(BaseModel):
+    """Anchors whose reference score falls in one bin: the judge's mean score on them."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    reference: float
+    judge: float
+    n: int = Field(ge=1)
+
+
+class CalibrationFigure(BaseModel):
+    """One dimension's calibration, as the HTML report draws it (the optional input that a calibration
+    step fills in; the report shows a section only when there is at least one)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    dimension: str
+    anchors: int = Field(ge=0, description="anchor artifacts with a reference score")
+    agreement: dict[str, float] = Field(
+        default_factory=dict, description="named agreement statistics, e.g. weighted_kappa, spearman"
+    )
+    bias: dict[str, float] = Field(default_factory=dict, description="named bias probes, e.g. length, position")
+    bins: list[CalibrationBin] = Field(default_factory=list, description="reliability diagram points")
+    notes: list[str] = Field(default_factory=list)
 
 
 class SessionResults(BaseModel):
@@ -44,6 +83,20 @@ class SessionResults(BaseModel):
     spend: dict[str, Any]
     baseline: dict[str, Any] = Field(default_factory=dict, description="path, and what an update did")
     comparison_tables: dict[str, Any] = Field(default_factory=dict, description="suite target tables")
+    baseline_dimensions: dict[str, BaselineDimension] = Field(
+        default_factory=dict, description="the baseline's mean and 95% CI over the items paired per dimension"
+    )
+    calibration: list[CalibrationFigure] = Field(default_factory=list)
+    started_at: str | None = None
+    ended_at: str | None = None
+    var_floor: float = VAR_FLOOR_DEFAULT
+    drift: Literal["fail", "warn", "off"] = "fail"
+    whole_suite: bool | None = Field(default=None, description="did the session select the whole suite")
+    shards: list[str] = Field(default_factory=list, description="the shard results a merge combined")
+
+    @property
+    def failed_items(self) -> list[ResultItem]:
+        return [i for i in self.items if i.outcome in ("failed", "error")]
 
 
 def write_results(path: Path, results: SessionResults) -> None:
@@ -62,7 +115,42 @@ def write_results(path: Path, results: SessionResults) -> None:
         raise
 
 
-def build_results(state: Any, outcome: Any, exit_status: int) -> SessionResults:
+def read_results(path: Path) -> SessionResults:
+    """Load a results file, with an error that names it."""
+    from pydantic import ValidationError
+
+    try:
+        return SessionResults.model_validate_json(path.read_bytes())
+    except OSError as exc:
+        raise ValueError(f"cannot read results file {path}: {exc.strerror or exc}") from None
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first["loc"]) or "top level"
+        raise ValueError(
+            f"{path} is not an aimeasure results file (written by --aimeasure-json): {where}: {first['msg']}"
+        ) from None
+
+
+def baseline_dimensions(
+    baseline: Any, dimensions: dict[str, DimensionComparison], items: dict[str, ItemComparison], var_floor: float
+) -> dict[str, BaselineDimension]:
+    """Per dimension, the baseline's mean and CI over the entries the comparison paired."""
+    if baseline is None:
+        return {}
+    out: dict[str, BaselineDimension] = {}
+    for name in dimensions:
+        paired = [
+            baseline.entries[c.item_id].scores
+            for c in items.values()
+            if c.dimension == name and c.delta is not None and c.item_id in baseline.entries
+        ]
+        if paired:
+            stats = dimension_stats([[float(s) for s in scores] for scores in paired], var_floor=var_floor)
+            out[name] = BaselineDimension(mean=stats.mean, ci_low=stats.ci_low, ci_high=stats.ci_high, m=stats.m)
+    return out
+
+
+def build_results(state: Any, outcome: Any, exit_status: int, *, whole_suite: bool | None = None) -> SessionResults:
     comparison = outcome.comparison
     items: list[ResultItem] = []
     for result in sorted(state.results.values(), key=lambda r: r.nodeid):
@@ -91,4 +179,14 @@ def build_results(state: Any, outcome: Any, exit_status: int) -> SessionResults:
             "note": outcome.baseline_note,
         },
         comparison_tables=outcome.tables,
+        baseline_dimensions=(
+            baseline_dimensions(state.baseline, comparison.dimensions, comparison.items, state.settings.var_floor)
+            if comparison is not None
+            else {}
+        ),
+        started_at=recording.run.meta.started_at if recording is not None else None,
+        ended_at=datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        var_floor=state.settings.var_floor,
+        drift=state.settings.drift,
+        whole_suite=whole_suite,
     )

@@ -1,0 +1,202 @@
+"""The self-contained HTML report: one file, no script, no network, charts as inline SVG.
+
+Input is frozen data only: the session's :class:`SessionResults` (a live session's, a stored run's, or a
+merge of shards), optionally the dimension trends across stored runs
+(:func:`pytest_aimeasure.report.trends.trends`) and calibration figures
+(``SessionResults.calibration``, or passed in). Everything that comes from outside the plugin (artifact
+text, judge rationales, test ids) is escaped by the template engine (Jinja2 autoescape): an artifact
+that holds ``<script>`` shows as text.
+
+The page has no JavaScript at all: the per-item samples and rationales sit in ``<details>`` elements
+that any browser opens on click, and the page prints as it shows.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from pytest_aimeasure import __version__
+from pytest_aimeasure.report import charts
+from pytest_aimeasure.report.charts import REPORT_EXTRA, DimensionPoint, ReportDependencyError
+from pytest_aimeasure.report.markdown import SEVERITY_ORDER, next_command
+from pytest_aimeasure.report.results import CalibrationFigure, SessionResults
+from pytest_aimeasure.report.trends import DimensionTrend
+
+EXCERPT_CHARS = 1200
+
+
+def _environment() -> Any:
+    try:
+        import jinja2
+    except ImportError as exc:
+        raise ReportDependencyError(f"the HTML report needs Jinja2: pip install '{REPORT_EXTRA}' ({exc})") from None
+    return jinja2.Environment(
+        loader=jinja2.PackageLoader("pytest_aimeasure.report", "templates"),
+        autoescape=True,
+        undefined=jinja2.StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
+
+
+def _slug(text: str) -> str:
+    return "".join(c if c.isalnum() else "-" for c in text).strip("-").lower() or "x"
+
+
+def _clip(text: str | None, limit: int = EXCERPT_CHARS) -> str:
+    if not text:
+        return ""
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _dimension_rows(results: SessionResults) -> list[dict[str, Any]]:
+    rows = []
+    for name, d in sorted(results.dimensions.items()):
+        base = results.baseline_dimensions.get(name)
+        rows.append(
+            {
+                "name": name,
+                "now": d.now_mean,
+                "now_ci": d.now_ci,
+                "baseline": base.mean if base is not None else d.baseline_mean,
+                "baseline_ci": (base.ci_low, base.ci_high) if base is not None else None,
+                "delta": d.delta,
+                "delta_ci": d.delta_ci,
+                "mde": d.mde,
+                "m": d.m or len(d.items_new),
+                "verdict": d.verdict,
+                "demoted": d.demoted,
+                "changed": d.changed_fields,
+            }
+        )
+    return rows
+
+
+def _floors(results: SessionResults) -> dict[str, float]:
+    out: dict[str, float] = {}
+    for item in results.items:
+        for m in item.measurements:
+            out[m.dimension] = max(out.get(m.dimension, m.floor), m.floor)
+    return out
+
+
+def _items(results: SessionResults) -> list[dict[str, Any]]:
+    rows = []
+    for item in results.items:
+        rows.append(
+            {
+                "nodeid": item.nodeid,
+                "item_id": item.item_id or item.nodeid,
+                "kind": item.kind,
+                "outcome": item.outcome,
+                "verdict": item.verdict,
+                "comparison": item.comparison,
+                "message": item.message,
+                "measurements": item.measurements,
+                "target": item.extra.get("target"),
+            }
+        )
+    order = {"error": 0, "failed": 1, "passed": 2, "skipped": 3}
+    rows.sort(key=lambda r: (order.get(r["outcome"], 4), r["nodeid"]))
+    return rows
+
+
+def render_html(
+    results: SessionResults,
+    *,
+    trends: Mapping[str, DimensionTrend] | None = None,
+    calibration: Sequence[CalibrationFigure] | None = None,
+    title: str | None = None,
+) -> str:
+    """The report as one HTML string."""
+    env = _environment()
+    floors = _floors(results)
+    dimension_rows = _dimension_rows(results)
+    overview = None
+    if dimension_rows:
+        overview = charts.baseline_vs_now(
+            "dims",
+            [
+                DimensionPoint(
+                    dimension=r["name"],
+                    now_mean=r["now"],
+                    now_ci=r["now_ci"],
+                    baseline_mean=r["baseline"],
+                    baseline_ci=r["baseline_ci"],
+                    floor=floors.get(r["name"]),
+                )
+                for r in dimension_rows
+            ],
+        )
+    trend_views = []
+    for name, series in sorted((trends or {}).items()):
+        chart_id = f"trend-{_slug(name)}"
+        trend_views.append(
+            {
+                "name": name,
+                "id": chart_id,
+                "svg": charts.trend(chart_id, name, series.points, series.floor),
+                "rows": list(zip(series.runs, series.points, series.items, strict=True)),
+                "floor": series.floor,
+            }
+        )
+    figures = list(calibration if calibration is not None else results.calibration)
+    calibration_views = []
+    for figure in figures:
+        chart_id = f"calibration-{_slug(figure.dimension)}"
+        points = [(b.reference, b.judge, b.n) for b in figure.bins]
+        calibration_views.append(
+            {
+                "figure": figure,
+                "id": chart_id,
+                "svg": charts.reliability(chart_id, points, figure.dimension) if points else None,
+            }
+        )
+    findings = sorted(results.findings, key=lambda f: SEVERITY_ORDER[f.severity])
+    template = env.get_template("report.html.j2")
+    return str(
+        template.render(
+            title=title or f"aimeasure report{' — ' + results.run_id if results.run_id else ''}",
+            r=results,
+            findings=findings,
+            counts={s: sum(1 for f in findings if f.severity == s) for s in SEVERITY_ORDER},
+            dimension_rows=dimension_rows,
+            overview=overview,
+            trends=trend_views,
+            tables=(results.comparison_tables or {}).get("suites", {}),
+            items=_items(results),
+            calibration=calibration_views,
+            next_command=next_command(results),
+            clip=_clip,
+            version=__version__,
+        )
+    )
+
+
+def write_html(
+    path: Path,
+    results: SessionResults,
+    *,
+    trends: Mapping[str, DimensionTrend] | None = None,
+    calibration: Sequence[CalibrationFigure] | None = None,
+) -> Path:
+    """Render and write atomically (a half-written report is never left behind)."""
+    text = render_html(results, trends=trends, calibration=calibration)
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=path.name + ".", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)  # a report is for sharing: not mkstemp's owner-only mode
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return path

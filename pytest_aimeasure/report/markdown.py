@@ -1,0 +1,116 @@
+"""The session as Markdown: the GitHub job summary (``GITHUB_STEP_SUMMARY``) and
+``aimeasure summary RUN --markdown``.
+
+Judge rationales and artifact excerpts are untrusted text: they are flattened to one line, and the
+characters that would open HTML or break a table (``<``, ``>``, ``|``, backticks) are escaped.
+"""
+
+from __future__ import annotations
+
+from pytest_aimeasure.compare import REBASELINE, DimensionComparison
+from pytest_aimeasure.report.results import SessionResults
+
+SEVERITY_ORDER = {"fail": 0, "warn": 1, "info": 2}
+MAX_FINDINGS = 50
+TEXT_CHARS = 300
+
+
+def escape(text: str, limit: int = TEXT_CHARS) -> str:
+    flat = " ".join(str(text).split())
+    if len(flat) > limit:
+        flat = flat[: limit - 1].rstrip() + "…"
+    for raw, safe in (("&", "&amp;"), ("<", "&lt;"), (">", "&gt;"), ("|", "\\|"), ("`", "'")):
+        flat = flat.replace(raw, safe)
+    return flat
+
+
+def _half(ci: tuple[float, float] | None) -> str:
+    return f" ± {(ci[1] - ci[0]) / 2:.2f}" if ci else ""
+
+
+def _delta(d: DimensionComparison) -> str:
+    if d.delta is None:
+        return "—"
+    text = f"{d.delta:+.2f}"
+    if d.delta_ci is not None:
+        text += f" [{d.delta_ci[0]:+.2f}, {d.delta_ci[1]:+.2f}]"
+    return text
+
+
+def next_command(results: SessionResults) -> str:
+    """What to run next, given how the session ended."""
+    kinds = {f.kind for f in results.findings if f.severity in ("fail", "warn")}
+    run = results.run_id or "latest"
+    if "not_comparable" in kinds or "improved" in kinds:
+        return f"{REBASELINE}   # the judge changed or the baseline is stale: re-baseline, then commit it"
+    if not results.passed:
+        return f"aimeasure show {run}   # then: aimeasure report {run} -o aimeasure-report.html"
+    if results.dimensions and all(d.verdict == "new" for d in results.dimensions.values()):
+        return f"{REBASELINE}   # record the first baseline, then commit it"
+    return f"aimeasure report {run} -o aimeasure-report.html   # trends and every sample"
+
+
+def summary_markdown(results: SessionResults) -> str:
+    """The Markdown summary of one session (or a merge of shards)."""
+    lines: list[str] = []
+    verdict = "✅ passed" if results.passed else "❌ failed"
+    lines.append(f"## aimeasure: {verdict}")
+    facts = []
+    if results.run_id:
+        facts.append(f"run `{escape(results.run_id)}`")
+    if results.shards:
+        facts.append(f"{len(results.shards)} shards merged")
+    if results.judge_model:
+        facts.append(f"judge `{escape(results.judge_model)}`")
+    measured = sum(1 for i in results.items if i.measurements)
+    facts.append(f"{len(results.items)} tests, {measured} judged")
+    calls = results.spend.get("calls")
+    if calls is not None:
+        facts.append(f"{calls} judge calls")
+    cost = results.spend.get("cost_usd")
+    facts.append("spend unknown" if cost is None else f"spend ${cost:.4f}")
+    lines += ["", " · ".join(facts)]
+    if results.failed_because:
+        lines += ["", "**Why it failed:**"]
+        lines += [f"- {escape(reason)}" for reason in results.failed_because]
+
+    if results.dimensions:
+        lines += [
+            "",
+            "### Dimensions",
+            "",
+            "| dimension | now (95% CI) | baseline | Δ (95% CI) | items | verdict |",
+            "|---|---|---|---|---|---|",
+        ]
+        for name, d in sorted(results.dimensions.items()):
+            now = "—" if d.now_mean is None else f"{d.now_mean:.2f}{_half(d.now_ci)}"
+            base = results.baseline_dimensions.get(name)
+            if base is not None:
+                base_text = f"{base.mean:.2f} ± {(base.ci_high - base.ci_low) / 2:.2f}"
+            else:
+                base_text = "—" if d.baseline_mean is None else f"{d.baseline_mean:.2f}"
+            verdict_text = d.verdict.replace("_", " ")
+            if d.demoted:
+                verdict_text += " (Holm)"
+            m = d.m or len(d.items_new)
+            lines.append(
+                f"| {escape(name)} | {now} | {base_text} | {_delta(d)} | {m} | **{verdict_text}** |"
+            )
+
+    shown = sorted(results.findings, key=lambda f: SEVERITY_ORDER[f.severity])
+    if shown:
+        lines += ["", f"### Findings ({len(shown)})", ""]
+        for f in shown[:MAX_FINDINGS]:
+            item = f.nodeid if f.nodeid and f.nodeid not in f.subject else None
+            where = f"`{escape(f.subject, 200)}`" + (f" (`{escape(item, 200)}`)" if item else "")
+            lines.append(f"- **{f.severity}** {f.kind.replace('_', ' ')} {where}: {escape(f.message)}")
+            if f.rationale:
+                lines.append(f"  - judge: {escape(f.rationale)}")
+            if f.excerpt:
+                lines.append(f"  - artifact: {escape(f.excerpt, 200)}")
+        if len(shown) > MAX_FINDINGS:
+            lines.append(f"- … {len(shown) - MAX_FINDINGS} more: `aimeasure show {results.run_id or 'latest'}`")
+    else:
+        lines += ["", "No findings."]
+    lines += ["", "**Next:**", "", "```", next_command(results), "```"]
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,147 @@
+"""What the reports read from the run store: a run's session results, and each dimension across runs.
+
+A run that kept its results (``results.json``, written at the session's end) is read as it is; an older
+or interrupted run is rebuilt from its items: measurements, findings and outcomes, without the
+baseline comparison it never finished.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from pytest_aimeasure.models import Fingerprint, Measurement
+from pytest_aimeasure.report.charts import TrendPoint
+from pytest_aimeasure.report.results import ResultItem, SessionResults, read_results
+from pytest_aimeasure.stats import VAR_FLOOR_DEFAULT, dimension_stats
+from pytest_aimeasure.store import Run, RunStore, StoreError
+
+DRIFT_KINDS = frozenset(
+    {"regressed", "improved", "inconclusive", "underpowered", "not_comparable", "missing", "new"}
+)
+
+
+def ruler(fingerprint: Fingerprint) -> Fingerprint:
+    """The instrument of a run for one dimension: per-item rubrics (probes carry their own) are not
+    part of it; rubric changes show up against the baseline, item by item."""
+    return fingerprint.model_copy(update={"rubric_hash": ""})
+
+
+def results_of_run(run: Run) -> SessionResults:
+    """A stored run's session results: as the session wrote them, else rebuilt from its items."""
+    kept = run.path / "results.json"
+    if kept.is_file():
+        try:
+            return read_results(kept)
+        except ValueError as exc:
+            raise StoreError(str(exc), path=kept) from None
+    items, _ = run.read_items()
+    failed = [i for i in items if i.outcome in ("failed", "error")]
+    meta = run.meta
+    reasons = [f"{len(failed)} test(s) failed (gates, floors or judge errors)"] if failed else []
+    if meta.status != "finished":
+        reasons.append(f"the run is {meta.status}: it did not reach its end")
+    return SessionResults(
+        run_id=run.run_id,
+        judge_model=meta.judge_model,
+        passed=not reasons,
+        failed_because=reasons,
+        exit_status=1 if reasons else 0,
+        items=[ResultItem(**i.model_dump()) for i in items],
+        findings=[f for i in items for f in i.findings],
+        spend={"calls": meta.judge_calls, "cost_usd": meta.spend_usd},
+        started_at=meta.started_at,
+        ended_at=meta.ended_at,
+    )
+
+
+@dataclass
+class DimensionTrend:
+    """One dimension across runs, oldest first."""
+
+    dimension: str
+    runs: list[str] = field(default_factory=list)
+    points: list[TrendPoint] = field(default_factory=list)
+    items: list[int] = field(default_factory=list)
+    floor: float | None = None
+
+
+def _measurements(results: SessionResults) -> dict[str, list[Measurement]]:
+    out: dict[str, list[Measurement]] = {}
+    for item in results.items:
+        for m in item.measurements:
+            if m.samples:
+                out.setdefault(m.dimension, []).append(m)
+    return out
+
+
+def trends(
+    runs: Sequence[tuple[str, SessionResults]], *, var_floor: float = VAR_FLOOR_DEFAULT
+) -> dict[str, DimensionTrend]:
+    """Per dimension, one point per run that measured it (``runs`` oldest first): the mean of the item
+    means with its 95% CI, and the fingerprint fields that changed since the previous point."""
+    out: dict[str, DimensionTrend] = {}
+    previous: dict[str, Fingerprint] = {}
+    for run_id, results in runs:
+        for dimension, ms in sorted(_measurements(results).items()):
+            stats = dimension_stats([[float(s.score) for s in m.samples] for m in ms], var_floor=var_floor)
+            current = ruler(ms[0].fingerprint)
+            mixed = {ruler(m.fingerprint) for m in ms}
+            before = previous.get(dimension)
+            changed = before.differences(current) if before is not None else []
+            if len(mixed) > 1:
+                changed = sorted({f for fp in mixed for f in current.differences(fp)}) or ["mixed in run"]
+            previous[dimension] = current
+            series = out.setdefault(dimension, DimensionTrend(dimension))
+            series.runs.append(run_id)
+            series.items.append(stats.m)
+            series.points.append(
+                TrendPoint(
+                    label=short_run(run_id),
+                    mean=stats.mean,
+                    ci_low=stats.ci_low,
+                    ci_high=stats.ci_high,
+                    ruler_changed=changed,
+                )
+            )
+            series.floor = max(m.floor for m in ms)
+    return out
+
+
+def short_run(run_id: str) -> str:
+    """``20261129T232400Z-3fa2`` → ``11-29 23:24 3fa2``: what fits under a chart's x axis."""
+    stamp, _, suffix = run_id.partition("-")
+    if len(stamp) == 16 and stamp[8] == "T":
+        return f"{stamp[4:6]}-{stamp[6:8]} {stamp[9:11]}:{stamp[11:13]} {suffix}".strip()
+    return run_id
+
+
+def load_runs(store: RunStore, run_ids: Sequence[str]) -> tuple[list[tuple[str, SessionResults]], list[str]]:
+    """The results of ``run_ids`` (resolved ids), oldest first, and the problems met reading them."""
+    out: list[tuple[str, SessionResults]] = []
+    problems: list[str] = []
+    for run_id in run_ids:
+        run = store.open_run(run_id)
+        try:
+            out.append((run_id, results_of_run(run)))
+        except StoreError as exc:
+            problems.append(str(exc))
+        finally:
+            run.close()
+    out.sort(key=lambda pair: (pair[1].started_at or "", pair[0]))
+    return out, problems
+
+
+def trends_from_store(
+    store: Path, *, upto: str | None = None, limit: int = 30
+) -> dict[str, DimensionTrend]:
+    """Trends over the store's finished runs (at most the newest ``limit``), up to and including ``upto``."""
+    run_store = RunStore(store)
+    metas, _ = run_store.list_runs()  # newest first
+    if upto is not None:
+        ids = [m.run_id for m in metas]
+        metas = metas[ids.index(upto) :] if upto in ids else metas
+    chosen = [m.run_id for m in metas if m.status != "running" or m.run_id == upto][:limit]
+    runs, _ = load_runs(run_store, chosen)
+    return trends(runs)
