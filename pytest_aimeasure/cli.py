@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import json
 import os
 import sys
 from collections.abc import Callable, Sequence
@@ -47,7 +48,11 @@ from pytest_aimeasure.store import Run, RunStore, StoreError
 
 __all__ = ["EXTENSION_MODULES", "CliContext", "Subcommand", "commands", "main"]
 
-EXTENSION_MODULES: tuple[str, ...] = ("pytest_aimeasure.suites_cli", "pytest_aimeasure.compare_cli")
+EXTENSION_MODULES: tuple[str, ...] = (
+    "pytest_aimeasure.suites_cli",
+    "pytest_aimeasure.compare_cli",
+    "pytest_aimeasure.report_cli",
+)
 DEFAULT_STORE = ".aimeasure"
 INI_KEY = "aimeasure_store"
 RATIONALE_CHARS = 70
@@ -164,10 +169,16 @@ def _estimate(m: Measurement) -> str:
 
 def _add_history(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--limit", type=int, default=20, help="show at most N runs (0: all; default 20)")
+    parser.add_argument("--json", action="store_true", help="print the runs' metadata as JSON")
 
 
 def _run_history(args: argparse.Namespace, ctx: CliContext) -> int:
     metas, problems = ctx.store().list_runs()
+    if args.json:
+        chosen = metas if args.limit <= 0 else metas[: args.limit]
+        data = {"runs": [m.model_dump(mode="json") for m in chosen], "problems": [str(p) for p in problems]}
+        ctx.print(json.dumps(data, indent=2, sort_keys=True))
+        return EXIT_OK
     if not metas and not problems:
         ctx.print(f"no runs in {ctx.store_path} yet; run pytest with the aimeasure plugin to record one")
         return EXIT_OK
@@ -205,6 +216,11 @@ def _add_run_ref(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("run", metavar="RUN_ID", help="a run id, a unique prefix of one, or 'latest'")
 
 
+def _add_show(parser: argparse.ArgumentParser) -> None:
+    _add_run_ref(parser)
+    parser.add_argument("--json", action="store_true", help="print the run's metadata and items as JSON")
+
+
 def _open(ctx: CliContext, ref: str) -> Run:
     store = ctx.store()
     try:
@@ -228,6 +244,14 @@ def _run_show(args: argparse.Namespace, ctx: CliContext) -> int:
     run = _open(ctx, args.run)
     meta = next((m for m in store.list_runs()[0] if m.run_id == run.run_id), run.meta)
     items, item_problems = run.read_items()
+    if args.json:
+        data = {
+            "meta": meta.model_dump(mode="json"),
+            "items": [i.model_dump(mode="json") for i in items],
+            "problems": item_problems,
+        }
+        ctx.print(json.dumps(data, indent=2, sort_keys=True))
+        return EXIT_OK
     ctx.print(
         f"run {meta.run_id}: {meta.status}, started {_when(meta.started_at)} UTC ({_duration(meta)}), "
         f"commit {_commit(meta)}"
@@ -418,7 +442,7 @@ def _run_cache(args: argparse.Namespace, ctx: CliContext) -> int:
 
 BUILTIN: tuple[Subcommand, ...] = (
     Subcommand("history", "list runs, newest first", _add_history, _run_history),
-    Subcommand("show", "one run's items, scores, gates and findings", _add_run_ref, _run_show),
+    Subcommand("show", "one run's items, scores, gates and findings", _add_show, _run_show),
     Subcommand("trend", "one dimension's mean across runs", _add_trend, _run_trend),
     Subcommand("delete", "delete one run", _add_run_id, _run_delete),
     Subcommand("cache", "maintain the sample cache", _add_cache, _run_cache),

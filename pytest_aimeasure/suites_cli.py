@@ -14,16 +14,23 @@ from __future__ import annotations
 import argparse
 import json
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from pytest_aimeasure.cli import CliContext, Subcommand, UsageError
-from pytest_aimeasure.store import StoreError
+from pytest_aimeasure.store import RunStore, StoreError
+
+if TYPE_CHECKING:
+    from pytest_aimeasure.compare import Comparison
 
 __all__ = ["SUBCOMMANDS"]
 
 
 def _add_compare(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
-        "runs", nargs="+", metavar="RUN_ID", help="run ids (a unique prefix, or 'latest'), oldest first"
+        "runs",
+        nargs="+",
+        metavar="RUN_ID",
+        help="run ids (a unique prefix, or 'latest'), oldest first; two runs of plain tests: item by item",
     )
     parser.add_argument("--json", action="store_true", help="print the tables as JSON instead")
 
@@ -41,19 +48,46 @@ def _run_compare(args: argparse.Namespace, ctx: CliContext) -> int:
         if run_id not in run_ids:
             run_ids.append(run_id)
     tables, problems = tables_from_runs(store, run_ids)
+    # Two runs with plain (non-suite) dimension tests: item by item, the earlier run as the baseline.
+    pair = _plain_pair(store, run_ids) if len(run_ids) == 2 else None
     if args.json:
-        ctx.print(json.dumps(tables, indent=2, sort_keys=True))
-    elif not tables:
+        data = tables if pair is None else {"tables": tables, "items": pair[0].model_dump(mode="json")}
+        ctx.print(json.dumps(data, indent=2, sort_keys=True))
+    elif not tables and pair is None:
         ctx.print(
-            f"no suite results in {', '.join(run_ids)}: runs record suite items when pytest runs a "
-            "*.aimeasure.yaml file with --ai-judge"
+            f"no suite results and no judged tests in common in {', '.join(run_ids)}: give two runs "
+            "of the same tests, or runs of a *.aimeasure.yaml suite"
         )
     else:
         for line in render_tables(tables):
             ctx.print(line)
+        if pair is not None:
+            from pytest_aimeasure.report.rundiff import render_comparison
+
+            if tables:
+                ctx.print("")
+            for line in render_comparison(pair[0], *run_ids):
+                ctx.print(line)
     for problem in problems:
         print(f"problem: {problem}", file=ctx.err)
     return 0
+
+
+def _plain_pair(store: RunStore, run_ids: list[str]) -> tuple[Comparison] | None:
+    """The item-by-item comparison of two runs, when they measured plain (non-suite) tests."""
+    from pytest_aimeasure.report.rundiff import compare_runs
+    from pytest_aimeasure.report.trends import results_of_run
+
+    loaded = []
+    for run_id in run_ids:
+        run = store.open_run(run_id)
+        try:
+            loaded.append(results_of_run(run))
+        finally:
+            run.close()
+    if not any(i.measurements and not i.extra.get("suite") for r in loaded for i in r.items):
+        return None
+    return (compare_runs(loaded[0], loaded[1]),)
 
 
 def _add_init(parser: argparse.ArgumentParser) -> None:
@@ -100,6 +134,11 @@ def _run_init(args: argparse.Namespace, ctx: CliContext) -> int:
 
 
 SUBCOMMANDS = [
-    Subcommand("compare", "suite tables of stored runs, targets side by side", _add_compare, _run_compare),
+    Subcommand(
+        "compare",
+        "stored runs side by side: suite tables, or two runs item by item",
+        _add_compare,
+        _run_compare,
+    ),
     Subcommand("init", "write a suite file: the 12-probe behavioural baseline", _add_init, _run_init),
 ]

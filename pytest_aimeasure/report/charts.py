@@ -207,7 +207,7 @@ def reliability(chart_id: str, points: Sequence[tuple[float, float, int]], title
     _style(ax)
     ax.plot([SCORE_MIN, SCORE_MAX], [SCORE_MIN, SCORE_MAX], color=BASE, lw=1, ls="--")
     if points:
-        xs, ys, ns = zip(*points, strict=True)
+        xs, ys, _ = zip(*points, strict=True)
         (line,) = ax.plot(xs, ys, "o", color=NOW, ms=6)
         line.set_gid(f"{chart_id}-points")
         for x, y, n in points:

@@ -33,7 +33,9 @@ def _environment() -> Any:
     try:
         import jinja2
     except ImportError as exc:
-        raise ReportDependencyError(f"the HTML report needs Jinja2: pip install '{REPORT_EXTRA}' ({exc})") from None
+        raise ReportDependencyError(
+            f"the HTML report needs Jinja2: pip install '{REPORT_EXTRA}' ({exc})"
+        ) from None
     return jinja2.Environment(
         loader=jinja2.PackageLoader("pytest_aimeasure.report", "templates"),
         autoescape=True,
@@ -101,7 +103,7 @@ def _items(results: SessionResults) -> list[dict[str, Any]]:
             }
         )
     order = {"error": 0, "failed": 1, "passed": 2, "skipped": 3}
-    rows.sort(key=lambda r: (order.get(r["outcome"], 4), r["nodeid"]))
+    rows.sort(key=lambda r: (order.get(str(r["outcome"]), 4), str(r["nodeid"])))
     return rows
 
 

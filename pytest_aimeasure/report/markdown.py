@@ -93,9 +93,7 @@ def summary_markdown(results: SessionResults) -> str:
             if d.demoted:
                 verdict_text += " (Holm)"
             m = d.m or len(d.items_new)
-            lines.append(
-                f"| {escape(name)} | {now} | {base_text} | {_delta(d)} | {m} | **{verdict_text}** |"
-            )
+            lines.append(f"| {escape(name)} | {now} | {base_text} | {_delta(d)} | {m} | **{verdict_text}** |")
 
     shown = sorted(results.findings, key=lambda f: SEVERITY_ORDER[f.severity])
     if shown:
@@ -109,7 +107,9 @@ def summary_markdown(results: SessionResults) -> str:
             if f.excerpt:
                 lines.append(f"  - artifact: {escape(f.excerpt, 200)}")
         if len(shown) > MAX_FINDINGS:
-            lines.append(f"- … {len(shown) - MAX_FINDINGS} more: `aimeasure show {results.run_id or 'latest'}`")
+            lines.append(
+                f"- … {len(shown) - MAX_FINDINGS} more: `aimeasure show {results.run_id or 'latest'}`"
+            )
     else:
         lines += ["", "No findings."]
     lines += ["", "**Next:**", "", "```", next_command(results), "```"]

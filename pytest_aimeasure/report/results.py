@@ -62,7 +62,9 @@ class CalibrationFigure(BaseModel):
     agreement: dict[str, float] = Field(
         default_factory=dict, description="named agreement statistics, e.g. weighted_kappa, spearman"
     )
-    bias: dict[str, float] = Field(default_factory=dict, description="named bias probes, e.g. length, position")
+    bias: dict[str, float] = Field(
+        default_factory=dict, description="named bias probes, e.g. length, position"
+    )
     bins: list[CalibrationBin] = Field(default_factory=list, description="reliability diagram points")
     notes: list[str] = Field(default_factory=list)
 
@@ -132,7 +134,10 @@ def read_results(path: Path) -> SessionResults:
 
 
 def baseline_dimensions(
-    baseline: Any, dimensions: dict[str, DimensionComparison], items: dict[str, ItemComparison], var_floor: float
+    baseline: Any,
+    dimensions: dict[str, DimensionComparison],
+    items: dict[str, ItemComparison],
+    var_floor: float,
 ) -> dict[str, BaselineDimension]:
     """Per dimension, the baseline's mean and CI over the entries the comparison paired."""
     if baseline is None:
@@ -146,11 +151,15 @@ def baseline_dimensions(
         ]
         if paired:
             stats = dimension_stats([[float(s) for s in scores] for scores in paired], var_floor=var_floor)
-            out[name] = BaselineDimension(mean=stats.mean, ci_low=stats.ci_low, ci_high=stats.ci_high, m=stats.m)
+            out[name] = BaselineDimension(
+                mean=stats.mean, ci_low=stats.ci_low, ci_high=stats.ci_high, m=stats.m
+            )
     return out
 
 
-def build_results(state: Any, outcome: Any, exit_status: int, *, whole_suite: bool | None = None) -> SessionResults:
+def build_results(
+    state: Any, outcome: Any, exit_status: int, *, whole_suite: bool | None = None
+) -> SessionResults:
     comparison = outcome.comparison
     items: list[ResultItem] = []
     for result in sorted(state.results.values(), key=lambda r: r.nodeid):
@@ -180,7 +189,9 @@ def build_results(state: Any, outcome: Any, exit_status: int, *, whole_suite: bo
         },
         comparison_tables=outcome.tables,
         baseline_dimensions=(
-            baseline_dimensions(state.baseline, comparison.dimensions, comparison.items, state.settings.var_floor)
+            baseline_dimensions(
+                state.baseline, comparison.dimensions, comparison.items, state.settings.var_floor
+            )
             if comparison is not None
             else {}
         ),

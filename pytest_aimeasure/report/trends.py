@@ -133,9 +133,7 @@ def load_runs(store: RunStore, run_ids: Sequence[str]) -> tuple[list[tuple[str, 
     return out, problems
 
 
-def trends_from_store(
-    store: Path, *, upto: str | None = None, limit: int = 30
-) -> dict[str, DimensionTrend]:
+def trends_from_store(store: Path, *, upto: str | None = None, limit: int = 30) -> dict[str, DimensionTrend]:
     """Trends over the store's finished runs (at most the newest ``limit``), up to and including ``upto``."""
     run_store = RunStore(store)
     metas, _ = run_store.list_runs()  # newest first

@@ -1,0 +1,185 @@
+"""Shard merge: the results of a CI matrix's shards as one session.
+
+Each shard (``pytest -k ...``, pytest-split, one machine of a matrix) writes its results with
+``--aimeasure-json``. :func:`merge` puts their items together and redoes what a single process would
+have done at its end: one comparison with the baseline (Holm over the whole family of regression
+tests, not per shard), one set of findings, one verdict, and optionally one baseline update. Shards
+judged with different rulers cannot be one session: they are refused with the fields named.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from pytest_aimeasure.baseline import BaselineError, load_baseline, update_baseline
+from pytest_aimeasure.compare import compare
+from pytest_aimeasure.models import Finding, Fingerprint
+from pytest_aimeasure.report.results import ResultItem, SessionResults, baseline_dimensions
+from pytest_aimeasure.report.trends import DRIFT_KINDS, ruler
+
+FAILING_KINDS = (
+    ("regressed", "regressions against the baseline (--drift=fail)"),
+    ("not_comparable", "measurements not comparable with the baseline: the judge changed; re-baseline"),
+    ("budget", "items not judged: the judge budget ran out"),
+)
+
+
+class MergeError(Exception):
+    """The shards cannot be merged; the message names the shard files and what differs."""
+
+
+def _rulers(results: SessionResults) -> list[Fingerprint]:
+    out: list[Fingerprint] = []
+    for item in results.items:
+        for m in item.measurements:
+            r = ruler(m.fingerprint)
+            if r not in out:
+                out.append(r)
+    return out
+
+
+def _check_rulers(shards: Sequence[tuple[str, SessionResults]]) -> None:
+    reference: tuple[str, Fingerprint] | None = None
+    for name, results in shards:
+        for fp in _rulers(results):
+            if reference is None:
+                reference = (name, fp)
+                continue
+            fields = reference[1].differences(fp)
+            if fields:
+                what = ", ".join(f"{f} ({getattr(reference[1], f)!r} vs {getattr(fp, f)!r})" for f in fields)
+                raise MergeError(
+                    f"shard {name} was judged with a different judge fingerprint than {reference[0]}: "
+                    f"{what}; shards of one session must use one judge (re-run the odd shard)"
+                )
+
+
+def _spend(shards: Sequence[SessionResults]) -> dict[str, Any]:
+    total: dict[str, Any] = {}
+    for results in shards:
+        for name, value in results.spend.items():
+            if name == "cost_usd":
+                known = total.get(name, 0.0)
+                total[name] = None if value is None or known is None else round(known + value, 6)
+            elif isinstance(value, (int, float)):
+                total[name] = total.get(name, 0) + value
+    return total
+
+
+def merge(
+    shards: Sequence[tuple[str, SessionResults]],
+    *,
+    baseline_path: Path,
+    whole_suite: bool = True,
+    update: bool = False,
+    prune: bool = False,
+) -> SessionResults:
+    """One session's results from the shards' (named by their file). See the module docstring."""
+    if not shards:
+        raise MergeError("nothing to merge: give the shards' results files (written by --aimeasure-json)")
+    _check_rulers(shards)
+    floors = {r.var_floor for _, r in shards}
+    drifts = {r.drift for _, r in shards}
+    for label, values in (("--judge-var-floor", floors), ("--drift", drifts)):
+        if len(values) > 1:
+            raise MergeError(f"the shards ran with different {label} values ({sorted(map(str, values))})")
+    var_floor, drift = floors.pop(), drifts.pop()
+
+    items: dict[str, ResultItem] = {}
+    origin: dict[str, str] = {}
+    findings: list[Finding] = []
+    for name, results in shards:
+        for item in results.items:
+            if item.nodeid in items:
+                raise MergeError(
+                    f"{item.nodeid} ran in two shards ({origin[item.nodeid]} and {name}): shards must "
+                    "split the tests, not repeat them"
+                )
+            items[item.nodeid] = item
+            origin[item.nodeid] = name
+        # Drift findings are redone over the whole family below; the rest belong to their shard.
+        findings += [f for f in results.findings if f.kind not in DRIFT_KINDS]
+
+    try:
+        baseline = load_baseline(baseline_path)
+    except BaselineError as exc:
+        raise MergeError(str(exc)) from None
+    measurements = [m for item in items.values() for m in item.measurements]
+    comparison = None
+    if drift != "off" and (measurements or baseline is not None):
+        comparison = compare(baseline, measurements, whole_suite=whole_suite, var_floor=var_floor)
+        drift_findings = comparison.findings
+        if drift == "warn":
+            drift_findings = [
+                f.model_copy(update={"severity": "warn"}) if f.kind == "regressed" else f
+                for f in drift_findings
+            ]
+        if update:
+            drift_findings = [
+                f.model_copy(update={"severity": "info"}) if f.kind == "not_comparable" else f
+                for f in drift_findings
+            ]
+        errored = {i.item_id for i in items.values() if i.judge_error}
+        findings += [f for f in drift_findings if not (f.kind == "missing" and f.subject in errored)]
+
+    failed_because: list[str] = []
+    note: str | None = None
+    update_summary: dict[str, Any] | None = None
+    if update:
+        judge_errors = [i.item_id for i in items.values() if i.judge_error and i.item_id]
+        try:
+            summary = update_baseline(
+                baseline_path,
+                measurements,
+                whole_suite=whole_suite,
+                prune=prune,
+                judge_error_ids=judge_errors,
+            )
+            update_summary = summary.model_dump(mode="json")
+        except BaselineError as exc:
+            note = str(exc)
+            failed_because.append(f"the baseline was not updated: {exc}")
+    for kind, reason in FAILING_KINDS:
+        if any(f.kind == kind and f.severity == "fail" for f in findings):
+            failed_because.append(reason)
+    failed_tests = sum(1 for i in items.values() if i.outcome in ("failed", "error"))
+    if failed_tests:
+        failed_because.insert(0, f"{failed_tests} test(s) failed (gates, floors or judge errors)")
+
+    merged_items = []
+    for nodeid in sorted(items):
+        item = items[nodeid]
+        c = comparison.items.get(item.item_id) if comparison is not None and item.item_id else None
+        merged_items.append(item.model_copy(update={"verdict": c.verdict if c else None, "comparison": c}))
+    tables: dict[str, Any] = {}
+    if any(i.extra.get("suite") for i in merged_items):
+        from pytest_aimeasure.suites.compare import comparison_tables
+
+        tables = comparison_tables(list(merged_items), var_floor=var_floor)
+    first = shards[0][1]
+    return SessionResults(
+        run_id=None,
+        judge_model=first.judge_model,
+        passed=not failed_because,
+        failed_because=failed_because,
+        exit_status=1 if failed_because else 0,
+        items=merged_items,
+        dimensions=comparison.dimensions if comparison is not None else {},
+        findings=findings,
+        spend=_spend([r for _, r in shards]),
+        baseline={"path": str(baseline_path), "update": update_summary, "note": note},
+        comparison_tables=tables,
+        baseline_dimensions=(
+            baseline_dimensions(baseline, comparison.dimensions, comparison.items, var_floor)
+            if comparison is not None
+            else {}
+        ),
+        started_at=min((r.started_at for _, r in shards if r.started_at), default=None),
+        ended_at=max((r.ended_at for _, r in shards if r.ended_at), default=None),
+        var_floor=var_floor,
+        drift=drift,
+        whole_suite=whole_suite,
+        shards=[name for name, _ in shards],
+    )
