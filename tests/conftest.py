@@ -35,7 +35,7 @@ def _imported_outside_pytester() -> None:
     ``pytest11`` plugin. Modules imported here are also never ``ast.parse``-d by pytest's rewriting on
     the main thread while litellm formats a traceback on the judge thread (not thread-safe before 3.13).
     It also means the plugin's background SDK import finds the SDKs already loaded, so it cannot
-    race with pytester's restore of ``sys.modules``.
+    race with pytester's restore of ``sys.modules``. The same goes for the HTML report's matplotlib.
     """
     import importlib
     import pkgutil
@@ -45,6 +45,9 @@ def _imported_outside_pytester() -> None:
 
     import_litellm()
     names = ["anthropic", "hypothesis", "hypothesis.statistics", "hypothesis.reporting"]
+    # matplotlib's C extensions cannot be loaded twice in one process, which a pytester restore of
+    # sys.modules would make the next in-process run with --aimeasure-html do.
+    names += ["matplotlib", "matplotlib.figure", "matplotlib.backends.backend_svg", "jinja2"]
     names += [m.name for m in pkgutil.walk_packages(pytest_aimeasure.__path__, prefix="pytest_aimeasure.")]
     for name in names:
         with contextlib.suppress(Exception):  # a module someone is editing right now
