@@ -20,7 +20,7 @@ from pytest_aimeasure.report.results import ResultItem, SessionResults, baseline
 from pytest_aimeasure.report.trends import DRIFT_KINDS, ruler
 
 FAILING_KINDS = (
-    ("regressed", "regressions against the baseline (--drift=fail)"),
+    ("regressed", "regressions against the baseline (--aimeasure-drift=fail)"),
     ("not_comparable", "measurements not comparable with the baseline: the judge changed; re-baseline"),
     ("budget", "items not judged: the judge budget ran out"),
 )
@@ -82,7 +82,7 @@ def merge(
     _check_rulers(shards)
     floors = {r.var_floor for _, r in shards}
     drifts = {r.drift for _, r in shards}
-    for label, values in (("--judge-var-floor", floors), ("--drift", drifts)):
+    for label, values in (("--judge-var-floor", floors), ("--aimeasure-drift", drifts)):
         if len(values) > 1:
             raise MergeError(f"the shards ran with different {label} values ({sorted(map(str, values))})")
     var_floor, drift = floors.pop(), drifts.pop()

@@ -248,7 +248,7 @@ def test_step_summary_of_a_failing_session(project: pytest.Pytester, monkeypatch
     assert project.runpytest(*ARGS).ret == pytest.ExitCode.TESTS_FAILED
     text = summary.read_text()
     assert text.startswith("earlier step\n## aimeasure: ❌ failed")
-    assert "- regressions against the baseline (--drift=fail)" in text
+    assert "- regressions against the baseline (--aimeasure-drift=fail)" in text
     assert re.search(
         r"\| tone \| 2\.33 ± 0\.\d\d \| 4\.00 ± 0\.\d\d \| -1\.67 \[-\d\.\d\d, -\d\.\d\d\] "
         r"\| 5 \| \*\*regressed\*\* \|",
