@@ -24,7 +24,7 @@ Rules:
 
 from __future__ import annotations
 
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -136,6 +136,7 @@ def compare(
     selected_ids: Collection[str] | None = None,
     var_floor: float = VAR_FLOOR_DEFAULT,
     alpha: float = 0.05,
+    var_floors: Mapping[str, float] | None = None,
 ) -> Comparison:
     """Compare the session's measurements with the baseline; see the module docstring for the rules."""
     entries: dict[str, BaselineEntry] = baseline.entries if baseline is not None else {}
@@ -164,7 +165,8 @@ def compare(
             items[item_id] = ItemComparison(verdict="not_comparable", changed_fields=changed, **common)
             fingerprint_changes[item_id] = _fingerprint_change(changed, entry.fingerprint, m.fingerprint)
             continue
-        result = drift([entry.scores], [scores], tolerance=m.tolerance, var_floor=var_floor)
+        floor = (var_floors or {}).get(m.dimension, var_floor)  # a calibrated dimension's measured noise
+        result = drift([entry.scores], [scores], tolerance=m.tolerance, var_floor=floor)
         item_drifts[item_id] = result
         items[item_id] = ItemComparison(**common, **_drift_fields(result))
 
@@ -175,6 +177,7 @@ def compare(
         new_ids = [c.item_id for c in members if c.verdict == "new"]
         bad = [c for c in members if c.verdict == "not_comparable"]
         paired = [c.item_id for c in members if c.item_id in item_drifts]
+        floor = (var_floors or {}).get(name, var_floor)
         common = {"dimension": name, "m": len(paired), "items_new": new_ids}
         if bad:
             fields = _ordered_fields({f for c in bad for f in c.changed_fields})
@@ -185,7 +188,7 @@ def compare(
                 **common,
             )
         elif not paired:
-            now = dimension_stats([measured[i].scores for i in new_ids], var_floor=var_floor)
+            now = dimension_stats([measured[i].scores for i in new_ids], var_floor=floor)
             dimensions[name] = DimensionComparison(
                 verdict="new", now_mean=now.mean, now_ci=(now.ci_low, now.ci_high), **common
             )
@@ -193,8 +196,8 @@ def compare(
             base_scores = [entries[i].scores for i in paired]
             new_scores = [measured[i].scores for i in paired]
             tolerance = min(measured[i].tolerance for i in paired)
-            result = drift(base_scores, new_scores, tolerance=tolerance, var_floor=var_floor)
-            now = dimension_stats(new_scores, var_floor=var_floor)
+            result = drift(base_scores, new_scores, tolerance=tolerance, var_floor=floor)
+            now = dimension_stats(new_scores, var_floor=floor)
             dimension_drifts[name] = result
             dimensions[name] = DimensionComparison(
                 baseline_mean=result.base_mean,

@@ -60,7 +60,13 @@ def conclude(state: SessionState, session: pytest.Session) -> Outcome:
     if s.drift != "off" and (measurements or state.baseline is not None):
         from pytest_aimeasure.compare import compare
 
-        outcome.comparison = compare(state.baseline, measurements, whole_suite=whole, var_floor=s.var_floor)
+        outcome.comparison = compare(
+            state.baseline,
+            measurements,
+            whole_suite=whole,
+            var_floor=s.var_floor,
+            var_floors=state.var_floors,  # dimensions whose noise a calibration measured
+        )
         drift_findings = outcome.comparison.findings
         if s.drift == "warn":
             drift_findings = [
@@ -78,6 +84,8 @@ def conclude(state: SessionState, session: pytest.Session) -> Outcome:
         findings += [f for f in drift_findings if not (f.kind == "missing" and f.subject in errored)]
     if state.recording is not None:
         findings += state.recording.session_findings()
+    outcome.calibration, calibration_findings = state.calibration_summary(measurements)
+    findings += calibration_findings
 
     if any(r.extra.get("suite") for r in state.results.values()):
         from pytest_aimeasure.suites.compare import comparison_tables
@@ -107,6 +115,7 @@ def conclude(state: SessionState, session: pytest.Session) -> Outcome:
         ("regressed", "regressions against the baseline (--aimeasure-drift=fail)"),
         ("not_comparable", "measurements not comparable with the baseline: the judge changed; re-baseline"),
         ("budget", "items not judged: the judge budget ran out"),
+        ("uncalibrated", "uncalibrated ruler: the judge disagrees with the human anchors (--calibrate=fail)"),
     ):
         if any(f.kind == kind and f.severity == "fail" for f in findings):
             outcome.failed_because.append(reason)

@@ -168,6 +168,9 @@ FindingKind = Literal[
     "self_preference",
     "generation_error",
     "resume",
+    "uncalibrated",
+    "calibration_stale",
+    "judge_bias",
 ]
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Callable, Generator, Iterator
+from collections.abc import Callable, Generator, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 import pytest
@@ -23,7 +23,10 @@ if TYPE_CHECKING:
     from pytest_aimeasure.testing.server import ProviderServer
 
 PAYLOAD = "aimeasure"
-DIMENSION_KWARGS = ("floor", "samples", "tolerance", "rubric", "phase")
+DIMENSION_KWARGS = (
+    *("floor", "samples", "tolerance", "rubric", "phase"),
+    *("anchors", "min_kappa", "max_abs_bias"),  # calibration
+)
 
 state_key = pytest.StashKey["SessionState"]()
 
@@ -137,6 +140,25 @@ def marker_problem(item: pytest.Item) -> str | None:
         value = mark.kwargs.get(key)
         if value is not None and not (isinstance(value, str) and value.strip()):
             return f"@pytest.mark.dimension {key}={value!r} must be a non-empty string"
+    return calibration_marker_problem(mark.kwargs)
+
+
+def calibration_marker_problem(kwargs: Mapping[str, Any]) -> str | None:
+    """Why the marker's calibration keywords (anchors=, min_kappa=, max_abs_bias=) are invalid."""
+    anchors = kwargs.get("anchors")
+    names = [anchors] if isinstance(anchors, str) else anchors
+    if anchors is not None and not (
+        isinstance(names, (list, tuple)) and names and all(isinstance(n, str) and n.strip() for n in names)
+    ):
+        return (
+            f"@pytest.mark.dimension anchors={anchors!r} must be an anchor file path (or a list of them), "
+            "relative to the test file"
+        )
+    for key, low in (("min_kappa", -1.0), ("max_abs_bias", 0.0)):
+        value = kwargs.get(key)
+        number = isinstance(value, (int, float)) and not isinstance(value, bool)
+        if value is not None and (not number or value < low):
+            return f"@pytest.mark.dimension {key}={value!r} must be a number >= {low:g}"
     return None
 
 

@@ -46,6 +46,11 @@ class Settings:
     rejudge: str | None
     resume: str | None
     var_floor: float
+    calibrate: str | None = None  # "report" or "fail" (--calibrate)
+    judge_bias: bool = False
+    anchor_globs: tuple[str, ...] = ()
+    min_kappa: float = 0.6
+    max_abs_bias: float = 0.5
 
     @classmethod
     def from_config(cls, config: pytest.Config) -> Settings:
@@ -94,6 +99,14 @@ class Settings:
                 "--update-baseline needs measurements: add --ai-judge (without it no dimension is "
                 "judged, and a whole-suite update would empty the baseline)"
             )
+        calibrate = options.get(config, "calibrate")
+        judge_bias = bool(options.get(config, "judge_bias"))
+        if (calibrate or judge_bias) and not judging:
+            raise pytest.UsageError(
+                f"{'--calibrate' if calibrate else '--judge-bias'} judges the anchors: add --ai-judge"
+            )
+        if judge_bias and not calibrate:
+            calibrate = "report"  # the probes run on the anchors
         if rejudge is not None and resume is not None:
             raise pytest.UsageError("--aimeasure-rejudge and --aimeasure-resume do not combine: pick one")
         if dry_run and getattr(config.option, "numprocesses", None):
@@ -118,7 +131,17 @@ class Settings:
             rejudge=rejudge,
             resume=resume,
             var_floor=options.get(config, "judge_var_floor"),
+            calibrate=calibrate,
+            judge_bias=judge_bias,
+            anchor_globs=tuple(config.getini(options.ANCHORS_INI) or ()),
+            min_kappa=options.get(config, "min_kappa"),
+            max_abs_bias=options.get(config, "max_abs_bias"),
         )
+
+    @property
+    def calibration_file(self) -> Path:
+        """``aimeasure-calibration.json`` next to the baseline."""
+        return self.baseline.parent / "aimeasure-calibration.json"
 
 
 @dataclass
@@ -133,6 +156,7 @@ class Outcome:
     passed: bool = True
     tables: dict[str, Any] = field(default_factory=dict)  # suites: targets side by side
     interrupted: bool = False  # Ctrl-C: the run can be continued with --resume
+    calibration: dict[str, Any] = field(default_factory=dict)  # per dimension: κ, bias, status
 
 
 class SessionState:
@@ -154,6 +178,12 @@ class SessionState:
         self._engine_lock = threading.Lock()
         self.baseline: Any = None  # the loaded BaselineFile (controller only), None when there is none
         self._warm_thread: threading.Thread | None = None
+        # Calibration: anchor references (markers; workers hand theirs over), the stored calibration,
+        # the measured variance floors it gives, and this session's findings from it.
+        self.anchor_refs: list[dict[str, Any]] = []
+        self.stored_calibration: Any = None
+        self.var_floors: dict[str, float] = {}
+        self.calibration_run: Any = None
 
     @classmethod
     def from_config(cls, config: pytest.Config) -> SessionState:
@@ -186,6 +216,8 @@ class SessionState:
             except BaselineError as exc:
                 raise pytest.UsageError(str(exc)) from None
         if self.judging:
+            self._load_calibration()
+        if self.judging:
             # Import what the session end needs now, on the main thread: on CPython < 3.13 an import
             # that compiles source while the judge thread formats a traceback can crash ast.parse.
             import pytest_aimeasure.compare
@@ -203,6 +235,77 @@ class SessionState:
             self.artifacts.resuming = self.recording.resuming
             if self.settings.budget_usd is not None:
                 self.recording.check_budget_prices(self.settings.model)
+
+    def _load_calibration(self) -> None:
+        """Read the stored calibration (every process: its measured variance floors shape the error
+        bars) and check the ini's anchor files before anything is judged."""
+        from pytest_aimeasure.calibrate.anchors import AnchorError
+        from pytest_aimeasure.calibrate.file import CalibrationFileError, load_calibration, var_floors
+
+        try:
+            self.stored_calibration = load_calibration(self.settings.calibration_file)
+        except CalibrationFileError as exc:
+            raise pytest.UsageError(str(exc)) from None
+        self.var_floors = dict(var_floors(self.stored_calibration, self.settings.model))
+        if self.settings.calibrate and not self.is_worker:
+            from pytest_aimeasure.calibrate.anchors import load_anchor_file
+            from pytest_aimeasure.calibrate.targets import ini_files
+
+            try:
+                for path in ini_files(self.config.rootpath, self.settings.anchor_globs):
+                    load_anchor_file(path)
+            except AnchorError as exc:
+                raise pytest.UsageError(str(exc)) from None
+
+    def _calibration_targets(self) -> list[Any]:
+        from pytest_aimeasure.calibrate.targets import build_targets, ini_files, merge_refs
+
+        s = self.settings
+        return build_targets(
+            merge_refs(self.anchor_refs),
+            ini_files(self.config.rootpath, s.anchor_globs),
+            root=self.config.rootpath,
+            min_kappa=s.min_kappa,
+            max_abs_bias=s.max_abs_bias,
+        )
+
+    def calibrate(self) -> Any:
+        """Judge every anchor (controller, session end) and store the result next to the baseline."""
+        from pytest_aimeasure.calibrate.anchors import AnchorError
+        from pytest_aimeasure.calibrate.file import update_calibration
+        from pytest_aimeasure.calibrate.runner import CalibrationRun, calibrate
+
+        try:
+            targets = self._calibration_targets()
+        except AnchorError as exc:
+            return CalibrationRun(errors={"(anchors)": str(exc)})
+        assert self.settings.model is not None
+        run = calibrate(
+            self.engine(), targets, samples=self.settings.samples, probes=self.settings.judge_bias,
+            judge_model=self.settings.model,
+        )
+        if run.results:
+            update_calibration(self.settings.calibration_file, run.results.values())
+            for name, c in run.results.items():  # this session's comparison uses the fresh noise
+                if c.repeatability.var_floor is not None:
+                    self.var_floors[name] = c.repeatability.var_floor
+        return run
+
+    def calibration_summary(self, measurements: list[Measurement]) -> tuple[dict[str, Any], list[Finding]]:
+        """Each calibrated dimension's κ, bias and status, and the findings they make (controller)."""
+        run = self.calibration_run
+        if run is None and self.stored_calibration is None:
+            return {}, []
+        from pytest_aimeasure.calibrate.report import summarise
+
+        return summarise(
+            fresh=run.results if run is not None else {},
+            errors=run.errors if run is not None else {},
+            stored=self.stored_calibration,
+            measurements=measurements,
+            judge_model=self.settings.model,
+            fail=self.settings.calibrate == "fail",
+        )
 
     def _warm_sdk(self) -> None:
         """Import the judge's SDK in the background while pytest collects: anthropic takes ~1 s and
@@ -277,6 +380,7 @@ class SessionState:
                 concurrency=s.concurrency,
                 timeout=s.timeout,
                 var_floor=s.var_floor,
+                var_floors=dict(self.var_floors),
                 replay=s.cache == "replay",
             ),
             make_backend=make_backend,
@@ -319,6 +423,7 @@ class SessionState:
         spend = output.get("aimeasure_spend")
         if spend:
             self.worker_spend.append(spend)
+        self.anchor_refs += output.get("aimeasure_anchor_refs", [])
 
     # -- collection and reports ------------------------------------------------------------------
     def note_collected(self, items: list[pytest.Item]) -> None:
@@ -333,6 +438,34 @@ class SessionState:
                 self.dimension_items.append((item_nodeid(item), mark.args[0], int(samples)))
             elif hasattr(item, "dimension_items"):  # a suite item measures several dimensions
                 self.dimension_items += item.dimension_items(self.settings.samples)
+        if self.settings.calibrate:
+            self._note_anchor_refs(items)
+
+    def _note_anchor_refs(self, items: list[pytest.Item]) -> None:
+        """Anchor references of the collected dimensions; bad anchor files stop the session here."""
+        from pytest_aimeasure.calibrate.anchors import AnchorError
+        from pytest_aimeasure.calibrate.runner import planned_calls
+        from pytest_aimeasure.calibrate.targets import marker_ref
+
+        self.anchor_refs = []
+        for item in items:
+            mark = item.get_closest_marker("dimension")
+            if mark is not None and mark.kwargs.get("anchors"):
+                self.anchor_refs.append(
+                    marker_ref(
+                        mark.args[0], mark.kwargs["anchors"], base=item.path.parent, kwargs=mark.kwargs,
+                        source=item.nodeid,
+                    )
+                )
+        try:
+            targets = self._calibration_targets()
+        except AnchorError as exc:
+            raise pytest.UsageError(str(exc)) from None
+        if self.dry_run:
+            s = self.settings
+            for t in targets:
+                items_of_t = planned_calls([t], s.samples, s.judge_bias) // s.samples
+                self.dimension_items += [(f"anchors::{t.dimension}", t.dimension, s.samples)] * items_of_t
 
     def on_report(self, report: pytest.TestReport, payload: dict[str, Any]) -> list[tuple[str, Any]]:
         """Fold one report into the item's result (controller). Returns extra JUnit properties."""
@@ -421,9 +554,12 @@ class SessionState:
         if self.is_worker:
             if self._engine is not None:
                 self.config.workeroutput["aimeasure_spend"] = self._engine.spend.as_dict()  # type: ignore[attr-defined]
+            self.config.workeroutput["aimeasure_anchor_refs"] = self.anchor_refs  # type: ignore[attr-defined]
             return
         if not self.active:
             return
+        if self.settings.calibrate and not session.shouldstop:
+            self.calibration_run = self.calibrate()
         from pytest_aimeasure.conclude import conclude
 
         self.outcome = conclude(self, session)

@@ -21,7 +21,7 @@ import hashlib
 import json
 import threading
 from collections import Counter
-from collections.abc import Awaitable, Callable, Coroutine
+from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar
@@ -119,6 +119,8 @@ class JudgeSettings:
     temperature: float | None = 0.0
     max_tokens: int = 1024
     replay: bool = False
+    var_floors: Mapping[str, float] = field(default_factory=dict)
+    """Per dimension, a measured variance floor (from a calibration) that replaces ``var_floor``."""
 
 
 @dataclass(frozen=True)
@@ -361,7 +363,8 @@ class JudgeEngine:
         rubric_hash: str,
         artifact_sha: str,
     ) -> Measurement:
-        stats = item_stats([s.score for s in samples], var_floor=self.settings.var_floor)
+        var_floor = self.settings.var_floors.get(spec.dimension, self.settings.var_floor)
+        stats = item_stats([s.score for s in samples], var_floor=var_floor)
         models = Counter(s.model for s in samples if s.model)
         modes = Counter(s.tool_mode for s in samples if s.tool_mode)
         temps = Counter(s.temperature for s in samples)

@@ -16,6 +16,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from pytest_aimeasure import __version__
+from pytest_aimeasure.calibrate.report import calibration_figures
 from pytest_aimeasure.compare import DimensionComparison, ItemComparison
 from pytest_aimeasure.models import Finding, ItemResult
 from pytest_aimeasure.stats import VAR_FLOOR_DEFAULT, dimension_stats
@@ -89,6 +90,10 @@ class SessionResults(BaseModel):
         default_factory=dict, description="the baseline's mean and 95% CI over the items paired per dimension"
     )
     calibration: list[CalibrationFigure] = Field(default_factory=list)
+    calibration_summary: dict[str, Any] = Field(
+        default_factory=dict,
+        description="per dimension: the ruler's status, κ, bias, noise, probes (--judge-calibrate, stored)",
+    )
     started_at: str | None = None
     ended_at: str | None = None
     var_floor: float = VAR_FLOOR_DEFAULT
@@ -200,4 +205,6 @@ def build_results(
         var_floor=state.settings.var_floor,
         drift=state.settings.drift,
         whole_suite=whole_suite,
+        calibration=[CalibrationFigure.model_validate(f) for f in calibration_figures(outcome.calibration)],
+        calibration_summary=outcome.calibration,
     )

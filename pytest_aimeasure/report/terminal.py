@@ -259,6 +259,10 @@ def summary_lines(state: SessionState, outcome: Outcome, verbosity: int = 0) -> 
         order = {"fail": 0, "warn": 1, "info": 2}
         for f in sorted(detail, key=lambda f: (order[f.severity], f.kind, f.subject)):
             lines += _finding_block(f)
+    if outcome.calibration:
+        from pytest_aimeasure.calibrate.report import calibration_lines
+
+        lines += calibration_lines(outcome.calibration, var_floor=state.settings.var_floor)
     if outcome.tables:
         from pytest_aimeasure.suites.compare import render_tables
 

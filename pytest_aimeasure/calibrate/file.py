@@ -1,0 +1,113 @@
+"""``aimeasure-calibration.json``: the latest calibration of each dimension, kept next to the baseline
+and written like it (merged by dimension, sorted keys, rounded floats, temp file + rename)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+
+from pydantic import ValidationError
+
+from pytest_aimeasure.baseline import _atomic_write, _round_floats
+from pytest_aimeasure.calibrate.results import CalibrationFile, DimensionCalibration
+from pytest_aimeasure.models import Fingerprint
+
+CALIBRATION_NAME = "aimeasure-calibration.json"
+# The ruler's identity minus N: N is precision, not part of the ruler (as for the baseline).
+RULER_FIELDS = (
+    "provider",
+    "model",
+    "temperature",
+    "prompt_hash",
+    "tool_schema_version",
+    "tool_mode",
+    "plugin_major",
+)
+
+
+class CalibrationFileError(Exception):
+    pass
+
+
+def calibration_path(baseline: Path) -> Path:
+    """The calibration file that belongs with a baseline file: same folder."""
+    return baseline.parent / CALIBRATION_NAME
+
+
+def load_calibration(path: Path) -> CalibrationFile | None:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return None
+    fix = (
+        f"restore it from version control (git checkout -- {path}) or delete it and run "
+        "pytest --ai-judge --calibrate"
+    )
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise CalibrationFileError(
+            f"{path}:{exc.lineno}:{exc.colno}: the calibration file is not valid JSON ({exc.msg}). "
+            f"Fix: {fix}."
+        ) from None
+    try:
+        return CalibrationFile.model_validate(data)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        where = ".".join(str(p) for p in err["loc"]) or "(top level)"
+        raise CalibrationFileError(
+            f"{path}: invalid calibration file: {where}: {err['msg']}. Fix: {fix}."
+        ) from None
+
+
+def dumps_calibration(calibration: CalibrationFile) -> str:
+    data = _round_floats(calibration.model_dump(mode="json"))
+    return json.dumps(data, sort_keys=True, indent=2, ensure_ascii=False, allow_nan=False) + "\n"
+
+
+def update_calibration(path: Path, results: Iterable[DimensionCalibration]) -> CalibrationFile:
+    """Merge ``results`` into the file (a dimension's entry is replaced; others are kept) atomically."""
+    current = load_calibration(path) or CalibrationFile()
+    merged = dict(current.dimensions)
+    for result in results:
+        merged[result.dimension] = result
+    updated = CalibrationFile(dimensions=dict(sorted(merged.items())))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    _atomic_write(path, dumps_calibration(updated))
+    return updated
+
+
+def staleness(
+    stored: DimensionCalibration, current: Iterable[Fingerprint], judge_model: str | None
+) -> list[str]:
+    """Why ``stored`` no longer describes this session's ruler (empty when it still does).
+
+    ``current`` are the fingerprints of this session's measurements of the dimension; without any, the
+    configured judge model is compared.
+    """
+    prints = list(current)
+    if not prints:
+        if judge_model is not None and judge_model != stored.judge_model:
+            return [f"judge model {stored.judge_model} → {judge_model}"]
+        return []
+    reasons: list[str] = []
+    mine = stored.fingerprint.model_dump()
+    for name in RULER_FIELDS:
+        now = sorted({str(getattr(fp, name)) for fp in prints})
+        if now != [str(mine[name])]:
+            reasons.append(f"{name} {mine[name]} → {', '.join(now)}")
+    if stored.fingerprint.rubric_hash not in {fp.rubric_hash for fp in prints}:
+        reasons.append("the rubric changed")
+    return reasons
+
+
+def var_floors(calibration: CalibrationFile | None, judge_model: str | None) -> Mapping[str, float]:
+    """Measured variance floors of dimensions calibrated with enough anchors under this judge model."""
+    if calibration is None:
+        return {}
+    return {
+        name: c.repeatability.var_floor
+        for name, c in calibration.dimensions.items()
+        if c.repeatability.var_floor is not None and c.judge_model == judge_model
+    }
