@@ -558,7 +558,8 @@ class SessionState:
             return
         if not self.active:
             return
-        if self.settings.calibrate and not session.shouldstop:
+        stopped = session.exitstatus in (pytest.ExitCode.USAGE_ERROR, pytest.ExitCode.INTERRUPTED)
+        if self.settings.calibrate and not session.shouldstop and not stopped:
             self.calibration_run = self.calibrate()
         from pytest_aimeasure.conclude import conclude
 

@@ -126,7 +126,13 @@ def test_confusion_and_mean_ci_hand_checked() -> None:
 
 
 FP = Fingerprint(
-    provider="scripted", model="m", temperature=0.0, samples=2, prompt_hash="p", rubric_hash="r", plugin_major=0
+    provider="scripted",
+    model="m",
+    temperature=0.0,
+    samples=2,
+    prompt_hash="p",
+    rubric_hash="r",
+    plugin_major=0,
 )
 
 
@@ -144,7 +150,9 @@ def test_analyse_hand_checked_small_case() -> None:
         _anchor(3, {"ann": 5, "bob": 5}),
     ]
     judge = {"a0": [2, 2], "a1": [3, 4], "a2": [4, 4], "a3": [5, 5]}
-    target = CalibrationTarget("tone", "5 = calm", anchors, ["f.yaml"], Thresholds(min_kappa=0.6, max_abs_bias=0.5))
+    target = CalibrationTarget(
+        "tone", "5 = calm", anchors, ["f.yaml"], Thresholds(min_kappa=0.6, max_abs_bias=0.5)
+    )
     c = analyse(target, judge, fingerprint=FP, judge_model="scripted")
     # Confusion: human 2 → judge 2 (a0) and judge 4 (a1); human 4 → 4; human 5 → 5.
     assert c.agreement.confusion[1] == [0, 1, 0, 1, 0]

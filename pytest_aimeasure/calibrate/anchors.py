@@ -34,10 +34,11 @@ class AnchorError(Exception):
     """A bad anchor file or reference; the message names the file, line and field and the fix."""
 
 
-def _check_score(value: object) -> int:
+def _check_score(value: object, rater: str | None = None) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or not SCORE_MIN <= value <= SCORE_MAX:
+        who = f"{rater}: " if rater else ""
         raise ValueError(
-            f"a human score must be a whole number from {SCORE_MIN} to {SCORE_MAX}, got {value!r}"
+            f"{who}a human score must be a whole number from {SCORE_MIN} to {SCORE_MAX}, got {value!r}"
         )
     return value
 
@@ -76,11 +77,11 @@ class AnchorEntry(BaseModel):
         if isinstance(value, dict):
             if not value:
                 raise ValueError("needs at least one human score")
-            return {str(k): _check_score(v) for k, v in value.items()}
+            return {str(k): _check_score(v, str(k)) for k, v in value.items()}
         if isinstance(value, list):
             if not value:
                 raise ValueError("needs at least one human score")
-            return {f"rater{i + 1}": _check_score(v) for i, v in enumerate(value)}
+            return {f"rater{i + 1}": _check_score(v, f"score #{i + 1}") for i, v in enumerate(value)}
         return {"rater1": _check_score(value)}
 
     @field_validator("parts")
