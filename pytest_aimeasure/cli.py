@@ -52,6 +52,7 @@ EXTENSION_MODULES: tuple[str, ...] = (
     "pytest_aimeasure.suites_cli",
     "pytest_aimeasure.compare_cli",
     "pytest_aimeasure.report_cli",
+    "pytest_aimeasure.calibrate.cli",
 )
 DEFAULT_STORE = ".aimeasure"
 INI_KEY = "aimeasure_store"

@@ -211,3 +211,27 @@ def test_bad_anchor_file_is_one_clear_error(project: pytest.Pytester, serve: Any
     result.stderr.fnmatch_lines(
         [f"*anchors/tone.yaml:{line}: anchor file: anchors[[]2[]].labels: bob: *1 to 5, got 7"]
     )
+
+
+def test_cli_calibrate_writes_json_and_fails_on_an_uncalibrated_ruler(
+    project: pytest.Pytester, serve: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from pytest_aimeasure.cli import main
+
+    serve(generous)
+    anchors = str(project.path / "anchors" / "tone.yaml")
+    out = project.path / "cli.json"
+    code = main(
+        ["calibrate", anchors, "--judge-model", MODEL, "--rubric", "5 = calm", "--json", str(out), "--bias"]
+    )
+    printed = capsys.readouterr().out
+    assert code == 1
+    assert "uncalibrated ruler: tone" in printed
+    data = json.loads(out.read_text())
+    assert data["dimensions"]["tone"]["bias"]["mean"] == pytest.approx(1.0)
+    assert {p["probe"] for p in data["dimensions"]["tone"]["probes"]} >= {"length", "range"}
+    serve(faithful)
+    assert main(["calibrate", anchors, "--judge-model", MODEL, "--rubric", "5 = calm"]) == 0
+    # No rubric anywhere: one clear usage error.
+    assert main(["calibrate", anchors, "--judge-model", MODEL]) == 2
+    assert "no rubric for dimension 'tone'" in capsys.readouterr().err

@@ -194,7 +194,13 @@ def _error(path: Path, line: int | None, field_path: str, message: str) -> Ancho
 
 
 def _resolve(
-    entry: AnchorEntry, *, path: Path, line: int | None, dimension: str | None, field_path: str
+    entry: AnchorEntry,
+    *,
+    path: Path,
+    line: int | None,
+    dimension: str | None,
+    field_path: str,
+    path_line: int | None = None,
 ) -> Anchor:
     dim = entry.dimension or dimension
     if not dim:
@@ -209,12 +215,12 @@ def _resolve(
         except OSError as exc:
             raise _error(
                 path,
-                line,
+                path_line or line,
                 field_path + ".path",
                 f"cannot read {artifact_path} ({exc.strerror or exc}); paths are relative to the anchor file",
             ) from None
         if not text.strip():
-            raise _error(path, line, field_path + ".path", f"{artifact_path} is empty")
+            raise _error(path, path_line or line, field_path + ".path", f"{artifact_path} is empty")
     elif entry.parts is not None:
         parts = tuple(entry.parts)
         text = join_parts(parts)
@@ -261,6 +267,7 @@ def _load_yaml(path: Path, text: str) -> AnchorSet:
             line=_yaml_line(node, ("anchors", i)),
             dimension=model.dimension,
             field_path=f"anchors[{i}]",
+            path_line=_yaml_line(node, ("anchors", i, "path")),
         )
         for i, e in enumerate(model.anchors)
     ]
