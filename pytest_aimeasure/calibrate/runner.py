@@ -8,7 +8,6 @@ import math
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 from pytest_aimeasure.calibrate import agreement as ag
 from pytest_aimeasure.calibrate import probes as pr
@@ -105,7 +104,7 @@ async def acalibrate(
             if isinstance(result, NotJudged):
                 run.errors[target.dimension] = f"not calibrated: {result} (anchor {anchor_id})"
                 return
-            if isinstance(result, (JudgeError, Exception)):
+            if isinstance(result, JudgeError | Exception):
                 run.errors[target.dimension] = f"not calibrated: judge error on anchor {anchor_id}: {result}"
                 return
             if isinstance(result, BaseException):
@@ -252,17 +251,3 @@ def analyse(
             for a in sorted(anchors, key=lambda a: a.id)
         ],
     )
-
-
-def describe(c: DimensionCalibration) -> dict[str, Any]:
-    """A one-line-per-figure view for messages."""
-    k = c.agreement.kappa
-    return {
-        "kappa": "n/a" if k is None else f"{k:.2f}",
-        "bias": f"{c.bias.mean:+.2f}"
-        + (
-            f" [{c.bias.ci_low:+.2f}, {c.bias.ci_high:+.2f}]"
-            if c.bias.ci_low is not None and c.bias.ci_high is not None
-            else ""
-        ),
-    }
