@@ -115,7 +115,10 @@ def conclude(state: SessionState, session: pytest.Session) -> Outcome:
         ("regressed", "regressions against the baseline (--aimeasure-drift=fail)"),
         ("not_comparable", "measurements not comparable with the baseline: the judge changed; re-baseline"),
         ("budget", "items not judged: the judge budget ran out"),
-        ("uncalibrated", "uncalibrated ruler: the judge disagrees with the human anchors (--calibrate=fail)"),
+        (
+            "uncalibrated",
+            "uncalibrated ruler: the judge disagrees with the human anchors (--judge-calibrate=fail)",
+        ),
     ):
         if any(f.kind == kind and f.severity == "fail" for f in findings):
             outcome.failed_because.append(reason)

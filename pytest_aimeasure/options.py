@@ -300,42 +300,42 @@ OPTIONS: tuple[Option, ...] = (
         deprecated_ini="aimeasure_var_floor",
     ),
     Option(
-        "--calibrate",
+        "--judge-calibrate",
         "calibrate",
         "Judge every human-labelled anchor (anchors= on a dimension, the aimeasure_anchors ini globs, a "
         "suite dimension's anchors:) and report the judge's agreement, bias and noise per dimension; "
         "=fail also fails the run when a dimension's ruler is uncalibrated.",
         choice("report", "fail"),
         None,
-        "aimeasure_calibrate",
+        "aimeasure_judge_calibrate",
         optional_value="report",
         metavar="report|fail",
     ),
     Option(
         "--judge-bias",
         "judge_bias",
-        "With --calibrate: also run the bias probes (length, order, self-preference, range use).",
+        "With --judge-calibrate: also run the bias probes (length, order, self-preference, range use).",
         boolean,
         False,
         "aimeasure_judge_bias",
         flag_only=True,
     ),
     Option(
-        "--min-kappa",
+        "--judge-min-kappa",
         "min_kappa",
         "Default minimum quadratic-weighted kappa of a calibrated dimension (default 0.6).",
         _number(float, -1, strict=False),
         0.6,
-        "aimeasure_min_kappa",
+        "aimeasure_judge_min_kappa",
         metavar="KAPPA",
     ),
     Option(
-        "--max-abs-bias",
+        "--judge-max-abs-bias",
         "max_abs_bias",
         "Default largest |mean judge - human| of a calibrated dimension (default 0.5).",
         non_negative_float,
         0.5,
-        "aimeasure_max_abs_bias",
+        "aimeasure_judge_max_abs_bias",
         metavar="POINTS",
     ),
 )
@@ -379,7 +379,8 @@ def add_options(parser: pytest.Parser) -> None:
 
     parser.addini(
         ANCHORS_INI,
-        "Anchor files to calibrate against with --calibrate: globs relative to the rootdir, one a line.",
+        "Anchor files to calibrate against with --judge-calibrate: globs relative to the rootdir, "
+        "one a line.",
         type="linelist",
         default=[],
     )

@@ -46,7 +46,7 @@ class Settings:
     rejudge: str | None
     resume: str | None
     var_floor: float
-    calibrate: str | None = None  # "report" or "fail" (--calibrate)
+    calibrate: str | None = None  # "report" or "fail" (--judge-calibrate)
     judge_bias: bool = False
     anchor_globs: tuple[str, ...] = ()
     min_kappa: float = 0.6
@@ -103,7 +103,7 @@ class Settings:
         judge_bias = bool(options.get(config, "judge_bias"))
         if (calibrate or judge_bias) and not judging:
             raise pytest.UsageError(
-                f"{'--calibrate' if calibrate else '--judge-bias'} judges the anchors: add --ai-judge"
+                f"{'--judge-calibrate' if calibrate else '--judge-bias'} judges the anchors: add --ai-judge"
             )
         if judge_bias and not calibrate:
             calibrate = "report"  # the probes run on the anchors

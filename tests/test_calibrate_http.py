@@ -98,7 +98,7 @@ def tone(data: dict[str, Any]) -> dict[str, Any]:
 
 def test_generous_judge_shows_bias_of_one_and_fails_min_kappa(project: pytest.Pytester, serve: Any) -> None:
     serve(generous)
-    result, data = calibrated(project, "--calibrate=fail")
+    result, data = calibrated(project, "--judge-calibrate=fail")
     entry = tone(data)
     c = entry["calibration"]
     assert c["anchors"] == 12
@@ -121,7 +121,7 @@ def test_generous_judge_shows_bias_of_one_and_fails_min_kappa(project: pytest.Py
 
 def test_faithful_judge_passes(project: pytest.Pytester, serve: Any) -> None:
     server = serve(faithful)
-    result, data = calibrated(project, "--calibrate=fail", "--judge-samples", "2")
+    result, data = calibrated(project, "--judge-calibrate=fail", "--judge-samples", "2")
     c = tone(data)["calibration"]
     assert c["agreement"]["kappa"] == 1.0 and c["agreement"]["alpha"] == 1.0
     assert c["bias"]["mean"] == 0.0
@@ -138,9 +138,9 @@ def test_faithful_judge_passes(project: pytest.Pytester, serve: Any) -> None:
 
 def test_calibration_reuses_cached_samples(project: pytest.Pytester, serve: Any) -> None:
     server = serve(faithful)
-    calibrated(project, "--calibrate")
+    calibrated(project, "--judge-calibrate")
     first = server.judge_calls
-    _, data = calibrated(project, "--calibrate")
+    _, data = calibrated(project, "--judge-calibrate")
     assert server.judge_calls == first  # the sample cache answered every anchor and the item
     assert tone(data)["calibration"]["bias"]["mean"] == 0.0
 
@@ -150,7 +150,7 @@ def test_length_probe(
     project: pytest.Pytester, serve: Any, scorer: Callable[[SeenRequest], int], flagged: bool
 ) -> None:
     server = serve(scorer)
-    result, data = calibrated(project, "--calibrate", "--judge-bias")
+    result, data = calibrated(project, "--judge-calibrate", "--judge-bias")
     plain = [len(r.prompt) for r in server.requests if "neutral padding" not in r.prompt]
     padded = [len(r.prompt) for r in server.requests if "neutral padding" in r.prompt]
     assert max(plain) < LONG_PROMPT < min(padded)  # the scorer's premise holds
@@ -165,7 +165,7 @@ def test_length_probe(
 
 def test_changed_judge_model_marks_calibration_stale(project: pytest.Pytester, serve: Any) -> None:
     serve(faithful)
-    calibrated(project, "--calibrate")
+    calibrated(project, "--judge-calibrate")
     result, data = calibrated(project, model="anthropic/claude-other")
     entry = tone(data)
     assert entry["status"] == "stale"
@@ -180,14 +180,14 @@ def test_changed_judge_model_marks_calibration_stale(project: pytest.Pytester, s
 
 def test_calibrate_under_xdist_gives_the_serial_figures(project: pytest.Pytester, serve: Any) -> None:
     serve(length_sensitive)
-    calibrated(project, "--calibrate", "--judge-bias", "--judge-cache=off")
+    calibrated(project, "--judge-calibrate", "--judge-bias", "--judge-cache=off")
     serial = json.loads((project.path / "aimeasure-calibration.json").read_text())
     (project.path / "aimeasure-calibration.json").unlink()
     result = project.runpytest_subprocess(
         "--ai-judge",
         "--judge-model",
         MODEL,
-        "--calibrate",
+        "--judge-calibrate",
         "--judge-bias",
         "--judge-cache=off",
         "-n",
@@ -205,7 +205,7 @@ def test_bad_anchor_file_is_one_clear_error(project: pytest.Pytester, serve: Any
     serve(faithful)
     text = anchor_yaml().replace("labels: {ann: 3, bob: 3}", "labels: {ann: 3, bob: 7}", 1)
     (project.path / "anchors" / "tone.yaml").write_text(text)
-    result = project.runpytest("--ai-judge", "--judge-model", MODEL, "--calibrate")
+    result = project.runpytest("--ai-judge", "--judge-model", MODEL, "--judge-calibrate")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     line = text.splitlines().index("    labels: {ann: 3, bob: 7}") + 1
     result.stderr.fnmatch_lines(

@@ -2,7 +2,7 @@
 anchor files without running pytest.
 
 It judges with the default prompt (a conftest's ``pytest_aimeasure_judge_prompt`` is not loaded) and
-keeps no run store; ``pytest --ai-judge --calibrate`` does the same inside a session, with the
+keeps no run store; ``pytest --ai-judge --judge-calibrate`` does the same inside a session, with the
 journal, the sample cache and the budget. Exit status: 0 every dimension calibrated, 1 a ruler is
 uncalibrated or could not be calibrated, 2 bad input.
 """

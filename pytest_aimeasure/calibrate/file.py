@@ -42,7 +42,7 @@ def load_calibration(path: Path) -> CalibrationFile | None:
         return None
     fix = (
         f"restore it from version control (git checkout -- {path}) or delete it and run "
-        "pytest --ai-judge --calibrate"
+        "pytest --ai-judge --judge-calibrate"
     )
     try:
         data = json.loads(text)

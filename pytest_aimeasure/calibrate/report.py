@@ -13,7 +13,7 @@ from pytest_aimeasure.calibrate.results import CalibrationFile, DimensionCalibra
 from pytest_aimeasure.models import Finding, Measurement
 from pytest_aimeasure.stats import VAR_FLOOR_DEFAULT
 
-RECALIBRATE = "re-calibrate: pytest --ai-judge --calibrate"
+RECALIBRATE = "re-calibrate: pytest --ai-judge --judge-calibrate"
 
 
 def summarise(
