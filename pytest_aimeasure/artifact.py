@@ -2,12 +2,15 @@
 
 A test gets an artifact from the ``aimeasure_artifact`` fixture::
 
-    story = aimeasure_artifact("story-7", lambda: generate_story(seed=7), label="gen-v2")
+    story = aimeasure_artifact("story-7", lambda: generate_story(seed=7), label="gen-v2",
+                               generator="anthropic/claude-haiku-4-5")
 
 The first request in a session calls ``generate``; later requests for the same key return the same
 :class:`Artifact`. With a run store the content is recorded content-addressed, and under
 ``--aimeasure-rejudge`` it is loaded from the stored run instead (``generate`` is never called). Gates and
 dimensions that use the same key are linked: a failed gate skips the dimensions of that artifact.
+``generator`` names the model that wrote it: a judge of the same family gets a self-preference warning
+(when ``generator`` is not given, a ``label`` that names a model counts as the generator).
 """
 
 from __future__ import annotations
@@ -17,7 +20,7 @@ import hashlib
 import json
 import threading
 import types
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
@@ -37,6 +40,8 @@ class Artifact:
     media_type: MediaType
     label: str | None = None
     source: Literal["generated", "stored"] = "generated"
+    generator: str | None = None
+    """The model that wrote it (``provider/model`` or a model name), for the self-preference warning."""
 
     def __str__(self) -> str:
         return self.text
@@ -87,7 +92,12 @@ def decode(text: str, media_type: MediaType) -> Any:
 
 
 def make_artifact(
-    key: str, value: Any, *, label: str | None, source: Literal["generated", "stored"]
+    key: str,
+    value: Any,
+    *,
+    label: str | None,
+    source: Literal["generated", "stored"],
+    generator: str | None = None,
 ) -> Artifact:
     text, media = encode(value)
     problem = unicode_problem(text)
@@ -101,7 +111,13 @@ def make_artifact(
         media_type=media,
         label=label,
         source=source,
+        generator=generator,
     )
+
+
+def join_parts(parts: Sequence[str]) -> str:
+    """How several artifacts are shown to the judge in one prompt: numbered, in the given order."""
+    return "\n\n".join(f"--- artifact {i + 1} of {len(parts)} ---\n{p.strip()}" for i, p in enumerate(parts))
 
 
 class ArtifactRecorder(Protocol):
@@ -129,7 +145,11 @@ class ArtifactRegistry:
     _failed_objects: dict[int, tuple[object, str]] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
-    def get(self, key: str, generate: Callable[[], Any], *, label: str | None) -> Artifact:
+    def get(
+        self, key: str, generate: Callable[[], Any], *, label: str | None, generator: str | None = None
+    ) -> Artifact:
+        """The artifact under ``key``: generated once, or the stored copy when rejudging or resuming.
+        ``generator`` is taken from the call (the code says who writes it), stored copy or not."""
         with self._lock:
             if key in self._by_key:
                 return self._by_key[key]
@@ -150,14 +170,16 @@ class ArtifactRegistry:
                 )
         if stored is not None:
             text, media, stored_label = stored
-            artifact = make_artifact(key, decode(text, media), label=stored_label, source="stored")
+            artifact = make_artifact(
+                key, decode(text, media), label=stored_label, source="stored", generator=generator
+            )
         elif self.rejudge_run is not None:
             raise ArtifactMissing(
                 f"--aimeasure-rejudge {self.rejudge_run}: the run has no stored artifact {key!r}; it is "
                 "never regenerated under --aimeasure-rejudge. Run without --aimeasure-rejudge to generate it."
             )
         else:
-            artifact = make_artifact(key, generate(), label=label, source="generated")
+            artifact = make_artifact(key, generate(), label=label, source="generated", generator=generator)
             if self.recorder is not None:
                 self.recorder.record(artifact)
         with self._lock:

@@ -45,6 +45,34 @@ def _floor_and_error_findings(state: SessionState) -> list[Finding]:
     return out
 
 
+def _one_per_subject(findings: list[Finding], kind: str) -> list[Finding]:
+    """One finding of ``kind`` per subject: a warning that many items repeat (the same generator
+    judged by its own family) is shown once, naming the items."""
+    out: list[Finding] = []
+    first: dict[str, int] = {}
+    items: dict[str, list[str]] = {}
+    for f in findings:
+        if f.kind != kind:
+            out.append(f)
+            continue
+        items.setdefault(f.subject, []).append(f.nodeid or f.subject)
+        if f.subject not in first:
+            first[f.subject] = len(out)
+            out.append(f)
+    for subject, at in first.items():
+        nodeids = sorted(set(items[subject]))
+        if len(nodeids) > 1:
+            f = out[at]
+            out[at] = f.model_copy(
+                update={
+                    "message": f"{f.message} ({len(nodeids)} items)",
+                    "nodeid": None,
+                    "detail": {**f.detail, "items": nodeids},
+                }
+            )
+    return out
+
+
 def conclude(state: SessionState, session: pytest.Session) -> Outcome:
     from pytest_aimeasure.session import Outcome
 
@@ -55,6 +83,7 @@ def conclude(state: SessionState, session: pytest.Session) -> Outcome:
     findings: list[Finding] = []
     for result in state.results.values():
         findings += result.findings
+    findings = _one_per_subject(findings, "self_preference")
     findings += _floor_and_error_findings(state)
 
     if s.drift != "off" and (measurements or state.baseline is not None):

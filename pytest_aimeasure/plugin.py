@@ -428,21 +428,30 @@ def aimeasure_artifact(request: pytest.FixtureRequest) -> Callable[..., Artifact
 
         @pytest.fixture(scope="module")
         def story(aimeasure_artifact):
-            return aimeasure_artifact("story-7", lambda: my_generator(seed=7), label="gen-v2")
+            return aimeasure_artifact("story-7", lambda: my_generator(seed=7), label="gen-v2",
+                                      generator="anthropic/claude-haiku-4-5")
 
     ``generate`` is called on the first request of a key; the content is stored in the run store
     (content-addressed). Under ``--aimeasure-rejudge`` the stored copy is returned and ``generate`` is never
     called. Gates and dimensions that use the same key are linked: a failed gate skips the
-    dimensions of that artifact. The returned :class:`~pytest_aimeasure.artifact.Artifact` has
-    ``.value`` (what generate returned), ``.text`` (what the judge reads), ``.sha256``, ``.key``.
+    dimensions of that artifact. ``generator`` names the model that wrote it (else a ``label`` that
+    names a model counts): a dimension judged by the same model family gets a self-preference
+    warning. The returned :class:`~pytest_aimeasure.artifact.Artifact` has ``.value`` (what generate
+    returned), ``.text`` (what the judge reads), ``.sha256``, ``.key``, ``.label``, ``.generator``.
     """
     state = request.config.stash[state_key]
 
-    def get(key: str, generate: Callable[[], Any], *, label: str | None = None) -> Artifact:
+    def get(
+        key: str, generate: Callable[[], Any], *, label: str | None = None, generator: str | None = None
+    ) -> Artifact:
         from pytest_aimeasure.artifact import ArtifactError, ArtifactMissing
 
+        if generator is not None and not (isinstance(generator, str) and generator.strip()):
+            pytest.fail(
+                f"aimeasure_artifact({key!r}): generator={generator!r} must be a model name", pytrace=False
+            )
         try:
-            artifact = state.artifacts.get(key, generate, label=label)
+            artifact = state.artifacts.get(key, generate, label=label, generator=generator)
         except (ArtifactMissing, ArtifactError) as exc:
             pytest.fail(str(exc), pytrace=False)
         record = runtime.current()

@@ -294,17 +294,29 @@ class SessionState:
     def calibration_summary(self, measurements: list[Measurement]) -> tuple[dict[str, Any], list[Finding]]:
         """Each calibrated dimension's κ, bias and status, and the findings they make (controller)."""
         run = self.calibration_run
-        if run is None and self.stored_calibration is None:
+        pairs: dict[str, list[tuple[list[int], list[int]]]] = {}
+        for result in self.results.values():  # the order probe on tests that judged several artifacts
+            for p in result.extra.get("order_probes", ()):
+                pairs.setdefault(p["dimension"], []).append((p["plain"], p["reversed"]))
+        if run is None and self.stored_calibration is None and not pairs:
             return {}, []
+        from pytest_aimeasure.calibrate.probes import order_shift
         from pytest_aimeasure.calibrate.report import summarise
 
+        s = self.settings
+        item_probes = {}
+        for name, found in pairs.items():
+            probe = order_shift(found, self.var_floors.get(name, s.var_floor))
+            if probe is not None:
+                item_probes[name] = probe
         return summarise(
             fresh=run.results if run is not None else {},
             errors=run.errors if run is not None else {},
             stored=self.stored_calibration,
             measurements=measurements,
-            judge_model=self.settings.model,
-            fail=self.settings.calibrate == "fail",
+            judge_model=s.model,
+            fail=s.calibrate == "fail",
+            item_probes=item_probes,
         )
 
     def _warm_sdk(self) -> None:

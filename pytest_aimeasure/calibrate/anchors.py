@@ -23,6 +23,7 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from pytest_aimeasure.artifact import join_parts
 from pytest_aimeasure.models import SCORE_MAX, SCORE_MIN
 
 YAML_SUFFIXES = (".yaml", ".yml")
@@ -143,11 +144,6 @@ class AnchorSet:
 
     def dimensions(self) -> list[str]:
         return sorted({a.dimension for a in self.anchors})
-
-
-def join_parts(parts: tuple[str, ...] | list[str]) -> str:
-    """How several artifacts are shown to the judge in one prompt: numbered, in the given order."""
-    return "\n\n".join(f"--- artifact {i + 1} of {len(parts)} ---\n{p.strip()}" for i, p in enumerate(parts))
 
 
 def _yaml_line(node: yaml.Node | None, loc: tuple[int | str, ...]) -> int | None:

@@ -15,11 +15,12 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
+from pytest_aimeasure.artifact import join_parts
 from pytest_aimeasure.calibrate.agreement import mean, mean_ci, sample_var, sd_ratio_ci
-from pytest_aimeasure.calibrate.anchors import Anchor, join_parts
+from pytest_aimeasure.calibrate.anchors import Anchor
 from pytest_aimeasure.calibrate.results import ProbeResult
+from pytest_aimeasure.judge.families import family_clash
 from pytest_aimeasure.stats import t_ppf
-from pytest_aimeasure.suites.targets import family_clash
 
 PADDING_SENTENCE = (
     "This sentence is neutral padding added by a length check; it carries no information about the "
@@ -121,5 +122,46 @@ def range_use(judge: Sequence[float], human: Sequence[float]) -> ProbeResult | N
         message=(
             f"range use: judge SD / human SD = {ratio:.2f} [95% CI {low:.2f}, {high:.2f}]; judge levels "
             f"{used}, human levels {humans}" + (f"; the judge's range is {how}" if significant else "")
+        ),
+    )
+
+
+def order_shift(pairs: Sequence[tuple[Sequence[int], Sequence[int]]], var_floor: float) -> ProbeResult | None:
+    """The order probe on a dimension's test items: each pair is (samples as given, samples with the
+    artifacts in reverse order). The effect is the mean over items of the change in the item's mean.
+
+    Its standard error is the spread of the per-item changes (df m−1), never below the within-item
+    noise of both judgings (each item's variance floored at ``var_floor``); with one item, that noise
+    alone (df n₁+n₂−2). A temperature-0 judge that repeats itself is not taken to be exact.
+    """
+    pairs = [(p, r) for p, r in pairs if p and r]
+    if not pairs:
+        return None
+    deltas = [mean(r) - mean(p) for p, r in pairs]
+    m = len(deltas)
+    effect = mean(deltas)
+    within = mean(
+        [max(sample_var(p), var_floor) / len(p) + max(sample_var(r), var_floor) / len(r) for p, r in pairs]
+    )
+    se_within = math.sqrt(within / m)
+    if m >= 2:
+        se, df = max(math.sqrt(sample_var(deltas) / m), se_within), m - 1
+    else:
+        p, r = pairs[0]
+        se, df = se_within, max(len(p) + len(r) - 2, 1)
+    half = t_ppf(0.975, df) * se
+    low, high = effect - half, effect + half
+    significant = low > 0 or high < 0
+    return ProbeResult(
+        probe="order",
+        effect=effect,
+        ci_low=low,
+        ci_high=high,
+        n=m,
+        significant=significant,
+        message=(
+            f"order (test items judged again with their artifacts reversed): mean change {effect:+.2f} "
+            f"[95% CI {low:+.2f}, {high:+.2f}] over {m} item{'s' if m != 1 else ''}; "
+            + ("the judge's score moves with the order" if significant else "no significant effect")
         ),
     )

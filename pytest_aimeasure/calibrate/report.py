@@ -9,7 +9,7 @@ from typing import Any
 from tabulate import tabulate
 
 from pytest_aimeasure.calibrate.file import staleness
-from pytest_aimeasure.calibrate.results import CalibrationFile, DimensionCalibration
+from pytest_aimeasure.calibrate.results import CalibrationFile, DimensionCalibration, ProbeResult
 from pytest_aimeasure.models import Finding, Measurement
 from pytest_aimeasure.stats import VAR_FLOOR_DEFAULT
 
@@ -24,12 +24,12 @@ def summarise(
     measurements: Sequence[Measurement],
     judge_model: str | None,
     fail: bool,
-    var_floor: float = VAR_FLOOR_DEFAULT,
+    item_probes: Mapping[str, ProbeResult] | None = None,
 ) -> tuple[dict[str, Any], list[Finding]]:
     """The calibration summary by dimension (JSON-ready) and its findings.
 
     A dimension is reported when it was calibrated now, or when it was measured now and a stored
-    calibration exists for it.
+    calibration exists for it, or when ``item_probes`` (the order probe on its test items) has it.
     """
     by_dim: dict[str, list[Measurement]] = {}
     for m in measurements:
@@ -37,7 +37,29 @@ def summarise(
     summary: dict[str, Any] = {}
     findings: list[Finding] = []
     names = set(fresh) | set(errors) | ({n for n in by_dim if n in stored.dimensions} if stored else set())
-    for name in sorted(names):
+    item_probes = item_probes or {}
+    for name, p in sorted(item_probes.items()):
+        if p.significant:
+            findings.append(
+                Finding(
+                    kind="judge_bias",
+                    severity="warn",
+                    subject=f"{name}::{p.probe}(items)",
+                    message=f"{name}: {p.message}",
+                    detail={"probe": p.probe, "effect": p.effect, "ci": [p.ci_low, p.ci_high], "n": p.n},
+                )
+            )
+    for name in sorted(names | set(item_probes)):
+        probes_here = [item_probes[name].model_dump(mode="json")] if name in item_probes else []
+        if name not in names:  # probed on its test items, never calibrated against anchors
+            scores = [m.mean for m in by_dim.get(name, [])]
+            summary[name] = {
+                "status": "not calibrated",
+                "score_mean": round(sum(scores) / len(scores), 4) if scores else None,
+                "items": len(scores),
+                "item_probes": probes_here,
+            }
+            continue
         if name in errors:
             summary[name] = {"status": "error", "message": errors[name]}
             findings.append(
@@ -62,6 +84,7 @@ def summarise(
             "score_mean": round(sum(scores) / len(scores), 4) if scores else None,
             "items": len(scores),
             "calibration": c.model_dump(mode="json"),
+            "item_probes": probes_here,
         }
         summary[name] = entry
         if stale:
@@ -113,6 +136,9 @@ def calibration_lines(summary: Mapping[str, Any], *, var_floor: float = VAR_FLOO
     rows: list[list[str]] = []
     notes: list[str] = []
     for name, entry in sorted(summary.items()):
+        notes += [f"{name}: {ProbeResult.model_validate(p).message}" for p in entry.get("item_probes", [])]
+        if entry["status"] == "not calibrated":
+            continue
         if entry["status"] == "error":
             rows.append([name, "", "", "", "", "", "", "", entry["message"]])
             continue
@@ -143,7 +169,10 @@ def calibration_lines(summary: Mapping[str, Any], *, var_floor: float = VAR_FLOO
             )
         for p in c.probes if entry["fresh"] else ():
             notes.append(f"{name}: {p.message}")
-    lines = ["", "Calibration (judge vs human anchors):"]
+    lines = [""]
+    if not rows:
+        return [*lines, "Judge bias probes:", *notes]
+    lines.append("Calibration (judge vs human anchors):")
     lines += tabulate(
         rows,
         headers=[

@@ -3,18 +3,24 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 import pytest
 
 from pytest_aimeasure import runtime
-from pytest_aimeasure.artifact import Artifact, invalid_text_message, unicode_problem
+from pytest_aimeasure.artifact import Artifact, invalid_text_message, join_parts, unicode_problem
 from pytest_aimeasure.judge.engine import ItemSpec, NotJudged
+from pytest_aimeasure.judge.families import family_clash, model_families
 from pytest_aimeasure.models import Measurement
 from pytest_aimeasure.plugin import item_nodeid
 
 if TYPE_CHECKING:
     from pytest_aimeasure.session import SessionState
+
+
+ORDER_PROBE_SUFFIX = "::order-reversed"
+"""Appended to an item id for the order probe's re-judging (journal and cache keep it apart)."""
 
 
 class FloorBreach(AssertionError):
@@ -66,7 +72,7 @@ class Judge:
     def score(
         self,
         artifact: Any,
-        *,
+        *more: Any,
         rubric: str | None = None,
         facts: dict[str, Any] | None = None,
         dimension: str | None = None,
@@ -79,6 +85,10 @@ class Judge:
         JSON-serialisable value. ``facts`` are numbers computed in code; the judge is told they are
         ground truth. In a dimension test, the dimension, floor, samples and rubric default to the
         marker's, and a mean below the floor fails the test.
+
+        Several artifacts judged together (``judge.score(reply_a, reply_b, rubric="5 = b answers a")``)
+        are shown in one prompt as numbered parts, in the order given. Under ``--judge-bias`` the item
+        is judged again with their order reversed (the order probe; the session reports the change).
         """
         __tracebackhide__ = True
         # Misuse is the test's failure (pytest.fail), not a usage error of the whole pytest run.
@@ -110,15 +120,22 @@ class Judge:
                 "twice. Parametrize the test to measure several artifacts.",
                 pytrace=False,
             )
-        text, key, sha = artifact_text(artifact)
-        problem = unicode_problem(text)
-        if problem is not None:
-            what = f"artifact {key!r}" if key else f"artifact passed to judge.score ({self._item.nodeid})"
-            pytest.fail(invalid_text_message(what, problem), pytrace=False)
-        if isinstance(artifact, Artifact):
-            failed = self._state.artifacts.failed_gate_for([artifact])
-            if failed is not None:
-                pytest.skip(f"gate failed: {failed}")
+        parts = (artifact, *more)
+        texts = [artifact_text(p) for p in parts]
+        nodeid = self._item.nodeid
+        for part_text, part_key, _ in texts:
+            problem = unicode_problem(part_text)
+            if problem is not None:
+                what = f"artifact {part_key!r}" if part_key else f"artifact passed to judge.score ({nodeid})"
+                pytest.fail(invalid_text_message(what, problem), pytrace=False)
+        failed = self._state.artifacts.failed_gate_for([p for p in parts if isinstance(p, Artifact)])
+        if failed is not None:
+            pytest.skip(f"gate failed: {failed}")
+        if len(parts) == 1:
+            text, key, sha = texts[0]
+        else:  # the joined prompt text is what is judged: its sha256 is computed from it
+            text, key, sha = join_parts([t for t, _, _ in texts]), None, None
+        keys = [k for _, k, _ in texts if k]
         n = samples or kwargs.get("samples") or self._state.settings.samples
         limit = floor if floor is not None else kwargs.get("floor", 3.0 if mark is not None else None)
         spec = ItemSpec(
@@ -150,8 +167,10 @@ class Judge:
             pytest.skip(f"not judged: {exc.reason} ({self._state.budget_text()})")
         if record is not None:
             record.measurements.append(measurement)
-            if key and key not in record.artifact_keys:
-                record.artifact_keys.append(key)
+            record.artifact_keys += [k for k in keys if k not in record.artifact_keys]
+        self._warn_self_preference(parts, spec)
+        if len(parts) > 1 and self._state.settings.judge_bias:
+            self._order_probe(spec, [t for t, _, _ in texts], measurement, record)
         self._item.config.hook.pytest_aimeasure_measured(measurement=measurement, item=self._item)
         for prop, value in (
             ("aimeasure.dimension", name),
@@ -173,3 +192,66 @@ class Judge:
                 excerpt=measurement.excerpt,
             )
         return measurement
+
+    def _warn_self_preference(self, parts: tuple[Any, ...], spec: ItemSpec) -> None:
+        """A warning when an artifact was written by the judge's own model family."""
+        judge_model = self._state.settings.model
+        if judge_model is None:
+            return
+        for part in parts:
+            writer = generator_of(part)
+            shared = family_clash(writer, judge_model) if writer is not None else None
+            if shared is None:
+                continue
+            runtime.record_finding(
+                "self_preference",
+                f"{spec.dimension}: artifact {part.key} was written by {writer} and is judged by "
+                f"{judge_model}, of the same family ({shared}): judges tend to favour their own family's "
+                "writing. Judge it with a model of another family, or measure the effect with "
+                "generator: anchors and --judge-bias.",
+                subject=f"{spec.dimension}::{writer}",
+                severity="warn",
+                detail={
+                    "generator": writer, "judge_model": judge_model, "family": shared, "artifact": part.key
+                },
+            )
+
+    def _order_probe(
+        self, spec: ItemSpec, texts: list[str], plain: Measurement, record: runtime.ItemRecord | None
+    ) -> None:
+        """Judge the item again with its artifacts in reverse order; the session pools the change per
+        dimension (calibrate.probes.order_shift)."""
+        swapped = replace(
+            spec,
+            item_id=spec.item_id + ORDER_PROBE_SUFFIX,
+            artifact=join_parts(list(reversed(texts))),
+            artifact_key=None,
+            artifact_sha256=None,
+        )
+        try:
+            reversed_ = self._state.engine().measure(swapped)
+        except NotJudged:  # the budget ran out: the measurement stands; there is no probe to report
+            return
+        shift = reversed_.mean - plain.mean
+        self._item.user_properties.append(("aimeasure.order_shift", f"{shift:+.4f}"))
+        if record is not None:
+            record.extra.setdefault("order_probes", []).append(
+                {
+                    "dimension": spec.dimension,
+                    "item_id": spec.item_id,
+                    "parts": len(texts),
+                    "plain": list(plain.scores),
+                    "reversed": list(reversed_.scores),
+                }
+            )
+
+
+def generator_of(part: Any) -> str | None:
+    """The model that wrote ``part``: its ``generator``, else its label when that names a model."""
+    if not isinstance(part, Artifact):
+        return None
+    if part.generator:
+        return part.generator
+    if part.label and model_families(part.label):
+        return part.label
+    return None
