@@ -285,3 +285,57 @@ def test_generator_is_deterministic_and_its_quirks_match_the_readme() -> None:
         assert f"| {seed} |" in readme
         for name in names:
             assert name.replace("_", " ") in readme
+
+
+# -- calibrating the judge against the example's human-labelled anchors ---------------------------------
+VOICE = "in-character voice"
+
+
+def test_voice_anchors_are_the_generators_own_artifacts() -> None:
+    from pytest_aimeasure.calibrate.anchors import load_anchor_file
+
+    gen = load_generator()
+    anchors = load_anchor_file(EXAMPLE / "anchors" / "voice.yaml").anchors
+    assert len(anchors) == 12
+    for anchor in anchors:
+        seed, character = anchor.id.removeprefix("seed").split("-")
+        scenario = gen.generate_scenario(gen.BRIEF, int(seed))
+        assert anchor.text == gen.render_voice(scenario, character), anchor.id
+        assert anchor.facts == gen.voice_facts(scenario, character), anchor.id
+        assert set(anchor.labels) == {"lee", "kim"} and anchor.note
+    assert any(len(set(a.labels.values())) > 1 for a in anchors)  # the raters disagree somewhere
+    assert {v for a in anchors for v in a.labels.values()} >= {1, 2, 4, 5}
+
+
+def test_calibrate_reports_the_judge_against_the_human_labels_and_keeps_it(tmp_path: Path) -> None:
+    path = copy_example(tmp_path)
+    run = run_example(path, "--judge-calibrate", "--judge-bias")
+    assert run.returncode == 1  # the two deliberate failures; the ruler itself is calibrated
+    assert run.results["failed_because"] == ["2 test(s) failed (gates, floors or judge errors)"]
+    entry = run.results["calibration"][VOICE]
+    assert entry["status"] == "calibrated" and entry["fresh"]
+    c = entry["calibration"]
+    assert (c["anchors"], c["raters"], c["judge_model"]) == (12, 2, "scripted")
+    # The scripted judge gives 2 to the five leaks (humans 2 and 1) and 5 to the rest (humans 4-5): by
+    # hand, judge − human is +0.5 on seven anchors, +1 on one, 0 on four: a mean of 5/12.
+    assert c["bias"]["mean"] == pytest.approx(5 / 12, abs=1e-4)
+    assert c["bias"]["ci_low"] > 0  # generous, significantly...
+    assert c["bias"]["mean"] < c["thresholds"]["max_abs_bias"]  # ...but within the default 0.5
+    assert c["agreement"]["kappa"] > 0.9 and c["agreement"]["within_one"] == 1.0
+    assert 0 < c["human_alpha"] < 1  # lee and kim disagree on seven anchors
+    assert c["repeatability"]["var_floor"] == 0.01  # every sample repeats: the measured noise is the minimum
+    assert {p["probe"]: p["significant"] for p in c["probes"]} == {"length": False, "range": False}
+    # Each anchor judged three times, and three times more with padding, besides the 16 items; three
+    # anchors are items of this run too (seed 2's two voices, seed 6's Margaret): the cache serves them.
+    assert run.results["spend"]["calls"] == (JUDGED_ITEMS + 2 * 12 - 3) * SAMPLES
+    assert run.results["spend"]["cached"] == 3 * SAMPLES
+    assert "Calibration (judge vs human anchors):" in run.stdout
+    assert f"{VOICE}: variance floor 0.0100 measured on 12 anchors × 3 samples" in run.stdout
+    stored = json.loads((path / "aimeasure-calibration.json").read_text())
+    assert stored["dimensions"][VOICE]["bias"]["mean"] == c["bias"]["mean"]
+    # Later sessions show the stored κ and bias beside the scores, without judging the anchors again.
+    later = run_example(path)
+    assert later.results["calibration"][VOICE]["status"] == "calibrated"
+    assert not later.results["calibration"][VOICE]["fresh"]
+    assert later.results["spend"]["calls"] == 0
+    assert "ok (stored)" in later.stdout

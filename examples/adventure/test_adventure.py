@@ -122,7 +122,13 @@ def test_action_distinctness(scenario: Artifact, judge: Judge, aimeasure_artifac
     judge.score(choices, facts=choice_facts(scenario.value))
 
 
-@pytest.mark.dimension("in-character voice", floor=3.0, rubric=VOICE_RUBRIC, phase="responses")
+@pytest.mark.dimension(
+    "in-character voice",
+    floor=3.0,
+    rubric=VOICE_RUBRIC,
+    phase="responses",
+    anchors="anchors/voice.yaml",  # human labels: pytest --judge-calibrate measures the judge against them
+)
 @pytest.mark.parametrize("character", [c.id for c in BRIEF.cast])
 def test_in_character_voice(
     scenario: Artifact, character: str, judge: Judge, aimeasure_artifact: Artifacts
