@@ -522,7 +522,24 @@ class SessionState:
                 self.recording.record_item(result)
             for m in result.measurements:
                 extra.append(("aimeasure.verdict", self._item_verdict(m)))
+                ruler = self._ruler_status(m)
+                if ruler is not None:
+                    extra.append(("aimeasure.ruler", ruler))
         return extra
+
+    def _ruler_status(self, m: Measurement) -> str | None:
+        """The dimension's calibration as stored when the session began (calibrated, uncalibrated or
+        stale), or None when it has none. JUnit properties are written as each test ends, before a
+        --judge-calibrate run judges its anchors: a fresh calibration shows from the next session on."""
+        stored = self.stored_calibration
+        c = stored.dimensions.get(m.dimension) if stored is not None else None
+        if c is None:
+            return None
+        from pytest_aimeasure.calibrate.file import staleness
+
+        if staleness(c, [m.fingerprint], self.settings.model):
+            return "stale"
+        return "calibrated" if c.passed else "uncalibrated"
 
     def _item_verdict(self, m: Measurement) -> str:
         if m.breached:

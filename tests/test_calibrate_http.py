@@ -235,3 +235,22 @@ def test_cli_calibrate_writes_json_and_fails_on_an_uncalibrated_ruler(
     # No rubric anywhere: one clear usage error.
     assert main(["calibrate", anchors, "--judge-model", MODEL]) == 2
     assert "no rubric for dimension 'tone'" in capsys.readouterr().err
+
+
+def ruler_property(pytester: pytest.Pytester) -> list[str]:
+    xml = (pytester.path / "junit.xml").read_text()
+    return re.findall(r'name="aimeasure\.ruler" value="([^"]*)"', xml)
+
+
+def test_junit_items_carry_the_stored_ruler_status(project: pytest.Pytester, serve: Any) -> None:
+    serve(generous)
+    calibrated(project, "--judge-calibrate", "--junitxml", "junit.xml")
+    assert ruler_property(project) == []  # no calibration was stored when the test ended
+    calibrated(project, "--junitxml", "junit.xml")
+    assert ruler_property(project) == ["uncalibrated"]
+    calibrated(project, "--junitxml", "junit.xml", model="anthropic/claude-other")
+    assert ruler_property(project) == ["stale"]
+    serve(faithful)  # the same judge model: sample afresh, not from the cache
+    calibrated(project, "--judge-calibrate", "--judge-cache=off")
+    calibrated(project, "--junitxml", "junit.xml")
+    assert ruler_property(project) == ["calibrated"]
