@@ -461,6 +461,9 @@ class SessionState:
 
         self.anchor_refs = []
         for item in items:
+            if hasattr(item, "anchor_refs"):  # a suite item: its suite's dimensions with anchors:
+                self.anchor_refs += item.anchor_refs()
+                continue
             mark = item.get_closest_marker("dimension")
             if mark is not None and mark.kwargs.get("anchors"):
                 self.anchor_refs.append(

@@ -72,14 +72,19 @@ class SuiteFile(pytest.File):
         except OSError as exc:
             raise self.CollectError(f"cannot read suite file {self.path}: {exc}") from None
         search = [self.path.parent, self.config.rootpath]
-        targets, callables = self._resolve(loaded, search)
+        targets, callables, anchor_refs = self._resolve(loaded, search)
         yield SuiteNode.from_parent(
-            self, name=loaded.spec.suite, loaded=loaded, targets=targets, callables=callables
+            self,
+            name=loaded.spec.suite,
+            loaded=loaded,
+            targets=targets,
+            callables=callables,
+            anchor_refs=anchor_refs,
         )
 
     def _resolve(
         self, loaded: LoadedSuite, search: list[Path]
-    ) -> tuple[list[ResolvedTarget], dict[str, Callable[..., Any]]]:
+    ) -> tuple[list[ResolvedTarget], dict[str, Callable[..., Any]], list[dict[str, Any]]]:
         spec = loaded.spec
         problems: list[SuiteProblem] = []
         targets: list[ResolvedTarget] = []
@@ -103,9 +108,33 @@ class SuiteFile(pytest.File):
                     callables[ref] = load_callable(ref, search=search)
                 except CallableError as exc:
                     problems.append(SuiteProblem((*loc, j, "callable"), f"gate {exc}"))
+        anchor_refs: list[dict[str, Any]] = []
+        for i, dim in enumerate(spec.dimensions):
+            names = dim.anchors or []
+            for k, name in enumerate(names):
+                if not (self.path.parent / name).is_file():
+                    problems.append(
+                        SuiteProblem(
+                            ("dimensions", i, "anchors", *((k,) if len(names) > 1 else ())),
+                            f"anchor file {name!r} not found (paths are relative to the suite file, "
+                            f"{self.path.parent})",
+                        )
+                    )
+            if dim.anchors:
+                line = loaded.source.line_of(("dimensions", i, "anchors"))
+                anchor_refs.append(
+                    {
+                        "dimension": dim.name,
+                        "files": [str((self.path.parent / n).resolve()) for n in dim.anchors],
+                        "rubric": dim.rubric,
+                        "min_kappa": dim.min_kappa,
+                        "max_abs_bias": dim.max_abs_bias,
+                        "source": f"{self.path}:{line}" if line else str(self.path),
+                    }
+                )
         if problems:
             raise self.CollectError(str(loaded.error(problems)))
-        return targets, callables
+        return targets, callables, anchor_refs
 
 
 class SuiteNode(pytest.Collector):
@@ -117,12 +146,16 @@ class SuiteNode(pytest.Collector):
         loaded: LoadedSuite,
         targets: list[ResolvedTarget],
         callables: dict[str, Callable[..., Any]],
+        anchor_refs: list[dict[str, Any]] | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
         self.loaded = loaded
         self.targets = targets
         self.callables = callables
+        self.anchor_refs = anchor_refs or []
+        """Calibration references of the suite's dimensions (``anchors:``), as markers make them
+        (:func:`pytest_aimeasure.calibrate.targets.marker_ref`)."""
 
     def collect(self) -> Iterator[pytest.Item | pytest.Collector]:
         spec = self.loaded.spec
@@ -192,6 +225,10 @@ class SuiteItem(pytest.Item):
     def reportinfo(self) -> tuple[Path, int | None, str]:
         line = self.suite_node.loaded.prompt_lines.get(self.prompt.id)
         return self.path, (line - 1) if line else None, f"{self.suite_node.name}::{self.name}"
+
+    def anchor_refs(self) -> list[dict[str, Any]]:
+        """The suite's anchor references, for ``--judge-calibrate`` (the session merges duplicates)."""
+        return list(self.suite_node.anchor_refs)
 
     def dimension_items(self, default_samples: int) -> list[tuple[str, str, int]]:
         """(nodeid, dimension, samples) for the judge's dry run (``--judge-dry-run``)."""

@@ -183,6 +183,13 @@ class DimensionSpec(_Strict):
     floor: float = Field(default=3.0, ge=1, le=5)
     tolerance: float = Field(default=0.5, gt=0)
     samples: int | None = Field(default=None, ge=1)
+    # Calibration (--judge-calibrate), as on @pytest.mark.dimension: anchor files relative to the suite
+    # file, and this dimension's thresholds (else --judge-min-kappa / --judge-max-abs-bias).
+    anchors: Annotated[list[Annotated[str, Field(min_length=1)]] | None, BeforeValidator(_as_list)] = Field(
+        default=None, min_length=1
+    )
+    min_kappa: float | None = Field(default=None, ge=-1, le=1)
+    max_abs_bias: float | None = Field(default=None, ge=0)
 
 
 class DimensionRef(_Strict):
