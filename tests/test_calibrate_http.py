@@ -92,7 +92,7 @@ def calibrated(
 
 
 def tone(data: dict[str, Any]) -> dict[str, Any]:
-    entry: dict[str, Any] = data["calibration"]["tone"]
+    entry: dict[str, Any] = data["calibration_summary"]["tone"]
     return entry
 
 
@@ -117,6 +117,13 @@ def test_generous_judge_shows_bias_of_one_and_fails_min_kappa(project: pytest.Py
     assert any(f["kind"] == "uncalibrated" and f["severity"] == "fail" for f in data["findings"])
     stored = json.loads((project.path / "aimeasure-calibration.json").read_text())
     assert stored["dimensions"]["tone"]["bias"]["mean"] == 1.0
+    # The HTML report's figure: the judge's mean at each human level, one point above the diagonal.
+    (figure,) = data["calibration"]
+    assert figure["dimension"] == "tone" and figure["anchors"] == 12
+    points = [(b["reference"], b["judge"], b["n"]) for b in figure["bins"]]
+    assert points == [(1, 2, 3), (2, 3, 3), (3, 4, 3), (4, 5, 3)]
+    assert figure["agreement"]["weighted_kappa"] == c["agreement"]["kappa"]
+    assert figure["bias"]["mean"] == 1.0 and "ruler: uncalibrated" in figure["notes"]
 
 
 def test_faithful_judge_passes(project: pytest.Pytester, serve: Any) -> None:

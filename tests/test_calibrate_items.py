@@ -137,7 +137,7 @@ def test_several_artifacts_are_shown_as_numbered_parts_and_judged_once_without_t
     assert "--- artifact 2 of 2 ---\nBETA reply" in prompt
     item = next(i for i in data["items"] if i["nodeid"] == "test_pairs.py::test_fairness[1]")
     assert item["artifact_keys"] == ["alpha-1"]
-    assert "fairness" not in data["calibration"]
+    assert "fairness" not in data["calibration_summary"]
 
 
 @pytest.mark.parametrize("xdist", [(), ("-n", "2")], ids=["serial", "xdist"])
@@ -149,7 +149,7 @@ def test_order_probe_flags_a_judge_that_prefers_the_first_artifact(
     result, data = run(pytester, "--judge-bias", "--junitxml", "junit.xml", *xdist)
     assert result.ret == 0, result.stdout.str()
     assert server.judge_calls == 2 * 3 * 3  # each item judged again, reversed
-    entry = data["calibration"]["fairness"]
+    entry = data["calibration_summary"]["fairness"]
     assert entry["status"] == "not calibrated"
     (probe,) = entry["item_probes"]
     assert probe["probe"] == "order"
@@ -171,7 +171,7 @@ def test_order_probe_passes_an_order_blind_judge(pytester: pytest.Pytester, serv
     pytester.makepyfile(test_pairs=textwrap.dedent(PAIRS))
     result, data = run(pytester, "--judge-bias")
     assert result.ret == 0, result.stdout.str()
-    (probe,) = data["calibration"]["fairness"]["item_probes"]
+    (probe,) = data["calibration_summary"]["fairness"]["item_probes"]
     assert probe["effect"] == 0.0 and not probe["significant"]
     assert probe["ci_low"] < 0 < probe["ci_high"]  # the variance floor keeps a repeatable judge honest
     assert not [f for f in data["findings"] if f["kind"] == "judge_bias"]

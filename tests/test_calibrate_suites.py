@@ -78,7 +78,7 @@ def test_suite_anchors_calibrate_the_judge_with_the_suites_thresholds(
     project: pytest.Pytester, xdist: tuple[str, ...]
 ) -> None:
     result, data = run(project, "--judge-calibrate=fail", *xdist, generous=1)
-    entry = data["calibration"]["tone"]
+    entry = data["calibration_summary"]["tone"]
     c = entry["calibration"]
     assert entry["status"] == "uncalibrated"
     assert c["anchors"] == 12 and c["anchor_files"] == ["suites/anchors/tone.yaml"]
@@ -92,15 +92,15 @@ def test_suite_anchors_calibrate_the_judge_with_the_suites_thresholds(
 
 def test_suite_anchors_pass_a_faithful_judge(project: pytest.Pytester) -> None:
     result, data = run(project, "--judge-calibrate=fail")
-    assert data["calibration"]["tone"]["status"] == "calibrated"
-    assert data["calibration"]["tone"]["calibration"]["agreement"]["kappa"] == 1.0
+    assert data["calibration_summary"]["tone"]["status"] == "calibrated"
+    assert data["calibration_summary"]["tone"]["calibration"]["agreement"]["kappa"] == 1.0
     assert result.ret == 0, result.stdout.str()
 
 
 def test_without_judge_calibrate_suite_anchors_cost_nothing(project: pytest.Pytester) -> None:
     result, data = run(project)
     assert result.ret == 0
-    assert data["calibration"] == {}
+    assert data["calibration_summary"] == {}
     assert data["spend"]["calls"] == 3  # the one suite item, N = 3
 
 

@@ -312,7 +312,7 @@ def test_calibrate_reports_the_judge_against_the_human_labels_and_keeps_it(tmp_p
     run = run_example(path, "--judge-calibrate", "--judge-bias")
     assert run.returncode == 1  # the two deliberate failures; the ruler itself is calibrated
     assert run.results["failed_because"] == ["2 test(s) failed (gates, floors or judge errors)"]
-    entry = run.results["calibration"][VOICE]
+    entry = run.results["calibration_summary"][VOICE]
     assert entry["status"] == "calibrated" and entry["fresh"]
     c = entry["calibration"]
     assert (c["anchors"], c["raters"], c["judge_model"]) == (12, 2, "scripted")
@@ -335,7 +335,7 @@ def test_calibrate_reports_the_judge_against_the_human_labels_and_keeps_it(tmp_p
     assert stored["dimensions"][VOICE]["bias"]["mean"] == c["bias"]["mean"]
     # Later sessions show the stored κ and bias beside the scores, without judging the anchors again.
     later = run_example(path)
-    assert later.results["calibration"][VOICE]["status"] == "calibrated"
-    assert not later.results["calibration"][VOICE]["fresh"]
+    assert later.results["calibration_summary"][VOICE]["status"] == "calibrated"
+    assert not later.results["calibration_summary"][VOICE]["fresh"]
     assert later.results["spend"]["calls"] == 0
     assert "ok (stored)" in later.stdout
