@@ -20,8 +20,12 @@ How a model name is looked up (the keys litellm uses):
 Anything else is unknown: :func:`price_for` returns None and :func:`cost_usd` returns None, never
 0.0, so an unknown price can't pass for a free call. Input above a tier threshold
 (``input_cost_per_token_above_200k_tokens`` and the like) is priced at that tier, input and output,
-as litellm does. Not modelled: prompt-cache and batch rates, service tiers, off-peak discounts. Judge
-calls use none of them.
+as litellm does. Prompt-cache tokens (:class:`~pytest_aimeasure.models.Usage`'s
+``cache_read_input_tokens`` / ``cache_creation_input_tokens``) are priced at the entry's
+``cache_read_input_token_cost`` / ``cache_creation_input_token_cost`` (5-minute cache writes), or at
+the input rate when the entry has none, as litellm does; the tier is chosen by the whole prompt
+(uncached + cached input). Not modelled: batch rates, 1-hour cache writes, service tiers, off-peak
+discounts. Judge calls use none of them.
 """
 
 from __future__ import annotations
@@ -54,6 +58,7 @@ __all__ = [
     "estimate_call_usd",
     "price_for",
     "price_map_path",
+    "supports_prompt_caching",
 ]
 
 PRICE_MAP_FILE = "model_prices_and_context_window_backup.json"
@@ -74,23 +79,40 @@ class Tier:
     above_tokens: int
     input_per_token: float
     output_per_token: float
+    cache_read_per_token: float | None = None
+    cache_write_per_token: float | None = None
 
 
 @dataclass(frozen=True)
 class Price:
-    """USD per token for one model, as found in the price map under ``key``."""
+    """USD per token for one model, as found in the price map under ``key``. A cache rate of None
+    means the map gives none: such tokens cost the input rate."""
 
     key: str
     input_per_token: float
     output_per_token: float
     tiers: tuple[Tier, ...] = ()
+    cache_read_per_token: float | None = None
+    cache_write_per_token: float | None = None
+    prompt_caching: bool | None = None
+    """The map's ``supports_prompt_caching``: None when the entry does not say."""
 
     def cost(self, usage: Usage) -> float:
         rate_in, rate_out = self.input_per_token, self.output_per_token
+        rate_read, rate_write = self.cache_read_per_token, self.cache_write_per_token
         for tier in self.tiers:  # ascending thresholds: the highest one exceeded wins
-            if usage.input_tokens > tier.above_tokens:
+            if usage.prompt_tokens > tier.above_tokens:
                 rate_in, rate_out = tier.input_per_token, tier.output_per_token
-        return usage.input_tokens * rate_in + usage.output_tokens * rate_out
+                rate_read = tier.cache_read_per_token if tier.cache_read_per_token is not None else rate_read
+                rate_write = (
+                    tier.cache_write_per_token if tier.cache_write_per_token is not None else rate_write
+                )
+        return (
+            usage.input_tokens * rate_in
+            + usage.output_tokens * rate_out
+            + usage.cache_read_input_tokens * (rate_in if rate_read is None else rate_read)
+            + usage.cache_creation_input_tokens * (rate_in if rate_write is None else rate_write)
+        )
 
 
 FREE = Price(key="scripted", input_per_token=0.0, output_per_token=0.0)
@@ -140,9 +162,25 @@ def _entry_price(key: str, entry: dict[str, Any]) -> Price | None:
         threshold = int(match.group(1)) * (1000 if match.group(2) else 1)
         suffix = name.removeprefix("input_cost_per_token")
         tier_out = _number(entry.get(f"output_cost_per_token{suffix}"))
-        tiers.append(Tier(threshold, tier_in, rate_out if tier_out is None else tier_out))
+        tiers.append(
+            Tier(
+                threshold,
+                tier_in,
+                rate_out if tier_out is None else tier_out,
+                cache_read_per_token=_number(entry.get(f"cache_read_input_token_cost{suffix}")),
+                cache_write_per_token=_number(entry.get(f"cache_creation_input_token_cost{suffix}")),
+            )
+        )
     tiers.sort(key=lambda t: t.above_tokens)
-    return Price(key=key, input_per_token=rate_in, output_per_token=rate_out, tiers=tuple(tiers))
+    return Price(
+        key=key,
+        input_per_token=rate_in,
+        output_per_token=rate_out,
+        tiers=tuple(tiers),
+        cache_read_per_token=_number(entry.get("cache_read_input_token_cost")),
+        cache_write_per_token=_number(entry.get("cache_creation_input_token_cost")),
+        prompt_caching=caching if isinstance(caching := entry.get("supports_prompt_caching"), bool) else None,
+    )
 
 
 def _lookup(key: str, providers: tuple[str, ...] | None = None) -> Price | None:
@@ -192,6 +230,13 @@ def price_for(model: str, provider: str | None = None) -> Price | None:
         prefix, rest = model.split("/", 1)
         return _lookup(rest, providers=(prefix,))
     return None
+
+
+def supports_prompt_caching(model: str, provider: str | None = None) -> bool:
+    """Whether to mark ``model``'s prompt for caching: False only when the price map says the model
+    does not support it (an unknown model is asked to cache; the API ignores what it cannot use)."""
+    price = price_for(model, provider)
+    return price is None or price.prompt_caching is not False
 
 
 def cost_usd(model: str, usage: Usage, provider: str | None = None) -> float | None:

@@ -18,17 +18,30 @@ TOOL_SCHEMA_VERSION = 1
 
 
 class Usage(BaseModel):
-    """Tokens one judge (or generator) call consumed, as the provider reported them."""
+    """Tokens one judge (or generator) call consumed, as the provider reported them.
+
+    As in the Anthropic Messages API, ``input_tokens`` counts only the input that was neither read
+    from nor written to the provider's prompt cache; the prompt's whole input is
+    :attr:`prompt_tokens`. Records written before prompt caching (no cache fields) read as zero."""
 
     model_config = ConfigDict(extra="forbid")
 
     input_tokens: int = 0
     output_tokens: int = 0
+    cache_read_input_tokens: int = 0
+    cache_creation_input_tokens: int = 0
+
+    @property
+    def prompt_tokens(self) -> int:
+        """All input tokens: uncached, read from the cache and written to it."""
+        return self.input_tokens + self.cache_read_input_tokens + self.cache_creation_input_tokens
 
     def __add__(self, other: Usage) -> Usage:
         return Usage(
             input_tokens=self.input_tokens + other.input_tokens,
             output_tokens=self.output_tokens + other.output_tokens,
+            cache_read_input_tokens=self.cache_read_input_tokens + other.cache_read_input_tokens,
+            cache_creation_input_tokens=self.cache_creation_input_tokens + other.cache_creation_input_tokens,
         )
 
 

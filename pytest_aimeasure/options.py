@@ -150,7 +150,7 @@ OPTIONS: tuple[Option, ...] = (
     Option(
         "--judge-concurrency",
         "judge_concurrency",
-        "Judge calls in flight at once, per provider (default 8).",
+        "Judge calls in flight at once, per provider (default 8); halved on a 429/529 and grown back.",
         positive_int,
         8,
         "aimeasure_judge_concurrency",
@@ -168,8 +168,9 @@ OPTIONS: tuple[Option, ...] = (
     Option(
         "--judge-retries",
         "judge_retries",
-        "Transport retries per judge call (429, 5xx, 529 overloaded, timeouts), done by the SDK with "
-        "backoff (default 4). Each attempt may take up to --judge-timeout.",
+        "Transport retries per judge call (429, 5xx, 529 overloaded, timeouts, refused connections) "
+        "(default 4). A 429/529 pauses every call to the provider for its retry-after; others back off "
+        "from 0.5 s. Each attempt may take up to --judge-timeout.",
         non_negative_int,
         4,
         "aimeasure_judge_retries",

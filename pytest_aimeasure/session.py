@@ -373,9 +373,8 @@ class SessionState:
             if custom is not None:
                 return custom
             try:
-                return build_backend(
-                    model, timeout=s.timeout, retries=s.retries, scripted_fallback=scripted_fallback
-                )
+                # The engine does the transport retries (--judge-retries), so it sees every 429.
+                return build_backend(model, timeout=s.timeout, retries=0, scripted_fallback=scripted_fallback)
             except ModelError as exc:
                 raise pytest.UsageError(f"--judge-model: {exc}") from None
 
@@ -391,6 +390,7 @@ class SessionState:
                 samples=s.samples,
                 concurrency=s.concurrency,
                 timeout=s.timeout,
+                retries=s.retries,
                 var_floor=s.var_floor,
                 var_floors=dict(self.var_floors),
                 replay=s.cache == "replay",
@@ -410,26 +410,10 @@ class SessionState:
 
     def spend(self) -> dict[str, Any]:
         """Judge spend of the whole session: this process plus every worker."""
+        from pytest_aimeasure.judge.engine import merge_spend
+
         parts = [self._engine.spend.as_dict()] if self._engine is not None else []
-        parts += self.worker_spend
-        total: dict[str, Any] = {
-            "calls": 0,
-            "retries": 0,
-            "cached": 0,
-            "input_tokens": 0,
-            "output_tokens": 0,
-            "cost_usd": 0.0,
-            "judge_errors": 0,
-        }
-        for part in parts:
-            for name, value in part.items():
-                if name == "cost_usd":
-                    total[name] = None if value is None or total[name] is None else total[name] + value
-                else:
-                    total[name] += value
-        if total["cost_usd"] is not None:
-            total["cost_usd"] = round(total["cost_usd"], 6)
-        return total
+        return merge_spend(parts + self.worker_spend)
 
     def merge_workeroutput(self, output: dict[str, Any]) -> None:
         spend = output.get("aimeasure_spend")

@@ -6,6 +6,12 @@ All judge calls of a session run on one event loop in a background thread. pytes
 :meth:`JudgeEngine.ameasure` to measure many items at once. Limits are per provider
 (``concurrency_key``), so a slow provider never holds back a fast one.
 
+Transport retries happen here, not in the SDKs (the engine's backends are built with
+``max_retries=0``): each call is retried up to ``--judge-retries`` times after a 429/529, a 5xx, a
+408/409, a timeout or a failed connection. A 429/529 goes through the provider's
+:class:`~pytest_aimeasure.judge.limits.ProviderLimit`, which pauses every call to that provider for the
+``retry-after`` the provider asked for and halves its limit; other failures back off per call.
+
 A provider that cannot be reached is not called for ever: after :data:`UNREACHABLE_AFTER` consecutive
 connection failures (refused, DNS; counted per provider, in this process) every later call of that
 provider fails at once with :class:`ProviderUnreachable`, a judge error that names the base URL and
@@ -21,7 +27,7 @@ import hashlib
 import json
 import threading
 from collections import Counter
-from collections.abc import Awaitable, Callable, Coroutine, Mapping
+from collections.abc import Callable, Coroutine, Mapping
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar
@@ -35,10 +41,13 @@ from pytest_aimeasure.judge.backends.base import (
     JudgeReply,
     JudgeRequest,
     Message,
+    ProviderRejection,
+    RateLimited,
 )
+from pytest_aimeasure.judge.limits import MAX_COOLDOWN_S, ProviderLimit, backoff_s
 from pytest_aimeasure.judge.prompt import (
     JudgePrompt,
-    render_user_message,
+    render_user_parts,
     text_hash,
     verdict_tool,
 )
@@ -115,6 +124,8 @@ class JudgeSettings:
     concurrency: int = 8
     timeout: float | None = None
     max_invalid_retries: int = 2
+    retries: int = 4
+    """Transport retries per call (``--judge-retries``): 429/529, 5xx, 408/409, timeouts, connections."""
     var_floor: float = VAR_FLOOR_DEFAULT
     temperature: float | None = 0.0
     max_tokens: int = 1024
@@ -143,16 +154,24 @@ class ItemSpec:
 
 @dataclass
 class Spend:
-    """What the judge consumed this session (this process)."""
+    """What the judge consumed this session (this process).
+
+    ``retries`` counts calls repeated after an invalid verdict, ``transport_retries`` calls repeated
+    after a 429/529, 5xx, timeout or failed connection. ``limits`` are the per-provider limiters,
+    read for the in-flight maximum and the rate-limit figures."""
 
     calls: int = 0
     retries: int = 0
+    transport_retries: int = 0
     cached: int = 0
     input_tokens: int = 0
     output_tokens: int = 0
+    cache_read_input_tokens: int = 0
+    cache_creation_input_tokens: int = 0
     cost_usd: float = 0.0
     cost_unknown: bool = False
     judge_errors: int = 0
+    limits: dict[str, ProviderLimit] = field(default_factory=dict, repr=False, compare=False)
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
 
     def add_call(self, usage: Usage, cost: float | None) -> None:
@@ -160,21 +179,53 @@ class Spend:
             self.calls += 1
             self.input_tokens += usage.input_tokens
             self.output_tokens += usage.output_tokens
+            self.cache_read_input_tokens += usage.cache_read_input_tokens
+            self.cache_creation_input_tokens += usage.cache_creation_input_tokens
             if cost is None:
                 self.cost_unknown = True
             else:
                 self.cost_usd += cost
 
     def as_dict(self) -> dict[str, Any]:
+        limits = list(self.limits.values())
         return {
             "calls": self.calls,
             "retries": self.retries,
+            "transport_retries": self.transport_retries,
             "cached": self.cached,
             "input_tokens": self.input_tokens,
             "output_tokens": self.output_tokens,
+            "cache_read_input_tokens": self.cache_read_input_tokens,
+            "cache_creation_input_tokens": self.cache_creation_input_tokens,
             "cost_usd": None if self.cost_unknown else round(self.cost_usd, 6),
             "judge_errors": self.judge_errors,
+            "max_in_flight": max((limit.max_in_flight for limit in limits), default=0),
+            "rate_limited": sum(limit.rate_limited for limit in limits),
+            "rate_limit_wait_s": round(sum(limit.waited_s for limit in limits), 3),
         }
+
+
+_MAX_MERGED = frozenset({"max_in_flight", "rate_limit_wait_s"})
+"""Spend figures of several processes (xdist workers) that are not added up: each process has its
+own limit per provider, so the session reports the busiest process and the longest pause."""
+
+
+def merge_spend(parts: list[dict[str, Any]]) -> dict[str, Any]:
+    """The session's spend from each process's :meth:`Spend.as_dict` (controller and workers)."""
+    total: dict[str, Any] = {name: 0 for name in Spend().as_dict()}
+    total["cost_usd"] = 0.0
+    for part in parts:
+        for name, value in part.items():
+            if name == "cost_usd":
+                total[name] = None if value is None or total[name] is None else total[name] + value
+            elif name in _MAX_MERGED:
+                total[name] = max(total.get(name, 0), value)
+            else:
+                total[name] = total.get(name, 0) + value
+    if total["cost_usd"] is not None:
+        total["cost_usd"] = round(total["cost_usd"], 6)
+    total["rate_limit_wait_s"] = round(total["rate_limit_wait_s"], 3)
+    return total
 
 
 CostFn = Callable[[str, str, Usage], "float | None"]
@@ -229,7 +280,7 @@ class JudgeEngine:
         self.spend = Spend()
         self._backends: dict[str, Backend] = {}
         self._backend_lock = threading.Lock()
-        self._semaphores: dict[str, asyncio.Semaphore] = {}
+        self._limits: dict[str, ProviderLimit] = self.spend.limits
         # Per concurrency key, touched on the loop thread only: consecutive connection failures, and
         # the base URL of a provider given up on.
         self._connection_failures: dict[str, int] = {}
@@ -288,15 +339,12 @@ class JudgeEngine:
                 self._backends[name] = self._make_backend(name)
             return self._backends[name]
 
-    def semaphore(self, key: str) -> asyncio.Semaphore:
+    def limit(self, key: str) -> ProviderLimit:
+        """The provider's limiter (``--judge-concurrency`` calls in flight, adapted to its 429s)."""
         # Only touched from the loop thread, so no lock is needed.
-        if key not in self._semaphores:
-            self._semaphores[key] = asyncio.Semaphore(self.settings.concurrency)
-        return self._semaphores[key]
-
-    async def limited(self, key: str, call: Callable[[], Awaitable[T]]) -> T:
-        async with self.semaphore(key):
-            return await call()
+        if key not in self._limits:
+            self._limits[key] = ProviderLimit(self.settings.concurrency)
+        return self._limits[key]
 
     # -- measuring -------------------------------------------------------------------------------
     def measure(self, spec: ItemSpec) -> Measurement:
@@ -305,9 +353,10 @@ class JudgeEngine:
     async def ameasure(self, spec: ItemSpec) -> Measurement:
         backend = self.backend()
         template = self._prompt(spec.dimension)
-        user_text = render_user_message(
+        fixed, per_item = render_user_parts(
             template, dimension=spec.dimension, rubric=spec.rubric, artifact=spec.artifact, facts=spec.facts
         )
+        user_text = fixed + per_item
         prompt_hash = template.template_hash()
         rubric_hash = text_hash(spec.rubric)
         artifact_sha = spec.artifact_sha256 or hashlib.sha256(spec.artifact.encode()).hexdigest()
@@ -327,7 +376,9 @@ class JudgeEngine:
         ).hexdigest()[:16]
         rendered_hash = text_hash(template.system + "\n" + user_text)
         tasks = [
-            self._one_sample(backend, spec, template, user_text, (key_fp, rendered_hash, artifact_sha, index))
+            self._one_sample(
+                backend, spec, template, user_text, len(fixed), (key_fp, rendered_hash, artifact_sha, index)
+            )
             for index in range(spec.samples)
         ]
         results = await asyncio.gather(*tasks, return_exceptions=True)
@@ -404,6 +455,7 @@ class JudgeEngine:
         spec: ItemSpec,
         template: JudgePrompt,
         user_text: str,
+        prefix_chars: int,
         key: SampleKey,
     ) -> Sample:
         index = key[3]
@@ -442,6 +494,7 @@ class JudgeEngine:
                     "attempt": attempt,
                     "nodeid": spec.nodeid,
                 },
+                prefix_chars=prefix_chars,
             )
             # The budget's estimate counts everything the provider bills as input: the system
             # prompt and the tool definition too, not only the messages.
@@ -525,23 +578,60 @@ class JudgeEngine:
             if reservation is None:
                 raise NotJudged("budget", "not judged: budget")
 
-        async def call() -> JudgeReply:
-            # Checked again once a slot is free: calls queued behind the failing ones never go out.
-            self._check_reachable(backend)
-            return await backend.judge(request)
-
         try:
-            reply = await self.limited(backend.concurrency_key, call)
-        except (BackendError, ProviderUnreachable) as exc:
+            reply = await self._attempts(backend, request)
+        except BaseException:
             if reservation is not None and self.budget is not None:
                 self.budget.settle(reservation, 0.0)
-            if isinstance(exc, ProviderUnreachable):
-                raise
-            self._note_connection(backend, exc)
-            raise JudgeError(f"{backend.provider} judge call failed: {exc}") from exc
-        self._note_connection(backend, None)
+            raise
         cost = self._cost(backend.provider, backend.model, reply.usage) if self._cost else None
         if reservation is not None and self.budget is not None:
             self.budget.settle(reservation, cost)  # None books the estimate: unknown is never free
         self.spend.add_call(reply.usage, cost)
         return reply
+
+    async def _attempts(self, backend: Backend, request: JudgeRequest) -> JudgeReply:
+        """One judge call, retried up to ``retries`` times after a transport failure. A 429/529 pauses
+        every call to the provider (the limiter's cooldown); other failures back off this call only."""
+        limit = self.limit(backend.concurrency_key)
+        attempts = self.settings.retries + 1
+        failures = 0
+        for attempt in range(attempts):
+            self._check_reachable(backend)
+            token = await limit.acquire()
+            pause = 0.0
+            try:
+                # Checked again once a slot is free: calls queued behind the failing ones never go out.
+                self._check_reachable(backend)
+                reply = await backend.judge(request)
+            except RateLimited as exc:
+                # The cooldown is set before the slot is freed, so no waiter slips in ahead of it.
+                limit.note_rate_limit(token, exc.retry_after)
+                limit.release()
+                self._note_connection(backend, None)  # it answered: it is there
+                error: BackendError = exc
+            except BackendError as exc:
+                limit.release()
+                self._note_connection(backend, exc)
+                error = exc
+                failures += 1
+                asked = exc.retry_after if isinstance(exc, ProviderRejection) else None
+                pause = min(asked, MAX_COOLDOWN_S) if asked is not None else backoff_s(failures)
+            except BaseException:
+                limit.release()
+                raise
+            else:
+                limit.release()
+                limit.note_success(token)
+                self._note_connection(backend, None)
+                return reply
+            if not error.retryable or attempt + 1 >= attempts:
+                tries = (
+                    f" ({attempt + 1} attempts, --judge-retries {self.settings.retries})" if attempt else ""
+                )
+                raise JudgeError(f"{backend.provider} judge call failed{tries}: {error}") from error
+            with self.spend.lock:
+                self.spend.transport_retries += 1
+            if pause:
+                await asyncio.sleep(pause)
+        raise AssertionError("unreachable")  # pragma: no cover

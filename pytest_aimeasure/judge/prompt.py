@@ -3,6 +3,11 @@
 The template (system text and instructions) is hashed into the fingerprint, so editing it, or
 changing it through the ``pytest_aimeasure_judge_prompt`` hook, makes old measurements
 "not comparable" instead of silently comparable.
+
+The user message opens with what every item of a dimension shares (dimension and rubric) and goes on
+with what is the item's own (facts, artifact), so a backend can cache the shared prefix: the system
+prompt, the tool and the rubric (see :func:`render_user_parts`). The text is the same as before the
+split, so the template hash and the sample cache keys kept their meaning and values.
 """
 
 from __future__ import annotations
@@ -82,17 +87,30 @@ def render_facts(facts: dict[str, Any]) -> str:
     return json.dumps(facts, indent=2, sort_keys=True, default=str)
 
 
-def render_user_message(
+def render_user_parts(
     prompt: JudgePrompt, *, dimension: str, rubric: str, artifact: str, facts: dict[str, Any] | None
-) -> str:
-    parts = [
-        f"Dimension: {dimension}",
-        f"Rubric:\n{rubric.strip()}",
-    ]
+) -> tuple[str, str]:
+    """The user message in two parts: the fixed part every item of the dimension shares (dimension
+    and rubric, ending in the blank line that separates it), then the per-item part (facts, extra
+    texts, the artifact, the instructions). Their concatenation is :func:`render_user_message`, the
+    text the judge reads; the split only tells a caching backend where the shared prefix ends."""
+    fixed = f"Dimension: {dimension}\n\nRubric:\n{rubric.strip()}\n\n"
+    parts: list[str] = []
     if facts:
         parts.append(f"{prompt.facts_preamble}\n<facts>\n{render_facts(facts)}\n</facts>")
     for name, text in sorted(prompt.extra.items()):
         parts.append(f"{name}:\n{text}")
     parts.append(f"<artifact>\n{artifact}\n</artifact>")
     parts.append(prompt.instructions)
-    return "\n\n".join(parts)
+    return fixed, "\n\n".join(parts)
+
+
+def render_user_message(
+    prompt: JudgePrompt, *, dimension: str, rubric: str, artifact: str, facts: dict[str, Any] | None
+) -> str:
+    """The judge's user message: the dimension, its rubric, facts, extra texts, the artifact and the
+    instructions, in that order."""
+    fixed, per_item = render_user_parts(
+        prompt, dimension=dimension, rubric=rubric, artifact=artifact, facts=facts
+    )
+    return fixed + per_item

@@ -140,10 +140,26 @@ def _spend_line(state: SessionState) -> str:
     spend = state.spend()
     cost = spend["cost_usd"]
     cost_text = "cost unknown" if cost is None else f"${cost:.4f}"
+    cache = ""
+    if spend.get("cache_read_input_tokens") or spend.get("cache_creation_input_tokens"):
+        cache = (
+            f" (+{spend['cache_read_input_tokens']:,} read from / "
+            f"{spend['cache_creation_input_tokens']:,} written to the prompt cache)"
+        )
+    pressure = ""
+    if spend.get("max_in_flight"):
+        pressure = f", at most {spend['max_in_flight']} in flight"
+    if spend.get("rate_limited"):
+        pressure += (
+            f", {spend['rate_limited']} rate-limited (paused {spend['rate_limit_wait_s']:.1f}s, "
+            f"{spend['transport_retries']} calls retried)"
+        )
+    elif spend.get("transport_retries"):
+        pressure += f", {spend['transport_retries']} calls retried"
     return (
         f"judge {state.settings.model}: {spend['calls']} calls, {spend['cached']} samples reused, "
-        f"{spend['retries']} retries, {spend['input_tokens']:,} tokens in / {spend['output_tokens']:,} out, "
-        f"{cost_text}"
+        f"{spend['retries']} retries, {spend['input_tokens']:,} tokens in{cache} / "
+        f"{spend['output_tokens']:,} out, {cost_text}{pressure}"
     )
 
 

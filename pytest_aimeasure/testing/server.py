@@ -7,6 +7,8 @@ answered with a tool call carrying a verdict ``{"dimension", "score", "rationale
 tools is answered with plain text. What comes back can be scripted per call (:meth:`ProviderServer.script`),
 per dimension (:meth:`ProviderServer.set_scores`) or by a callback, and :class:`Fault` injects the
 failures real providers produce (rate limits, overload, timeouts, malformed tool calls, rejections).
+Anthropic requests that mark ``cache_control`` breakpoints are answered with the prompt-cache usage
+the real API reports (:mod:`pytest_aimeasure.testing.promptcache`).
 
 Everything the server received is recorded as :class:`SeenRequest` objects, with timing and
 concurrency statistics, so tests can assert on what a client actually sent.
@@ -28,6 +30,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Literal, TypeAlias
+
+from pytest_aimeasure.testing.promptcache import DEFAULT_MIN_TOKENS, PromptCache
 
 __all__ = ["Fault", "Outcome", "ProviderServer", "SeenRequest"]
 
@@ -233,6 +237,8 @@ class ProviderServer:
         self.host = host
         self.reject_temperature_models: set[str] = set()
         self.reject_forced_tool_models: set[str] = set()
+        self.prompt_cache = PromptCache(min_tokens=DEFAULT_MIN_TOKENS)
+        """Anthropic prompt caching: set ``prompt_cache.min_tokens`` to the model's minimum."""
 
         self._lock = threading.Lock()
         self._queue: deque[Outcome] = deque()
@@ -449,6 +455,21 @@ class ProviderServer:
 
     def _respond(self, seen: SeenRequest) -> _Reply:
         """Decide the reply for a parsed request (runs in the handler thread, may sleep)."""
+        # The cache is looked up when the request arrives and written when it is answered.
+        plan = self.prompt_cache.plan(seen.body) if seen.protocol == "anthropic" else None
+        reply = self._decide(seen)
+        usage = reply.payload.get("usage") if reply.status == 200 else None
+        if isinstance(usage, dict) and seen.protocol == "anthropic":
+            read = plan.read_tokens if plan is not None else 0
+            write = plan.write_tokens if plan is not None else 0
+            usage["input_tokens"] = max(int(usage["input_tokens"]) - read - write, 0)
+            usage["cache_read_input_tokens"] = read
+            usage["cache_creation_input_tokens"] = write
+            if plan is not None:
+                self.prompt_cache.commit(plan)
+        return reply
+
+    def _decide(self, seen: SeenRequest) -> _Reply:
         self._sleep(self.latency_by_model.get(seen.model, self.latency))
 
         if seen.model in self.reject_temperature_models and seen.temperature is not None:

@@ -9,6 +9,16 @@ What the SDK does by itself (verified against :mod:`pytest_aimeasure.testing.ser
   ``retry-after`` header when there is one and otherwise backing off exponentially from 0.5 s;
 * ``timeout`` applies to each attempt.
 
+The judge engine builds its backends with ``max_retries=0`` and retries itself, so a 429 or 529 reaches
+it as :class:`~pytest_aimeasure.judge.backends.base.RateLimited` (with the ``retry-after`` the
+response asked for) and slows every call to the provider, not only the one that got it.
+
+Prompt caching: on a model the price map does not mark as unable to cache, the judge call puts
+``cache_control: {"type": "ephemeral"}`` on the tool definition, the system prompt and the fixed first
+part of the user message (dimension and rubric, :attr:`JudgeRequest.prefix_chars`), so every call of
+a dimension after the first reads that prefix from the cache (when it is long enough for the model's
+minimum). A model that rejects the markers is called again without them, and never sent them again.
+
 Model quirks go through the fallback path both HTTP backends share (:func:`~pytest_aimeasure.judge.
 backends.base.call_judge`): a model that rejects ``temperature`` is called again without it (and never
 sent one again), and a model that rejects forced tool use is called with ``tool_choice: auto`` plus an
@@ -42,8 +52,10 @@ from pytest_aimeasure.judge.backends.base import (
     is_connection_failure,
     is_rejection,
     read_usage,
+    rejection,
     rejects_forced_tool,
     rejects_temperature,
+    retry_after_of,
 )
 
 # The shared helpers moved to base; they stay importable from here for existing callers.
@@ -63,7 +75,8 @@ class AnthropicBackend:
     ``timeout`` (seconds, per attempt; None = the SDK default) and ``max_retries`` (the SDK's own
     transport retries for rate limits, overload, 5xx and timeouts) configure the client. ``base_url`` and
     ``api_key`` default to what the SDK reads from the environment (``ANTHROPIC_BASE_URL``,
-    ``ANTHROPIC_API_KEY``).
+    ``ANTHROPIC_API_KEY``). ``prompt_caching`` marks the judge prompt's fixed prefix for caching:
+    None (the default) does so unless litellm's price map says the model cannot cache.
     """
 
     provider = "anthropic"
@@ -76,8 +89,10 @@ class AnthropicBackend:
         max_retries: int = 4,
         base_url: str | None = None,
         api_key: str | None = None,
+        prompt_caching: bool | None = None,
     ) -> None:
         self.model = model
+        self.prompt_caching = prompt_caching
         self.timeout = timeout
         self.max_retries = max_retries
         self.base_url = base_url
@@ -108,12 +123,25 @@ class AnthropicBackend:
         return self.quirks.forces_tool
 
     @property
+    def caches_prompt(self) -> bool:
+        """Whether judge calls mark their fixed prefix for prompt caching now."""
+        if self.prompt_caching is None:
+            from pytest_aimeasure.cost import supports_prompt_caching
+
+            # Decided on first use: reading the price map is not free, and a fully cached rerun
+            # builds backends it never calls.
+            self.prompt_caching = supports_prompt_caching(self.model, self.provider)
+        return self.prompt_caching and self.quirks.caches_prompt
+
+    @property
     def base_url_in_use(self) -> str:
         """The API base URL calls go to: the one given, else what the SDK read (``ANTHROPIC_BASE_URL``
         or its default)."""
         if self._client is not None:
             return str(self._client.base_url).rstrip("/")
-        return (self.base_url or os.environ.get("ANTHROPIC_BASE_URL") or "https://api.anthropic.com").rstrip("/")
+        return (self.base_url or os.environ.get("ANTHROPIC_BASE_URL") or "https://api.anthropic.com").rstrip(
+            "/"
+        )
 
     @property
     def concurrency_key(self) -> str:
@@ -177,9 +205,9 @@ class AnthropicBackend:
         except self._sdk.APITimeoutError as exc:
             limit = timeout if timeout is not None else self.timeout
             after = f"{limit:g}s" if limit is not None else "the SDK's default timeout"
+            attempts = f"; {self.max_retries + 1} attempts" if self.max_retries else ""
             raise BackendError(
-                f"anthropic request to {self.model} timed out after {after} (--judge-timeout; "
-                f"{self.max_retries + 1} attempts)",
+                f"anthropic request to {self.model} timed out after {after} (--judge-timeout{attempts})",
                 retryable=True,
             ) from exc
         except self._sdk.APIStatusError as exc:
@@ -206,28 +234,31 @@ class AnthropicBackend:
         status = int(exc.status_code)
         message = str(getattr(exc, "api_message", None) or exc.message)
         kind = f" {exc.type}" if getattr(exc, "type", None) else ""
-        return ProviderRejection(
+        return rejection(
             f"anthropic API error {status}{kind} for {self.model}: {message}",
             status=status,
             provider_message=message,
+            retry_after=retry_after_of(exc),
         )
 
     async def judge(self, request: JudgeRequest) -> JudgeReply:
         """One forced tool call; the reply is parsed but not validated."""
         tool = request.tool
-        messages = [{"role": m.role, "content": m.content} for m in request.messages]
-        tools = [{"name": tool.name, "description": tool.description, "input_schema": tool.input_schema}]
 
         async def call(temperature: float | None, forced: bool, system: str) -> Any:
+            # Read at each attempt: a model that rejected the markers is called again without them.
+            caching = self.caches_prompt
             kwargs: dict[str, Any] = {
                 "model": self.model,
                 "max_tokens": request.max_tokens,
-                "messages": messages,
-                "tools": tools,
+                "messages": _messages(request, caching),
+                "tools": [_tool(request, caching)],
                 "tool_choice": {"type": "tool", "name": tool.name} if forced else {"type": "auto"},
             }
             if system:
-                kwargs["system"] = system
+                kwargs["system"] = (
+                    [{"type": "text", "text": system, "cache_control": CACHE_MARK}] if caching else system
+                )
             params = {"temperature": temperature} if temperature is not None else {}
             return await self._create(kwargs, params, request.timeout)
 
@@ -291,3 +322,32 @@ class AnthropicBackend:
             model=str(getattr(response, "model", "") or model),
             latency_s=latency,
         )
+
+
+CACHE_MARK: dict[str, str] = {"type": "ephemeral"}
+"""Anthropic's prompt-cache breakpoint (the 5-minute cache)."""
+
+
+def _tool(request: JudgeRequest, caching: bool) -> dict[str, Any]:
+    tool = request.tool
+    spec: dict[str, Any] = {
+        "name": tool.name,
+        "description": tool.description,
+        "input_schema": tool.input_schema,
+    }
+    if caching:
+        spec["cache_control"] = CACHE_MARK
+    return spec
+
+
+def _messages(request: JudgeRequest, caching: bool) -> list[dict[str, Any]]:
+    """The turns; with caching, the first user message in two blocks, the fixed part marked."""
+    messages: list[dict[str, Any]] = [{"role": m.role, "content": m.content} for m in request.messages]
+    cut = request.prefix_chars
+    first = request.messages[0] if request.messages else None
+    if caching and first is not None and first.role == "user" and 0 < cut < len(first.content):
+        messages[0]["content"] = [
+            {"type": "text", "text": first.content[:cut], "cache_control": CACHE_MARK},
+            {"type": "text", "text": first.content[cut:]},
+        ]
+    return messages

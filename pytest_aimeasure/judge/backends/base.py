@@ -12,6 +12,9 @@ one fallback path after a model rejects ``temperature`` or forced tool use (:fun
 
 from __future__ import annotations
 
+import datetime
+import email.utils
+import math
 import socket
 import time
 from collections.abc import Awaitable, Callable
@@ -53,6 +56,9 @@ class JudgeRequest:
     # The unrendered inputs (artifact, rubric, facts, sample index). Real backends ignore them; the
     # scripted backend scores from them instead of parsing the prompt.
     context: dict[str, Any] = field(default_factory=dict)
+    # The first user message's first ``prefix_chars`` characters are the same for every item of the
+    # dimension (dimension name and rubric): a backend that caches prompts may mark them.
+    prefix_chars: int = 0
 
 
 @dataclass
@@ -136,11 +142,79 @@ DEFAULT_MAX_TOKENS = 1024
 
 
 class ProviderRejection(BackendError):
-    """A :class:`BackendError` from an HTTP error response; ``provider_message`` is the provider's text."""
+    """A :class:`BackendError` from an HTTP error response; ``provider_message`` is the provider's text,
+    ``retry_after`` the seconds its ``retry-after-ms`` / ``retry-after`` header asked for, if any."""
 
-    def __init__(self, message: str, *, status: int, provider_message: str) -> None:
+    def __init__(
+        self, message: str, *, status: int, provider_message: str, retry_after: float | None = None
+    ) -> None:
         super().__init__(message, status=status, retryable=status in (408, 409, 429) or status >= 500)
         self.provider_message = provider_message
+        self.retry_after = retry_after
+
+
+RATE_LIMIT_STATUSES = frozenset({429, 529})
+"""Too many requests (429) and Anthropic's overloaded (529): the provider asks every caller to slow down."""
+
+
+class RateLimited(ProviderRejection):
+    """A 429 or 529: the provider wants fewer calls. The engine's limiter (:mod:`pytest_aimeasure.
+    judge.limits`) pauses every call to that provider until ``retry_after`` has passed, then retries."""
+
+
+def rejection(
+    message: str, *, status: int, provider_message: str, retry_after: float | None = None
+) -> ProviderRejection:
+    """The error an HTTP error response becomes: :class:`RateLimited` for a 429/529."""
+    kind = RateLimited if status in RATE_LIMIT_STATUSES else ProviderRejection
+    return kind(message, status=status, provider_message=provider_message, retry_after=retry_after)
+
+
+def parse_retry_after(headers: Any) -> float | None:
+    """Seconds to wait from ``retry-after-ms`` or ``retry-after`` (seconds or an HTTP date) in a
+    headers mapping (httpx's or a dict); None when absent, unreadable or negative."""
+    if headers is None:
+        return None
+    try:
+        millis = headers.get("retry-after-ms")
+        if millis is not None:
+            value = float(millis) / 1000.0
+            return value if value >= 0 else None
+        raw = headers.get("retry-after")
+    except (AttributeError, TypeError, ValueError):
+        return None
+    if raw is None:
+        return None
+    try:
+        value = float(raw)
+    except (TypeError, ValueError):
+        try:
+            when = email.utils.parsedate_to_datetime(str(raw))
+        except (TypeError, ValueError, IndexError):
+            return None
+        if when.tzinfo is None:
+            when = when.replace(tzinfo=datetime.timezone.utc)
+        value = (when - datetime.datetime.now(datetime.timezone.utc)).total_seconds()
+        return max(value, 0.0)
+    return value if value >= 0 and math.isfinite(value) else None
+
+
+def retry_after_of(exc: BaseException) -> float | None:
+    """The retry-after an SDK error carries: on its ``response`` (anthropic, openai, litellm) or its
+    ``headers`` (litellm), searched along the exception chain."""
+    seen: set[int] = set()
+    link: BaseException | None = exc
+    while link is not None and id(link) not in seen:
+        seen.add(id(link))
+        for headers in (
+            getattr(getattr(link, "response", None), "headers", None),
+            getattr(link, "headers", None),
+        ):
+            found = parse_retry_after(headers)
+            if found is not None:
+                return found
+        link = link.__cause__ or link.__context__
+    return None
 
 
 def auto_tool_instruction(tool_name: str) -> str:
@@ -162,6 +236,11 @@ def rejects_forced_tool(message: str) -> bool:
     about_tool_choice = "tool_choice" in text or "tool choice" in text or "tool use" in text
     refusal = any(word in text for word in ("forc", "not supported", "unsupported", "only", "auto"))
     return about_tool_choice and refusal
+
+
+def rejects_cache_control(message: str) -> bool:
+    """Whether a 400 error message says the model does not take ``cache_control`` markers."""
+    return "cache_control" in message.lower()
 
 
 def is_rejection(error: BackendError, test: Callable[[str], bool]) -> bool:
@@ -200,17 +279,39 @@ def request_origin(exc: BaseException) -> str | None:
     return None
 
 
+def _count(value: Any) -> int:
+    return int(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else 0
+
+
 def read_usage(response: Any, input_field: str, output_field: str) -> Usage:
     """Token usage from a response's ``usage`` object; zeros when the provider sent none.
 
-    The Messages API names the fields ``input_tokens`` / ``output_tokens``, Chat Completions
-    ``prompt_tokens`` / ``completion_tokens``."""
+    The Messages API names the fields ``input_tokens`` / ``output_tokens`` and reports prompt-cache
+    tokens beside them (``cache_read_input_tokens`` / ``cache_creation_input_tokens``, not included
+    in ``input_tokens``). Chat Completions names them ``prompt_tokens`` / ``completion_tokens``, and
+    its ``prompt_tokens`` includes the cached tokens (``prompt_tokens_details.cached_tokens``; litellm
+    adds ``cache_write_tokens`` there for providers that bill writes): those are taken out of
+    ``input_tokens`` so :class:`~pytest_aimeasure.models.Usage` means the same for every backend."""
     usage = getattr(response, "usage", None)
     if usage is None:
         return Usage()
+    prompt = _count(getattr(usage, input_field, 0))
+    read = _count(getattr(usage, "cache_read_input_tokens", 0))
+    write = _count(getattr(usage, "cache_creation_input_tokens", 0))
+    if input_field == "prompt_tokens":
+        details = getattr(usage, "prompt_tokens_details", None)
+        if isinstance(details, dict):
+            read = read or _count(details.get("cached_tokens"))
+            write = write or _count(details.get("cache_write_tokens"))
+        elif details is not None:
+            read = read or _count(getattr(details, "cached_tokens", 0))
+            write = write or _count(getattr(details, "cache_write_tokens", 0))
+        prompt = max(prompt - read - write, 0)
     return Usage(
-        input_tokens=int(getattr(usage, input_field, 0) or 0),
-        output_tokens=int(getattr(usage, output_field, 0) or 0),
+        input_tokens=prompt,
+        output_tokens=_count(getattr(usage, output_field, 0)),
+        cache_read_input_tokens=read,
+        cache_creation_input_tokens=write,
     )
 
 
@@ -221,6 +322,7 @@ class Quirks:
 
     sends_temperature: bool = True
     forces_tool: bool = True
+    caches_prompt: bool = True
 
 
 @dataclass(frozen=True)
@@ -246,10 +348,12 @@ async def call_judge(
     ``call(temperature, forced, system)`` makes the SDK call: ``temperature`` is None when none is to
     be sent; when ``forced`` is False the tool choice is "auto" and ``system`` already carries the
     instruction to call the tool. A 400 that rejects the temperature turns it off, one that rejects
-    forced tool use turns that off (both remembered in ``quirks``); at most three attempts.
+    forced tool use turns that off, one that rejects prompt-cache markers turns caching off (a backend
+    that marks its prompt reads ``quirks.caches_prompt``; all remembered in ``quirks``); at most four
+    attempts.
     ``who`` and ``model`` name the API and model in the error raised when the model keeps rejecting.
     """
-    for _ in range(3):
+    for _ in range(4):
         send_temperature = request.temperature is not None and quirks.sends_temperature
         forced = quirks.forces_tool
         system = request.system
@@ -266,6 +370,9 @@ async def call_judge(
                 continue
             if forced and is_rejection(error, rejects_forced_tool):
                 quirks.forces_tool = False
+                continue
+            if quirks.caches_prompt and is_rejection(error, rejects_cache_control):
+                quirks.caches_prompt = False
                 continue
             raise
         latency = time.perf_counter() - started

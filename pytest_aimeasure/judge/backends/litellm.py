@@ -13,6 +13,11 @@ What litellm does by itself (verified against :mod:`pytest_aimeasure.testing.ser
 * it rejects some parameters client-side (``UnsupportedParamsError``), e.g. ``temperature=0`` for
   o-series and gpt-5 models.
 
+The judge engine builds its backends with ``max_retries=0`` and retries itself, so a 429 or 529 reaches
+it as :class:`~pytest_aimeasure.judge.backends.base.RateLimited` (with the response's ``retry-after``).
+Prompt-cache tokens a provider reports (OpenAI's automatic caching: ``prompt_tokens_details.cached_tokens``)
+are recorded apart from the uncached input.
+
 This backend additionally passes ``<PREFIX>_BASE_URL`` / ``<PREFIX>_API_BASE`` as ``api_base`` when set,
 so every provider can be pointed at a local server the same way.
 """
@@ -33,14 +38,15 @@ from pytest_aimeasure.judge.backends.base import (
     GenerateRequest,
     JudgeReply,
     JudgeRequest,
-    ProviderRejection,
     Quirks,
     ToolMode,
     call_generate,
     call_judge,
     is_connection_failure,
     read_usage,
+    rejection,
     request_origin,
+    retry_after_of,
 )
 
 __all__ = ["LitellmBackend", "base_url_from_env", "import_litellm"]
@@ -173,9 +179,9 @@ class LitellmBackend:
         # Only trust the wording when there is no HTTP status: a 400 may well quote "timed out".
         if isinstance(exc, litellm.Timeout) or (status is None and "timed out" in message.lower()):
             after = f"{limit:g}s" if limit is not None else "the default timeout"
+            attempts = f"; {self.max_retries + 1} attempts" if self.max_retries else ""
             return BackendError(
-                f"litellm request to {self.model} timed out after {after} (--judge-timeout; "
-                f"{self.max_retries + 1} attempts)",
+                f"litellm request to {self.model} timed out after {after} (--judge-timeout{attempts})",
                 retryable=True,
             )
         if is_connection_failure(exc):
@@ -187,10 +193,11 @@ class LitellmBackend:
                 unreachable=base,
             )
         if isinstance(status, int):
-            return ProviderRejection(
+            return rejection(
                 f"litellm error {status} ({type(exc).__name__}) for {self.model}: {message}",
                 status=status,
                 provider_message=message,
+                retry_after=retry_after_of(exc),
             )
         return BackendError(f"litellm call to {self.model} failed ({type(exc).__name__}): {message}")
 
@@ -280,4 +287,3 @@ class LitellmBackend:
 
 def _functions(calls: list[Any]) -> list[Any]:
     return [call.function for call in calls if getattr(call, "function", None) is not None]
-

@@ -1,0 +1,159 @@
+"""One limit per provider, with shared back-pressure.
+
+Every judge call to a provider (one :attr:`~pytest_aimeasure.judge.backends.base.Backend.
+concurrency_key`) passes through that provider's :class:`ProviderLimit`: at most ``limit`` calls are
+in flight at once, and none starts while the provider's cooldown lasts.
+
+A 429 (rate limited) or 529 (overloaded) is news about the provider, not about one call, so it acts on
+all of them:
+
+* **one cooldown for all**: the ``retry-after`` the response asked for (or, without one, an exponential
+  backoff) pauses every call to the provider: calls waiting for a slot, and the call that got the
+  429, which retries after it. The provider is asked once, when the cooldown ends, instead of by each
+  call on its own schedule;
+* **an adaptive limit** (AIMD, as TCP does): the limit halves on a 429/529 (once per window: 429s of
+  calls that started before the last decrease don't halve it again), and grows by one after a run of
+  ``limit`` successes at the current level; never below 1, never above the user's limit.
+
+The limiter runs on the judge engine's event loop; it is not thread-safe. The clock is injectable so
+the adaptive rule can be tested without waiting.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections import deque
+from collections.abc import Callable
+
+__all__ = ["MAX_COOLDOWN_S", "ProviderLimit", "backoff_s"]
+
+MAX_COOLDOWN_S = 60.0
+"""The longest pause one rate-limit response can impose (the SDKs ignore longer ``retry-after`` too)."""
+
+BACKOFF_BASE_S = 0.5
+BACKOFF_MAX_S = 8.0
+
+
+def backoff_s(failures: int) -> float:
+    """The pause after ``failures`` (>= 1) failures in a row without a ``retry-after``: 0.5 s doubling
+    up to 8 s, the anthropic and openai SDKs' schedule."""
+    return min(BACKOFF_BASE_S * 2.0 ** max(failures - 1, 0), BACKOFF_MAX_S)
+
+
+class ProviderLimit:
+    """The calls in flight to one provider: an adaptive limit and a shared cooldown.
+
+    ``acquire()`` waits for a slot (first come, first served) and returns a token to hand back to
+    :meth:`note_success` / :meth:`note_rate_limit`; :meth:`release` frees the slot.
+    """
+
+    def __init__(self, ceiling: int, *, clock: Callable[[], float] = time.monotonic) -> None:
+        if ceiling < 1:
+            raise ValueError(f"a concurrency limit must be >= 1, not {ceiling}")
+        self.ceiling = ceiling
+        self.limit = ceiling
+        self.in_flight = 0
+        self.max_in_flight = 0
+        self.cooldown_until = float("-inf")
+        self.rate_limited = 0
+        """429/529 responses seen."""
+        self.waited_s = 0.0
+        """Seconds the provider was paused by rate limits (overlapping cooldowns counted once)."""
+        self.lowest_limit = ceiling
+        self._clock = clock
+        self._window = 0  # bumped by every decrease
+        self._successes = 0  # in the current window, since the last change
+        self._streak = 0  # rate limits in a row, for the backoff without retry-after
+        self._waiters: deque[asyncio.Future[int]] = deque()
+        self._timer: asyncio.TimerHandle | None = None
+
+    # -- state -----------------------------------------------------------------------------------
+    @property
+    def cooling(self) -> bool:
+        """True while a rate limit pauses every call."""
+        return self._clock() < self.cooldown_until
+
+    def _may_start(self) -> bool:
+        return self.in_flight < self.limit and not self.cooling
+
+    def _start(self) -> int:
+        self.in_flight += 1
+        self.max_in_flight = max(self.max_in_flight, self.in_flight)
+        return self._window
+
+    # -- slots -----------------------------------------------------------------------------------
+    async def acquire(self) -> int:
+        """Wait for a slot; the returned token names the window the call starts in."""
+        if not self._waiters and self._may_start():
+            return self._start()
+        waiter: asyncio.Future[int] = asyncio.get_running_loop().create_future()
+        self._waiters.append(waiter)
+        self._wake()
+        try:
+            return await waiter
+        except asyncio.CancelledError:
+            if waiter.done() and not waiter.cancelled():
+                self.release()  # a slot was handed over just as the call was cancelled: give it back
+            else:
+                self._waiters.remove(waiter)
+            raise
+
+    def release(self) -> None:
+        """Free a slot (after the call, whatever its outcome)."""
+        self.in_flight -= 1
+        self._wake()
+
+    def _wake(self) -> None:
+        """Hand free slots to waiters in arrival order; while cooling, come back when it ends."""
+        if self.cooling:
+            if self._waiters and self._timer is None:
+                delay = self.cooldown_until - self._clock()
+                self._timer = asyncio.get_running_loop().call_later(delay, self._cooled)
+            return
+        while self._waiters and self.in_flight < self.limit:
+            waiter = self._waiters.popleft()
+            if not waiter.done():
+                waiter.set_result(self._start())
+
+    def _cooled(self) -> None:
+        self._timer = None
+        self._wake()
+
+    # -- what the provider said ------------------------------------------------------------------
+    def note_success(self, token: int) -> None:
+        """A call that started in window ``token`` got an answer: after ``limit`` of them in the
+        current window the limit grows by one (up to the ceiling)."""
+        self._streak = 0
+        if token != self._window or self.limit >= self.ceiling:
+            return
+        self._successes += 1
+        if self._successes >= self.limit:
+            self.limit += 1
+            self._successes = 0
+            self._wake()
+
+    def note_rate_limit(self, token: int, retry_after: float | None) -> float:
+        """A call that started in window ``token`` got a 429/529. Halves the limit (once per window),
+        pauses every call until ``retry_after`` seconds from now (or the backoff), and returns the
+        pause in seconds."""
+        self.rate_limited += 1
+        self._streak += 1
+        if token == self._window:
+            self.limit = max(1, self.limit // 2)
+            self.lowest_limit = min(self.lowest_limit, self.limit)
+            self._window += 1
+            self._successes = 0
+        pause = retry_after if retry_after is not None else backoff_s(self._streak)
+        pause = min(max(pause, 0.0), MAX_COOLDOWN_S)
+        now = self._clock()
+        until = now + pause
+        if until > self.cooldown_until:
+            self.waited_s += until - max(now, self.cooldown_until)
+            self.cooldown_until = until
+            if self._timer is not None:
+                self._timer.cancel()
+                self._timer = None
+            if self._waiters:  # they wait for the new end now
+                self._wake()
+        return pause
