@@ -15,6 +15,7 @@ from typing import Any
 
 from pytest_aimeasure.baseline import BaselineError, load_baseline, update_baseline
 from pytest_aimeasure.compare import compare
+from pytest_aimeasure.judge.engine import merge_spend
 from pytest_aimeasure.models import Finding, Fingerprint
 from pytest_aimeasure.report.results import ResultItem, SessionResults, baseline_dimensions
 from pytest_aimeasure.report.trends import DRIFT_KINDS, ruler
@@ -57,15 +58,11 @@ def _check_rulers(shards: Sequence[tuple[str, SessionResults]]) -> None:
 
 
 def _spend(shards: Sequence[SessionResults]) -> dict[str, Any]:
-    total: dict[str, Any] = {}
-    for results in shards:
-        for name, value in results.spend.items():
-            if name == "cost_usd":
-                known = total.get(name, 0.0)
-                total[name] = None if value is None or known is None else round(known + value, 6)
-            elif isinstance(value, (int, float)):
-                total[name] = total.get(name, 0) + value
-    return total
+    # The same rule as for xdist workers: counts add up, the in-flight maximum and the rate-limit
+    # pause are the busiest shard's (each shard had its own limit per provider).
+    return merge_spend(
+        [{k: v for k, v in r.spend.items() if v is None or isinstance(v, (int, float))} for r in shards]
+    )
 
 
 def merge(

@@ -218,6 +218,8 @@ def merge_spend(parts: list[dict[str, Any]]) -> dict[str, Any]:
         for name, value in part.items():
             if name == "cost_usd":
                 total[name] = None if value is None or total[name] is None else total[name] + value
+            elif value is None:
+                continue
             elif name in _MAX_MERGED:
                 total[name] = max(total.get(name, 0), value)
             else:
