@@ -102,12 +102,12 @@ def main() -> None:
         sys.exit(f"litellm's price map has no price for {args.model}")
     entry = _price_map().get(price.key, {})
     min_tokens = args.min_tokens or int(entry.get("prompt_cache_min_tokens") or 1024)
-    def per_million(rate: float | None) -> str:
+    def per_m(rate: float | None) -> str:  # USD per million tokens
         return f"${(rate or 0.0) * 1e6:.2f}/M"
 
     rates = (
-        f"input {per_million(price.input_per_token)}, cache read {per_million(price.cache_read_per_token)}, "
-        f"cache write {per_million(price.cache_write_per_token)}, output {per_million(price.output_per_token)}"
+        f"input {per_m(price.input_per_token)}, cache read {per_m(price.cache_read_per_token)}, "
+        f"cache write {per_m(price.cache_write_per_token)}, output {per_m(price.output_per_token)}"
     )
     print(
         f"{args.items} items x {args.samples} samples of one dimension, concurrency {args.concurrency}, "
