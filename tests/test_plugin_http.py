@@ -493,13 +493,14 @@ def test_judge_timeout_is_a_judge_error_naming_the_timeout(
     server.script(Fault.slow(30))
     pytester.makeconftest(textwrap.dedent(NO_RETRY_CONFTEST))
     pytester.makepyfile(textwrap.dedent(ONE_DIMENSION))
-    result = judged(pytester, model, "--judge-samples", "1", "--judge-timeout", "0.2")
+    # The engine does the transport retries now (the SDK's are off): --judge-retries 0 turns them off.
+    result = judged(pytester, model, "--judge-samples", "1", "--judge-timeout", "0.2", "--judge-retries", "0")
 
     result.assert_outcomes(errors=1)
     result.stdout.fnmatch_lines(
         ["*judge error: * judge call failed: * timed out after 0.2s (--judge-timeout*"]
     )
-    assert server.calls == 1  # no SDK retry
+    assert server.calls == 1  # no retry
     item = only_item(results(pytester))
     assert item["outcome"] == "error" and item["judge_error"] is True and item["measurements"] == []
     assert "timed out after 0.2s" in item["message"]
