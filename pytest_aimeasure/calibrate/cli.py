@@ -66,8 +66,9 @@ def _run(args: argparse.Namespace, ctx: CliContext) -> int:
     except AnchorError as exc:
         raise UsageError(str(exc)) from None
     engine = JudgeEngine(
-        JudgeSettings(model=args.judge_model, samples=args.samples, timeout=args.timeout),
-        make_backend=lambda model: build_backend(model, timeout=args.timeout, retries=4),
+        JudgeSettings(model=args.judge_model, samples=args.samples, timeout=args.timeout, retries=4),
+        # The engine retries (and shares a 429's pause among all calls); the SDK must not retry too.
+        make_backend=lambda model: build_backend(model, timeout=args.timeout, retries=0),
     )
     try:
         run = calibrate(engine, targets, samples=args.samples, probes=args.bias, judge_model=args.judge_model)
