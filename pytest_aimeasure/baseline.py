@@ -6,6 +6,17 @@ newline, and nothing that changes between machines or runs (no timestamps, hosts
 keeps the raw per-sample scores, not only the mean, so that pairing, pooling and power calculations
 stay possible later.
 
+Pooling: under an unchanged ruler, ``--update-baseline`` appends the session's samples to an item's
+entry instead of replacing them, keeping the last ``pool`` sessions (``--aimeasure-baseline-pool``, default
+5), so the baseline's mean converges instead of freezing one lucky session. ``sessions`` lists the
+sizes of the pooled sessions in ``scores``, oldest first (absent: one session). An entry is replaced,
+not pooled, when the ruler changed, when the session found the item (or its dimension) regressed
+or improved (a real change must not be averaged with the old value), or when ``pool`` is 1.
+
+Format 2 took the number of samples out of the fingerprint (N is precision, not the ruler) and added
+``sessions``; format-1 files are read as they are (their fingerprints' ``samples`` is dropped) and
+written back as format 2 on the next update.
+
 Updating merges into the existing file under a file lock, re-reading it inside the lock, and replaces
 it atomically (temporary file in the same directory, fsync, ``os.replace``), so concurrent updaters
 (xdist workers, two terminals) lose no entry and a crash never leaves half a file behind.
@@ -28,7 +39,9 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 from pytest_aimeasure.models import SCORE_MAX, SCORE_MIN, Fingerprint, Measurement
 from pytest_aimeasure.stats import VAR_FLOOR_DEFAULT, dimension_stats
 
-BASELINE_FORMAT: Literal[1] = 1
+BASELINE_FORMAT: Literal[2] = 2
+READABLE_FORMATS = (1, 2)
+DEFAULT_POOL = 5
 DEFAULT_BASELINE_NAME = "aimeasure-baseline.json"
 FLOAT_DECIMALS = 4
 _MEAN_SLACK = 0.5 * 10**-FLOAT_DECIMALS + 1e-9  # a stored mean is the true mean rounded to 4 places
@@ -58,6 +71,11 @@ class BaselineEntry(BaseModel):
     floor: float
     tolerance: float = Field(ge=0)
     fingerprint: Fingerprint
+    sessions: list[Annotated[int, Field(ge=1, strict=True)]] | None = Field(
+        default=None,
+        min_length=2,
+        description="sizes of the sessions pooled in scores, oldest first; absent: one session",
+    )
 
     @model_validator(mode="after")
     def _derived_fields_match_scores(self) -> BaselineEntry:
@@ -65,10 +83,26 @@ class BaselineEntry(BaseModel):
         # botched merge, and silently trusting either side would compare against the wrong number.
         if self.n != len(self.scores):
             raise ValueError(f"n is {self.n} but there are {len(self.scores)} scores")
+        if self.sessions is not None and sum(self.sessions) != self.n:
+            raise ValueError(f"sessions add up to {sum(self.sessions)} samples but there are {self.n} scores")
         actual = math.fsum(self.scores) / len(self.scores)
         if abs(self.mean - actual) > _MEAN_SLACK:
             raise ValueError(f"mean is {self.mean} but the scores average {actual:.4f}")
         return self
+
+    @property
+    def pooled(self) -> int:
+        """How many sessions the entry's scores come from."""
+        return len(self.sessions) if self.sessions else 1
+
+    def session_scores(self) -> list[list[int]]:
+        """The scores split into the sessions they were measured in, oldest first."""
+        sizes = self.sessions or [len(self.scores)]
+        out, start = [], 0
+        for size in sizes:
+            out.append(self.scores[start : start + size])
+            start += size
+        return out
 
 
 class DimensionAggregate(BaseModel):
@@ -89,7 +123,7 @@ class BaselineFile(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    format: Literal[1] = BASELINE_FORMAT
+    format: Literal[1, 2] = BASELINE_FORMAT
     entries: dict[str, BaselineEntry] = Field(default_factory=dict)
     dimensions: dict[str, DimensionAggregate] = Field(default_factory=dict)
 
@@ -100,7 +134,8 @@ class UpdateSummary(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     added: list[str] = Field(default_factory=list)
-    updated: list[str] = Field(default_factory=list)
+    updated: list[str] = Field(default_factory=list, description="entries replaced by this session's")
+    pooled: list[str] = Field(default_factory=list, description="entries this session's samples joined")
     removed: list[str] = Field(default_factory=list)
     unchanged: list[str] = Field(default_factory=list)
     kept_judge_error: list[str] = Field(default_factory=list)
@@ -126,6 +161,10 @@ def _round_floats(value: Any) -> Any:
 def dumps_baseline(baseline: BaselineFile) -> str:
     """The canonical text of a baseline file (sorted keys, indent 2, floats to 4 places, final newline)."""
     data = _round_floats(baseline.model_dump(mode="json"))
+    data["format"] = BASELINE_FORMAT  # what is written is always the current format
+    for entry in data["entries"].values():
+        if entry.get("sessions") is None:
+            entry.pop("sessions", None)  # one session: the field says nothing, keep the diff short
     return json.dumps(data, sort_keys=True, indent=2, ensure_ascii=False, allow_nan=False) + "\n"
 
 
@@ -181,14 +220,15 @@ def parse_baseline(text: str, path: Path) -> BaselineFile:
             path=path,
         )
     found = data.get("format")
-    if found != BASELINE_FORMAT or isinstance(found, bool):
+    if found not in READABLE_FORMATS or isinstance(found, bool):
         if isinstance(found, int) and not isinstance(found, bool) and found > BASELINE_FORMAT:
             hint = "it was written by a newer pytest-aimeasure: upgrade the plugin, or re-baseline"
         else:
             hint = "it was not written by pytest-aimeasure"
         stated = "has no format number" if found is None else f"has format {json.dumps(found)}"
+        readable = " and ".join(map(str, READABLE_FORMATS))
         raise BaselineError(
-            f"{path}: the baseline file {stated}; this plugin reads baseline format {BASELINE_FORMAT} "
+            f"{path}: the baseline file {stated}; this plugin reads baseline formats {readable} "
             f"({hint}). {_fix_hint(path)}",
             path=path,
         )
@@ -265,6 +305,30 @@ def aggregate_dimensions(
     return out
 
 
+def pool_entry(previous: BaselineEntry, measurement: Measurement, *, pool: int) -> BaselineEntry:
+    """``previous`` with the measurement's samples appended as one more session, keeping the last
+    ``pool`` sessions; floor, tolerance and nodeid are the measurement's. The caller checks that the
+    ruler is unchanged.
+
+    A measurement whose every sample came from the sample cache is a re-read of an earlier session,
+    not a new one: when the entry already pools a session with those scores, it is not added again
+    (that would count one session twice and shrink the baseline's error bars for nothing).
+    """
+    fresh = entry_from_measurement(measurement)
+    groups = previous.session_scores()
+    cached = all(s.source == "cache" for s in measurement.samples)
+    if not (cached and any(sorted(g) == sorted(fresh.scores) for g in groups)):
+        groups = [*groups, fresh.scores][-pool:]
+    scores = [score for group in groups for score in group]
+    raw = fresh.model_dump(mode="json") | {
+        "scores": scores,
+        "n": len(scores),
+        "mean": math.fsum(scores) / len(scores),
+        "sessions": [len(g) for g in groups] if len(groups) > 1 else None,
+    }
+    return BaselineEntry.model_validate(_round_floats(raw))
+
+
 def merge_entries(
     old: dict[str, BaselineEntry],
     measurements: Sequence[Measurement],
@@ -272,14 +336,22 @@ def merge_entries(
     whole_suite: bool,
     prune: bool,
     judge_error_ids: Collection[str] = (),
+    pool: int = 1,
+    moved: Collection[str] = (),
 ) -> tuple[dict[str, BaselineEntry], UpdateSummary]:
     """The merge rule of :func:`update_baseline`, without any I/O.
 
     A measurement without samples is treated like a judge error (it has no value to record); when one
-    item id appears twice, the later measurement wins.
+    item id appears twice, the later measurement wins. The value an updated entry takes: the
+    measurement's samples pooled with the entry's last sessions (:func:`pool_entry`) when ``pool`` > 1,
+    the fingerprint is unchanged and the item is not in ``moved`` (items the comparison found
+    regressed or improved); otherwise the measurement alone.
     """
+    if pool < 1:
+        raise ValueError(f"pool must be >= 1, got {pool}")
     errors = set(judge_error_ids) | {m.item_id for m in measurements if not m.samples}
     measured = {m.item_id: m for m in measurements if m.item_id not in errors}
+    moved = set(moved)
     merged = dict(old)
     summary = UpdateSummary()
     for item_id, measurement in measured.items():
@@ -288,10 +360,14 @@ def merge_entries(
         if previous is None:
             summary.added.append(item_id)
             merged[item_id] = entry
-        elif _same_value(previous, entry):
+            continue
+        pooling = pool > 1 and item_id not in moved and previous.fingerprint == entry.fingerprint
+        if pooling:
+            entry = pool_entry(previous, measurement, pool=pool)
+        if _same_value(previous, entry):
             summary.unchanged.append(item_id)
         else:
-            summary.updated.append(item_id)
+            (summary.pooled if pooling else summary.updated).append(item_id)
             merged[item_id] = entry
     summary.kept_judge_error = [item_id for item_id in errors if item_id in old]
     for item_id in old:
@@ -302,7 +378,7 @@ def merge_entries(
             del merged[item_id]
         else:
             summary.kept.append(item_id)
-    for ids in (summary.added, summary.updated, summary.removed, summary.unchanged):
+    for ids in (summary.added, summary.updated, summary.pooled, summary.removed, summary.unchanged):
         ids.sort()
     summary.kept_judge_error.sort()
     summary.kept.sort()
@@ -349,11 +425,14 @@ def update_baseline(
     judge_error_ids: Collection[str] = (),
     var_floor: float = VAR_FLOOR_DEFAULT,
     lock_timeout: float = 60.0,
+    pool: int = 1,
+    moved: Collection[str] = (),
 ) -> UpdateSummary:
     """Merge ``measurements`` into the baseline at ``path`` and write it back atomically.
 
     * measured items are added, or updated when their value changed (same scores in any order, same
-      fingerprint, floor and tolerance count as unchanged);
+      fingerprint, floor and tolerance count as unchanged); with ``pool`` > 1 an unchanged ruler pools
+      the session into the entry instead (see :func:`merge_entries`);
     * entries of items that did not run are kept; entries of items that ended in a judge error keep
       their old entry and are reported in ``kept_judge_error``;
     * stale entries (not measured, not a judge error) are removed only when ``whole_suite`` or ``prune``;
@@ -377,6 +456,8 @@ def update_baseline(
                 whole_suite=whole_suite,
                 prune=prune,
                 judge_error_ids=judge_error_ids,
+                pool=pool,
+                moved=moved,
             )
             aggregates = aggregate_dimensions(entries, var_floor=var_floor)
             text = dumps_baseline(BaselineFile(entries=entries, dimensions=aggregates))

@@ -233,7 +233,7 @@ def _open(ctx: CliContext, ref: str) -> Run:
 def _judge_line(meta: RunMeta) -> str:
     parts = [meta.judge_model or "no judge model recorded"]
     for fp in meta.fingerprints[:3]:
-        parts.append(f"{fp.provider}/{fp.model} T={fp.temperature} N={fp.samples}")
+        parts.append(f"{fp.provider}/{fp.model} T={fp.temperature}")
     return "; ".join(parts)
 
 

@@ -134,6 +134,10 @@ def conclude(state: SessionState, session: pytest.Session) -> Outcome:
                 whole_suite=whole,
                 prune=s.prune_baseline,
                 judge_error_ids=[j for j in judge_errors if j],
+                # Pooling needs the comparison to know which items really changed; without it
+                # (--aimeasure-drift off) an update replaces, as a changed item must not be averaged in.
+                pool=s.baseline_pool if outcome.comparison is not None else 1,
+                moved=outcome.comparison.moved() if outcome.comparison is not None else (),
             )
             outcome.baseline_update = summary.model_dump(mode="json")
         except BaselineError as exc:

@@ -10,7 +10,7 @@ import hashlib
 import json
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 SCORE_MIN = 1
 SCORE_MAX = 5
@@ -63,19 +63,31 @@ class Verdict(BaseModel):
 
 
 class Fingerprint(BaseModel):
-    """The ruler's identity. Two measurements are comparable only when their fingerprints match."""
+    """The ruler's identity. Two measurements are comparable only when their fingerprints match.
+
+    The number of samples N is not part of it: N changes a measurement's precision, not the ruler, so
+    a baseline taken at N = 3 is comparable with a session at N = 5. Files written before this rule
+    (baselines, run metadata) carry a ``samples`` field; it is dropped when they are read.
+    """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     provider: str
     model: str
     temperature: float | None
-    samples: int
     prompt_hash: str
     rubric_hash: str
     tool_schema_version: int = TOOL_SCHEMA_VERSION
     tool_mode: Literal["forced", "auto", "scripted"] = "forced"
     plugin_major: int
+
+    @model_validator(mode="before")
+    @classmethod
+    def _drop_sample_count(cls, data: Any) -> Any:
+        # Migration: N used to be part of the ruler; old baselines and run records still hold it.
+        if isinstance(data, dict) and "samples" in data:
+            data = {k: v for k, v in data.items() if k != "samples"}
+        return data
 
     def differences(self, other: Fingerprint) -> list[str]:
         """Names of the fields whose values differ, in declaration order."""

@@ -232,6 +232,15 @@ OPTIONS: tuple[Option, ...] = (
         flag_only=True,
     ),
     Option(
+        "--aimeasure-baseline-pool",
+        "baseline_pool",
+        "With --update-baseline: pool up to K sessions per item under an unchanged judge (1: replace).",
+        positive_int,
+        5,
+        "aimeasure_baseline_pool",
+        metavar="K",
+    ),
+    Option(
         "--aimeasure-drift",
         "drift",
         "What a regression against the baseline does: fail (default), warn, off.",

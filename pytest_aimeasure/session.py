@@ -39,6 +39,7 @@ class Settings:
     baseline: Path
     update_baseline: bool
     prune_baseline: bool
+    baseline_pool: int
     drift: str
     json_path: Path | None
     html_path: Path | None
@@ -124,6 +125,7 @@ class Settings:
             baseline=path("baseline") or root / "aimeasure-baseline.json",
             update_baseline=bool(options.get(config, "update_baseline")),
             prune_baseline=bool(options.get(config, "prune_baseline")),
+            baseline_pool=options.get(config, "baseline_pool"),
             drift=options.get(config, "drift"),
             json_path=path("aimeasure_json"),
             html_path=path("aimeasure_html"),

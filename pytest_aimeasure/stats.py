@@ -19,6 +19,17 @@ Choices made here (and why):
 * **Drift p-value** is one-sided, for the regression hypothesis: H0 "no drop" (Δ ≥ 0) against
   H1 Δ < 0, ``p = P(T_df ≤ D / SE_D)``. "95% CI upper bound < 0" is exactly ``p < 0.025``, so Holm
   run at ``alpha / 2`` on these p-values reduces to the unadjusted rule for a single comparison.
+* **Drift noise model.** A generator is usually non-deterministic and a temperature-0 judge repeats
+  itself, so an item's quality moves between sessions while its N samples agree: the within-sample
+  spread alone mistakes that movement for drift (it failed 57% of A/A sessions at N = 5 in such a
+  setting). SE_D therefore takes the largest of several estimates of what moves D between sessions
+  (the within-sample judge term is only the lower bound): the paired spread of the items'
+  differences, and, given earlier sessions of the same items under the same ruler, the
+  between-session variance measured from them, including a shift shared by all items of a session
+  that no single-session statistic can see. Taking the largest, not the sum: each estimates the
+  same variance (the paired spread already holds the within noise), so adding would count it twice.
+* **Power** is the probability of the actual verdict, Holm's family and the D ≤ −tolerance
+  requirement included; see :func:`regression_power`.
 """
 
 from __future__ import annotations
@@ -28,7 +39,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from statistics import NormalDist
-from typing import Literal
+from typing import Any, Literal
 
 VAR_FLOOR_DEFAULT = 1.0 / 12.0
 """Variance of the rounding error of an integer score: the least noise a 1–5 score can claim."""
@@ -45,6 +56,10 @@ _MAX_CF_ITERATIONS = 100_000
 # Past this many degrees of freedom the t distribution equals the normal to far better than the
 # ~1e-6 any verdict could care about, and the continued fraction would need ~sqrt(df) steps.
 _DF_NORMAL = 1e7
+# Whole df up to this use the finite series (item tests, one after another, call t_sf thousands of
+# times); its tails are trusted down to this size (absolute error ~1e-16, so ~1e-10 relative).
+_SERIES_MAX_DF = 64
+_SERIES_MIN_TAIL = 1e-6
 
 
 # --------------------------------------------------------------------------------------------------
@@ -98,8 +113,36 @@ def _check_df(df: float) -> None:
         raise ValueError(f"degrees of freedom must be > 0, got {df}")
 
 
+def _t_sf_whole_df(t: float, df: int) -> float | None:
+    """P(T > t) for a whole number of degrees of freedom by the finite series of Abramowitz & Stegun
+    26.7.3–4 (O(df) steps, ~20x faster than the continued fraction); None in the far tail, where
+    1 − A would lose relative precision to cancellation."""
+    theta = math.atan(abs(t) / math.sqrt(df))
+    c2 = math.cos(theta) ** 2
+    series = term = 1.0
+    if df % 2:
+        for k in range(1, (df - 3) // 2 + 1):
+            term *= 2.0 * k / (2.0 * k + 1.0) * c2
+            series += term
+        inside = theta + (math.sin(theta) * math.cos(theta) * series if df > 1 else 0.0)
+        a = 2.0 / math.pi * inside
+    else:
+        for k in range(1, (df - 2) // 2 + 1):
+            term *= (2.0 * k - 1.0) / (2.0 * k) * c2
+            series += term
+        a = math.sin(theta) * series
+    tail = 0.5 * (1.0 - a)
+    if tail < _SERIES_MIN_TAIL:
+        return None
+    return tail if t >= 0 else 1.0 - tail
+
+
+@lru_cache(maxsize=65536)
 def t_sf(t: float, df: float) -> float:
-    """Upper tail P(T > t) of Student's t with ``df`` (may be fractional or ``math.inf``)."""
+    """Upper tail P(T > t) of Student's t with ``df`` (may be fractional or ``math.inf``).
+
+    Cached: a session's item tests repeat the same few (t, df) pairs many times, since scores are
+    small integers and items of one dimension share their spread."""
     _check_df(df)
     if math.isnan(t):
         raise ValueError("t is NaN")
@@ -107,6 +150,10 @@ def t_sf(t: float, df: float) -> float:
         return 1.0 - _NORMAL.cdf(t) if t < 0 else _NORMAL.cdf(-t)
     if math.isinf(t):
         return 0.0 if t > 0 else 1.0
+    if df <= _SERIES_MAX_DF and df == int(df):
+        fast = _t_sf_whole_df(t, int(df))
+        if fast is not None:
+            return fast
     t2 = t * t
     # P(|T| > |t|) = I_{df/(df+t²)}(df/2, 1/2); the complement t²/(df+t²) is computed directly.
     two_sided = _regularized_beta(df / 2.0, 0.5, df / (df + t2), t2 / (df + t2))
@@ -335,6 +382,119 @@ def dimension_stats(
 # Drift against a baseline
 # --------------------------------------------------------------------------------------------------
 
+TIE_TOLERANCE = 1e-9
+"""D is compared with ±tolerance up to this much, so that −0.4999999999999999 (a drop of 0.5 after
+rounding) counts as a drop of 0.5. Two different values of D made of 1–5 scores lie at least
+1/(m·N_base·N_new) apart, far more than this for any real session."""
+
+POWER_TARGET = 0.80
+"""The detection probability the minimum detectable effect is quoted at."""
+
+SeSource = Literal["within", "paired", "history"]
+
+
+@dataclass(frozen=True)
+class SessionHistory:
+    """How much a dimension's paired items move between sessions, measured from earlier sessions of
+    the same items under the same ruler (see :func:`session_history`)."""
+
+    sessions: int
+    """Earlier sessions holding at least one of the items."""
+    var_item: float | None
+    """Variance of one item's session mean from session to session, pooled over items (df-weighted):
+    generation, session-level judge and within-sample noise, and any shift shared by a session."""
+    df_item: float | None
+    var_session: float | None
+    """Variance of a session's mean over the core items (those every session holds)."""
+    df_session: float | None
+    var_shared: float
+    """σ²_c ≥ 0, the shift common to every item of a session (two-way ANOVA, method of moments over
+    the core items). The paired spread cannot see it: it moves all items alike."""
+    df_shared: float | None
+    core_items: int
+
+
+def session_history(sessions: Sequence[Sequence[Sequence[float] | None]]) -> SessionHistory | None:
+    """Between-session variance from earlier sessions: ``sessions[j][i]`` holds the scores of item i in
+    earlier session j (None when that session did not measure it). All rows list the same items, in
+    the order the drift pairs them. None when fewer than two sessions hold any of the items."""
+    rows = [list(row) for row in sessions if any(cell for cell in row)]
+    if len(rows) < 2:
+        return None
+    m = len(rows[0])
+    if any(len(row) != m for row in rows):
+        raise ValueError("every session must list the same items")
+    means = [[math.fsum(c) / len(c) if c else None for c in row] for row in rows]
+    weighted, df_item = 0.0, 0
+    for i in range(m):
+        xs = [row[i] for row in means if row[i] is not None]
+        if len(xs) > 1:
+            weighted += (len(xs) - 1) * _mean_var(xs)[1]  # type: ignore[arg-type]
+            df_item += len(xs) - 1
+    h = len(rows)
+    core = [i for i in range(m) if all(row[i] is not None for row in means)]
+    var_session = df_session = df_shared = None
+    var_shared = 0.0
+    if core:
+        grid = [[float(row[i]) for i in core] for row in means]  # type: ignore[arg-type]
+        session_means = [math.fsum(r) / len(core) for r in grid]
+        var_session, df_session = _mean_var(session_means)[1], float(h - 1)
+        if len(core) > 1:
+            grand = math.fsum(session_means) / h
+            item_means = [math.fsum(r[k] for r in grid) / h for k in range(len(core))]
+            residual = math.fsum(
+                (x - item_means[k] - sm + grand) ** 2
+                for r, sm in zip(grid, session_means, strict=True)
+                for k, x in enumerate(r)
+            ) / ((len(core) - 1) * (h - 1))
+            # E[MS_sessions] = σ²_residual + k·σ²_c with MS_sessions = k·var(session means).
+            var_shared = max(0.0, var_session - residual / len(core))
+            df_shared = float(h - 1)
+    return SessionHistory(
+        sessions=h,
+        var_item=weighted / df_item if df_item else None,
+        df_item=float(df_item) if df_item else None,
+        var_session=var_session,
+        df_session=df_session,
+        var_shared=var_shared,
+        df_shared=df_shared,
+        core_items=len(core),
+    )
+
+
+@dataclass(frozen=True)
+class Power:
+    """What the regression rule can see, including Holm's family and the D ≤ −tolerance requirement."""
+
+    at_tolerance: float
+    """P(verdict "regressed" | a true drop of exactly the tolerance). At most 0.5 by construction:
+    the rule asks D ≤ −tolerance, which a drop of exactly the tolerance meets half the time."""
+    mde: float
+    """The true drop the rule calls regressed with probability POWER_TARGET."""
+    underpowered: bool
+    """The noise, not the tolerance, limits detection: even the significance requirement alone
+    (one-sided, at Holm's first-step level alpha/(2·family)) would miss a drop of the tolerance more
+    than 1 − POWER_TARGET of the time, i.e. (t_{1−α/2K} + t_{0.80})·SE > tolerance."""
+
+
+def regression_power(
+    se: float, df: float, tolerance: float, *, family: int = 1, alpha: float = 0.05
+) -> Power:
+    """Power of the regression verdict at a true drop of ``tolerance``, and its minimum detectable effect.
+
+    "Regressed" after Holm needs D ≤ −tolerance and a one-sided p ≤ alpha/(2·K) at Holm's first step
+    (later steps are more lenient, so this is a lower bound on power), i.e. D ≤ −c with
+    c = max(tolerance, t_{1−α/2K}·SE). With D ~ Δ + SE·T_df: P(regressed | Δ = −δ) = P(T ≤ (δ − c)/SE).
+    """
+    t_sig = t_ppf(1.0 - alpha / (2.0 * max(family, 1)), df)
+    t_power = t_ppf(POWER_TARGET, df)
+    c = max(tolerance, t_sig * se)
+    return Power(
+        at_tolerance=t_cdf((tolerance - c) / se, df),
+        mde=c + t_power * se,
+        underpowered=(t_sig + t_power) * se > tolerance,
+    )
+
 
 @dataclass(frozen=True)
 class Drift:
@@ -348,33 +508,31 @@ class Drift:
     ci90: tuple[float, float]
     p_value: float
     """One-sided p of the regression test (H0 Δ ≥ 0 vs H1 Δ < 0): P(T_df ≤ D/SE)."""
+    power: float
+    """P(regressed | a true drop of the tolerance), with Holm's family (see :class:`Power`)."""
     mde: float
-    """Minimum detectable effect, (t_{0.975} + t_{0.80}) · SE: the |Δ| found 80% of the time."""
+    """The true drop called regressed 80% of the time, with Holm's family and D ≤ −tolerance."""
     underpowered: bool
-    """MDE > tolerance: a real change as large as the tolerance would often go unnoticed."""
+    """The noise keeps the rule from seeing a drop of the tolerance (see :class:`Power`)."""
     verdict: DriftVerdict
     m: int
     tolerance: float
     var_within: float
-    """The floored pooled within-item variance σ²_w that SE_D uses."""
+    """The floored pooled within-item variance σ²_w that the within term uses."""
     base_mean: float
     new_mean: float
+    se_source: SeSource = "within"
+    """Which estimate set SE: the within-sample judge term, the paired spread of the items'
+    differences, or the between-session spread measured from earlier sessions."""
+    se_within: float = 0.0
+    se_paired: float | None = None
+    se_history: float | None = None
+    var_shared: float = 0.0
+    """The session-wide shift variance (from history) added to the within and paired terms."""
+    family: int = 1
 
 
-def drift(
-    base: Sequence[Sequence[float]],
-    new: Sequence[Sequence[float]],
-    *,
-    tolerance: float,
-    var_floor: float = VAR_FLOOR_DEFAULT,
-) -> Drift:
-    """Paired drift of ``new`` against ``base`` (item i of one pairs with item i of the other).
-
-    SE_D = sqrt(σ²_w/m² · Σ_i (1/n_i,base + 1/n_i,new)), which is sqrt(σ²_w·(1/N_base + 1/N_new)/m)
-    for equal N; σ²_w is pooled over both runs' items (df-weighted, floored) and df = Σ(n − 1) over
-    both runs, at least 1. Verdicts, in order: regressed (D ≤ −tol and 95% upper < 0), improved
-    (D ≥ +tol and 95% lower > 0), stable (90% CI inside (−tol, +tol)), else inconclusive.
-    """
+def _check_pairs(base: Sequence[Sequence[float]], new: Sequence[Sequence[float]], tolerance: float) -> None:
     if len(base) != len(new):
         raise ValueError(f"drift pairs items by position: {len(base)} baseline vs {len(new)} new items")
     if not base:
@@ -383,44 +541,229 @@ def drift(
         raise ValueError("every paired item needs at least one score in both runs")
     if not tolerance >= 0:
         raise ValueError(f"tolerance must be >= 0, got {tolerance}")
-    m = len(base)
-    base_means = [math.fsum(s) / len(s) for s in base]
-    new_means = [math.fsum(s) / len(s) for s in new]
-    base_mean = math.fsum(base_means) / m
-    new_mean = math.fsum(new_means) / m
-    delta = math.fsum(b - a for a, b in zip(base_means, new_means, strict=True)) / m
-    _raw, var_within, df = _pooled_within([*base, *new], var_floor)
-    inverse_ns = math.fsum(1.0 / len(a) + 1.0 / len(b) for a, b in zip(base, new, strict=True))
-    se = math.sqrt(var_within * inverse_ns) / m
+
+
+def _pair_within(a: Sequence[float], b: Sequence[float], var_floor: float) -> tuple[float, float]:
+    """(floored pooled within variance, df) of two samples: _pooled_within's numbers, computed from
+    sums (exact for integer scores), because it runs once per item."""
+    ss = 0.0
+    for scores in (a, b):
+        if len(scores) > 1:
+            total = sum(scores)
+            ss += sum(x * x for x in scores) - total * total / len(scores)
+    df = len(a) + len(b) - 2
+    raw = ss / df if df > 0 else 0.0
+    return max(raw, var_floor), float(max(df, 1))
+
+
+def _satterthwaite(a: float, df_a: float, b: float, df_b: float | None) -> float:
+    """Welch–Satterthwaite df of a + b, rounded down (conservative, and the t quantiles stay cached)."""
+    if b <= 0 or df_b is None:
+        return df_a
+    return float(max(1, math.floor((a + b) ** 2 / (a * a / df_a + b * b / df_b))))
+
+
+def _pick(candidates: Sequence[tuple[SeSource, float, float]]) -> tuple[SeSource, float, float]:
+    """The largest variance estimate: each is a lower bound of what moves D between sessions."""
+    return max(candidates, key=lambda c: c[1])
+
+
+def _decide(
+    *,
+    delta: float,
+    variance: float,
+    df: float,
+    tolerance: float,
+    family: int,
+    alpha: float,
+) -> dict[str, Any]:
+    se = math.sqrt(variance)
     t95, t90 = t_ppf(0.975, df), t_ppf(0.95, df)
     ci95 = (delta - t95 * se, delta + t95 * se)
     ci90 = (delta - t90 * se, delta + t90 * se)
-    mde = (t95 + t_ppf(0.80, df)) * se
     verdict: DriftVerdict
-    if delta <= -tolerance and ci95[1] < 0:
+    if delta <= -tolerance + TIE_TOLERANCE and ci95[1] < 0:
         verdict = "regressed"
-    elif delta >= tolerance and ci95[0] > 0:
+    elif delta >= tolerance - TIE_TOLERANCE and ci95[0] > 0:
         verdict = "improved"
     elif -tolerance < ci90[0] and ci90[1] < tolerance:
         verdict = "stable"
     else:
         verdict = "inconclusive"
-    return Drift(
-        delta=delta,
-        se=se,
-        df=df,
-        ci95=ci95,
-        ci90=ci90,
-        p_value=t_cdf(delta / se, df),
-        mde=mde,
-        underpowered=mde > tolerance,
-        verdict=verdict,
-        m=m,
-        tolerance=tolerance,
-        var_within=var_within,
-        base_mean=base_mean,
-        new_mean=new_mean,
+    power = regression_power(se, df, tolerance, family=family, alpha=alpha)
+    return {
+        "delta": delta,
+        "se": se,
+        "df": df,
+        "ci95": ci95,
+        "ci90": ci90,
+        "p_value": t_cdf(delta / se, df),
+        "power": power.at_tolerance,
+        "mde": power.mde,
+        "underpowered": power.underpowered,
+        "verdict": verdict,
+        "tolerance": tolerance,
+        "family": family,
+    }
+
+
+def drift(
+    base: Sequence[Sequence[float]],
+    new: Sequence[Sequence[float]],
+    *,
+    tolerance: float,
+    var_floor: float = VAR_FLOOR_DEFAULT,
+    base_sessions: Sequence[int] | None = None,
+    history: SessionHistory | None = None,
+    family: int = 1,
+    alpha: float = 0.05,
+) -> Drift:
+    """Paired drift of a dimension: ``new`` against ``base`` (item i of one pairs with item i of the other).
+
+    SE_D² is the largest of these estimates of what moves D between two sessions:
+
+    * within: σ²_w/m² · Σ_i (1/n_i,base + 1/n_i,new), σ²_w pooled over both runs (df-weighted,
+      floored), df = Σ(n − 1), at least 1: the judge's sample-to-sample noise only, a lower bound;
+    * paired: sd(d_i)²/m with df m − 1 (m ≥ 2): everything that moves items independently between
+      sessions, generation and a temperature-0 judge's session-level movement included;
+    * history (when earlier sessions are given): the variance of a session's mean over the items,
+      var_session·(1 + 1/P), and the pooled per-item variance var_item·(1 + 1/P)/m;
+
+    and to the within and paired terms the shift shared by a whole session, σ²_c·(1 + 1/P), measured
+    from history (Satterthwaite df). P is the number of sessions the baseline pools (the fewest over
+    the items; ``base_sessions`` gives it per item, default 1). Verdicts, in order: regressed
+    (D ≤ −tol and 95% upper < 0), improved (D ≥ +tol and 95% lower > 0), stable (90% CI inside
+    (−tol, +tol)), else inconclusive; D is compared with ±tol up to TIE_TOLERANCE.
+    ``family`` (Holm's number of regression tests) only shapes the power figures.
+    """
+    _check_pairs(base, new, tolerance)
+    m = len(base)
+    pooled = float(min(base_sessions)) if base_sessions else 1.0
+    base_means = [math.fsum(s) / len(s) for s in base]
+    new_means = [math.fsum(s) / len(s) for s in new]
+    diffs = [b - a for a, b in zip(base_means, new_means, strict=True)]
+    delta = math.fsum(diffs) / m
+    _raw, var_within, df_w = _pooled_within([*base, *new], var_floor)
+    inverse_ns = math.fsum(1.0 / len(a) + 1.0 / len(b) for a, b in zip(base, new, strict=True))
+    v_within = var_within * inverse_ns / (m * m)
+    shared = history.var_shared * (1.0 + 1.0 / pooled) if history is not None else 0.0
+    df_shared = history.df_shared if history is not None else None
+    candidates: list[tuple[SeSource, float, float]] = [
+        ("within", v_within + shared, _satterthwaite(v_within, df_w, shared, df_shared))
+    ]
+    v_paired: float | None = None
+    if m > 1:
+        v_paired = _mean_var(diffs)[1] / m
+        candidates.append(("paired", v_paired + shared, _satterthwaite(v_paired, m - 1, shared, df_shared)))
+    v_history: float | None = None
+    if history is not None:
+        options = []
+        if history.var_session is not None and history.df_session is not None:
+            options.append((history.var_session * (1.0 + 1.0 / pooled), history.df_session))
+        if history.var_item is not None and history.df_item is not None:
+            options.append((history.var_item * (1.0 + 1.0 / pooled) / m, history.df_item))
+        if options:
+            v_history, df_h = max(options)
+            candidates.append(("history", v_history, df_h))
+    source, variance, df = _pick(candidates)
+    decided = _decide(
+        delta=delta, variance=variance, df=df, tolerance=tolerance, family=family, alpha=alpha
     )
+    return Drift(
+        **decided,
+        m=m,
+        var_within=var_within,
+        base_mean=math.fsum(base_means) / m,
+        new_mean=math.fsum(new_means) / m,
+        se_source=source,
+        se_within=math.sqrt(v_within),
+        se_paired=None if v_paired is None else math.sqrt(v_paired),
+        se_history=None if v_history is None else math.sqrt(v_history),
+        var_shared=shared,
+    )
+
+
+def item_drifts(
+    base: Sequence[Sequence[float]],
+    new: Sequence[Sequence[float]],
+    *,
+    tolerances: Sequence[float],
+    var_floor: float = VAR_FLOOR_DEFAULT,
+    base_sessions: Sequence[int] | None = None,
+    history: SessionHistory | None = None,
+    family: int = 1,
+    alpha: float = 0.05,
+) -> list[Drift]:
+    """The drift of each item of one dimension on its own (item i of ``base`` pairs with item i of ``new``).
+
+    An item has one difference d_i, so its spread between sessions is taken from its dimension:
+    var(d_i) is estimated by the largest of the item's within term σ²_w,i·(1/n_base + 1/n_new) (its
+    own samples, floored), the variance of the *other* items' differences (leave-one-out, df m − 2,
+    m ≥ 3, so that a real drop of this item does not hide itself) and the history's per-item
+    between-session variance var_item·(1 + 1/P_i); the first two get the session-wide shift
+    σ²_c·(1 + 1/P_i) added, as in :func:`drift`. With one item, this is :func:`drift`.
+    """
+    _check_pairs(base, new, min(tolerances, default=0.0))
+    m = len(base)
+    if len(tolerances) != m or (base_sessions is not None and len(base_sessions) != m):
+        raise ValueError("one tolerance (and base session count) per paired item")
+    if m == 1:
+        return [
+            drift(
+                base,
+                new,
+                tolerance=tolerances[0],
+                var_floor=var_floor,
+                base_sessions=base_sessions,
+                history=history,
+                family=family,
+                alpha=alpha,
+            )
+        ]
+    base_means = [sum(s) / len(s) for s in base]
+    new_means = [sum(s) / len(s) for s in new]
+    diffs = [b - a for a, b in zip(base_means, new_means, strict=True)]
+    d_mean = math.fsum(diffs) / m
+    d_ss = math.fsum((d - d_mean) ** 2 for d in diffs)
+    out = []
+    for i in range(m):
+        a, b = base[i], new[i]
+        pooled = float(base_sessions[i]) if base_sessions else 1.0
+        var_within, df_w = _pair_within(a, b, var_floor)
+        v_within = var_within * (1.0 / len(a) + 1.0 / len(b))
+        shared = history.var_shared * (1.0 + 1.0 / pooled) if history is not None else 0.0
+        df_shared = history.df_shared if history is not None else None
+        candidates: list[tuple[SeSource, float, float]] = [
+            ("within", v_within + shared, _satterthwaite(v_within, df_w, shared, df_shared))
+        ]
+        v_loo: float | None = None
+        if m > 2:
+            # Leave-one-out sum of squares: removing d_i from a sample moves its mean by (d_i − mean)/(m−1).
+            v_loo = max(0.0, (d_ss - (diffs[i] - d_mean) ** 2 * m / (m - 1)) / (m - 2))
+            candidates.append(("paired", v_loo + shared, _satterthwaite(v_loo, m - 2, shared, df_shared)))
+        v_history: float | None = None
+        if history is not None and history.var_item is not None and history.df_item is not None:
+            v_history = history.var_item * (1.0 + 1.0 / pooled)
+            candidates.append(("history", v_history, history.df_item))
+        source, variance, df = _pick(candidates)
+        decided = _decide(
+            delta=diffs[i], variance=variance, df=df, tolerance=tolerances[i], family=family, alpha=alpha
+        )
+        out.append(
+            Drift(
+                **decided,
+                m=1,
+                var_within=var_within,
+                base_mean=base_means[i],
+                new_mean=new_means[i],
+                se_source=source,
+                se_within=math.sqrt(v_within),
+                se_paired=None if v_loo is None else math.sqrt(v_loo),
+                se_history=None if v_history is None else math.sqrt(v_history),
+                var_shared=shared,
+            )
+        )
+    return out
 
 
 def holm(p_values: Sequence[float], alpha: float = 0.05) -> list[bool]:

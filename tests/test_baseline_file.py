@@ -175,7 +175,7 @@ def test_empty_file(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("fmt", "says"),
     [
-        (2, "has format 2; this plugin reads baseline format 1 (it was written by a newer"),
+        (3, "has format 3; this plugin reads baseline formats 1 and 2 (it was written by a newer"),
         ("1", 'has format "1"'),
     ],
 )
@@ -189,7 +189,8 @@ def test_wrong_format_number(tmp_path: Path, fmt: object, says: str) -> None:
 def test_missing_format_number(tmp_path: Path) -> None:
     path = tmp_path / "b.json"
     path.write_text(json.dumps({"entries": {}}))
-    with pytest.raises(BaselineError, match="has no format number; this plugin reads baseline format 1"):
+    says = "has no format number; this plugin reads baseline formats 1 and 2"
+    with pytest.raises(BaselineError, match=says):
         load_baseline(path)
 
 
@@ -378,3 +379,108 @@ def test_nothing_to_record_creates_no_file(tmp_path: Path) -> None:
     summary = update_baseline(path, [], whole_suite=True, prune=False, judge_error_ids={ID_A})
     assert not summary.written
     assert not path.exists()
+
+
+# --------------------------------------------------------------------------------------------------
+# Issue 14: N out of the fingerprint, format-1 files, pooling across sessions
+# --------------------------------------------------------------------------------------------------
+
+FORMAT_1 = {
+    "format": 1,
+    "entries": {
+        ID_A: {
+            "dimension": "tone",
+            "nodeid": NODE_A,
+            "scores": [4, 4, 4],
+            "mean": 4.0,
+            "n": 3,
+            "floor": 3.0,
+            "tolerance": 0.5,
+            "fingerprint": {
+                "provider": "anthropic",
+                "model": "claude-judge-1",
+                "temperature": 0.0,
+                "samples": 3,
+                "prompt_hash": "p1",
+                "rubric_hash": "r1",
+                "tool_schema_version": 1,
+                "tool_mode": "forced",
+                "plugin_major": 0,
+            },
+        }
+    },
+    "dimensions": {},
+}
+
+
+def test_a_format_1_baseline_taken_at_n3_is_comparable_with_a_session_at_n5(tmp_path: Path) -> None:
+    from pytest_aimeasure.compare import compare
+
+    path = tmp_path / "b.json"
+    path.write_text(json.dumps(FORMAT_1))
+    baseline = load_baseline(path)
+    assert baseline is not None
+    assert "samples" not in baseline.entries[ID_A].fingerprint.model_dump()
+    now = measurement(scores=[4, 4, 4, 4, 4])
+    result = compare(baseline, [now], whole_suite=True)
+    assert result.items[ID_A].verdict == "stable"
+    assert not result.has_not_comparable
+    # The next update writes the current format, without samples in the fingerprint.
+    update_baseline(path, [now], whole_suite=False, prune=False)
+    written = json.loads(path.read_text())
+    assert written["format"] == 2 and "samples" not in written["entries"][ID_A]["fingerprint"]
+
+
+def test_update_pools_sessions_under_an_unchanged_ruler_and_keeps_the_last_k(tmp_path: Path) -> None:
+    path = tmp_path / "b.json"
+    sessions = [[4, 4, 4], [5, 5, 5], [3, 3, 3, 3, 3], [4, 4, 5]]
+    summaries = [
+        update_baseline(path, [measurement(scores=s)], whole_suite=False, prune=False, pool=3)
+        for s in sessions
+    ]
+    assert summaries[0].added == [ID_A]
+    assert all(s.pooled == [ID_A] for s in summaries[1:])
+    entry = load_baseline(path).entries[ID_A]  # type: ignore[union-attr]
+    assert entry.sessions == [3, 5, 3]  # the first session fell out of the pool of 3
+    assert entry.scores == [5, 5, 5, 3, 3, 3, 3, 3, 4, 4, 5]
+    assert entry.pooled == 3 and entry.session_scores()[-1] == [4, 4, 5]
+    assert entry.mean == pytest.approx(43 / 11, abs=1e-4)
+    assert '"sessions": [\n        3,\n        5,\n        3\n      ]' in path.read_text()
+
+
+def test_update_replaces_instead_of_pooling_when_the_item_moved_or_the_ruler_changed(tmp_path: Path) -> None:
+    path = tmp_path / "b.json"
+    update_baseline(path, [measurement(scores=[4, 4, 4])], whole_suite=False, prune=False, pool=5)
+    moved = update_baseline(
+        path, [measurement(scores=[2, 2, 2])], whole_suite=False, prune=False, pool=5, moved=[ID_A]
+    )
+    assert moved.updated == [ID_A] and moved.pooled == []
+    assert load_baseline(path).entries[ID_A].scores == [2, 2, 2]  # type: ignore[union-attr]
+    other_judge = measurement(scores=[3, 3, 3], fp=fingerprint(model="claude-judge-2"))
+    replaced = update_baseline(path, [other_judge], whole_suite=False, prune=False, pool=5)
+    entry = load_baseline(path).entries[ID_A]  # type: ignore[union-attr]
+    assert replaced.updated == [ID_A] and entry.sessions is None and entry.scores == [3, 3, 3]
+    # pool = 1 is the old behaviour: the last session stands.
+    again = measurement(scores=[5, 5, 5], fp=other_judge.fingerprint)
+    update_baseline(path, [again], whole_suite=False, prune=False)
+    assert load_baseline(path).entries[ID_A].scores == [5, 5, 5]  # type: ignore[union-attr]
+
+
+def test_a_session_read_back_from_the_sample_cache_is_not_pooled_twice(tmp_path: Path) -> None:
+    path = tmp_path / "b.json"
+    update_baseline(path, [measurement(scores=[4, 4, 5])], whole_suite=False, prune=False, pool=5)
+    cached = measurement(scores=[4, 4, 5])
+    from_cache = [s.model_copy(update={"source": "cache"}) for s in cached.samples]
+    cached = cached.model_copy(update={"samples": from_cache})
+    summary = update_baseline(path, [cached], whole_suite=False, prune=False, pool=5)
+    assert summary.unchanged == [ID_A]
+    assert load_baseline(path).entries[ID_A].sessions is None  # type: ignore[union-attr]
+
+
+def test_pooled_sessions_must_add_up_to_the_scores(tmp_path: Path) -> None:
+    data = json.loads(json.dumps(FORMAT_1))
+    data["entries"][ID_A] |= {"sessions": [2, 2]}
+    path = tmp_path / "b.json"
+    path.write_text(json.dumps(data))
+    with pytest.raises(BaselineError, match="sessions add up to 4 samples but there are 3 scores"):
+        load_baseline(path)

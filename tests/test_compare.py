@@ -108,7 +108,7 @@ def test_true_drop_is_a_regression_with_numbers() -> None:
     assert {c.verdict for c in result.items.values()} == {"inconclusive"}
     underpowered = [f for f in result.findings if f.kind == "underpowered"]
     assert len(underpowered) == 4
-    assert all(f.severity == "warn" and "minimum detectable effect" in f.message for f in underpowered)
+    assert all(f.severity == "warn" and "80% of the time" in f.message for f in underpowered)
     assert all(f.nodeid is not None for f in underpowered)
     (demoted,) = [f for f in result.findings if f.kind == "inconclusive"]
     assert demoted.subject == "tone::tests/test_x.py::test_4"
@@ -174,7 +174,8 @@ def test_measurement_without_samples_counts_as_not_measured() -> None:
     assert result.items[base[0].item_id].verdict == "missing"
 
 
-# A marginal regression: one item (its own dimension), N = 6, drop 0.67, one-sided p ≈ 0.005.
+# A marginal regression: one item (its own dimension), N = 6, drop 0.67, one-sided p ≈ 0.005. A
+# dimension of one item is the same test as its item: Holm counts it once.
 MARGINAL_BASE = [4, 4, 4, 4, 4, 4]
 MARGINAL_NOW = [3, 4, 3, 3, 4, 3]
 
@@ -184,23 +185,25 @@ def test_marginal_regression_alone_survives_holm() -> None:
     result = compare(baseline_of(base), [measurement("m", MARGINAL_NOW, dimension="style")], whole_suite=True)
     item = result.items[base[0].item_id]
     assert item.p_value is not None and 0.025 / 8 < item.p_value < 0.025 / 2
-    assert (item.verdict, item.holm_rejected, result.holm_family) == ("regressed", True, 2)
+    assert (item.verdict, item.holm_rejected, result.holm_family) == ("regressed", True, 1)
+    style = result.dimensions["style"]
+    assert (style.verdict, style.holm_rejected, style.p_value) == ("regressed", True, item.p_value)
 
 
 def test_holm_demotes_a_marginal_regression_among_many_tests() -> None:
     base = [measurement("m", MARGINAL_BASE, dimension="style"), *run(BASE)]
     now = [measurement("m", MARGINAL_NOW, dimension="style"), *run(BASE)]
     result = compare(baseline_of(base), now, whole_suite=True)
-    assert result.holm_family == 8  # 6 items + 2 dimensions
+    assert result.holm_family == 7  # 6 items + the 5-item dimension; "style" is its one item
     item = result.items[base[0].item_id]
     assert (item.verdict, item.demoted, item.holm_rejected) == ("inconclusive", True, False)
     assert result.dimensions["style"].demoted
     assert not result.has_regressions
-    demoted = [f for f in result.findings if f.detail.get("holm_family") == 8]
+    demoted = [f for f in result.findings if f.detail.get("holm_family") == 7]
     assert {f.subject for f in demoted} == {"style", item.item_id}
     assert all(f.kind == "inconclusive" and f.severity == "warn" for f in demoted)
     assert all(
-        "does not survive the Holm correction over the 8 regression tests" in f.message for f in demoted
+        "does not survive the Holm correction over the 7 regression tests" in f.message for f in demoted
     )
 
 
@@ -245,3 +248,23 @@ def test_simulation_cli_runs(simulation: ModuleType, capsys: pytest.CaptureFixtu
     assert simulation.main(["--comparisons", "300", "--sessions", "30", "--max-false-rate", "1"]) == 0
     out = capsys.readouterr().out
     assert "A/A false-regression rate per comparison" in out and "true drop 0.75" in out
+
+
+def test_history_is_plain_data_and_widens_what_sessions_can_move() -> None:
+    # Every item one point lower: alone, a clear regression. But the store's earlier sessions show
+    # whole sessions moving by a point: the same move is then within what sessions do.
+    base = run([[4, 4, 4]] * 8)
+    now = run([[3, 3, 3]] * 8)
+    ids = [m.item_id for m in base]
+    alone = compare(baseline_of(base), now, whole_suite=True)
+    assert alone.dimensions["tone"].verdict == "regressed"
+    history = [dict.fromkeys(ids, [level] * 3) for level in (4, 4, 5, 3, 4)]
+    seen = compare(baseline_of(base), now, whole_suite=True, history=history)
+    tone = seen.dimensions["tone"]
+    assert tone.history_sessions == 5
+    assert tone.verdict == "inconclusive" and not seen.has_regressions
+    assert tone.se is not None and alone.dimensions["tone"].se is not None
+    assert tone.se > alone.dimensions["tone"].se
+    # History of items this session did not measure, or of no paired item, changes nothing.
+    unrelated = compare(baseline_of(base), now, whole_suite=True, history=[{"other::x": [1]}] * 3)
+    assert unrelated.dimensions["tone"].verdict == "regressed"

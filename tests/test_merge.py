@@ -91,8 +91,10 @@ def test_three_shards_merged_equal_one_process(project: pytest.Pytester, xdist: 
     assert merge(project, project.path / "merged0.json", "--update-baseline") == 0
     assert (project.path / "aimeasure-baseline.json").read_text() == whole
 
-    # a drop in two shards: one comparison with Holm over the whole family
-    set_scores(project, {"*": [4, 4, 4], "a1": [2, 2, 3], "b2": [2, 3, 2], "c1": [3, 2, 2]}, [3, 3, 4])
+    # a drop across the shards: one comparison with Holm over the whole family (a drop of only some
+    # items is, at six items, within what items move between sessions: the paired spread, issue 14)
+    drop = {"a1": [2, 2, 3], "a2": [2, 3, 2], "b1": [3, 2, 2], "b2": [2, 3, 2], "c1": [3, 2, 2]}
+    set_scores(project, {"*": [2, 2, 3], **drop}, [3, 3, 4])
     one = project.runpytest(*ARGS, *xdist, "--aimeasure-json", "one.json")
     run_shards(project, *xdist)
     code = merge(project, project.path / "merged.json")
@@ -114,13 +116,18 @@ def test_shards_with_different_judges_are_refused(
 ) -> None:
     set_scores(project, {"*": [4, 4, 4]}, [3, 3, 4])
     project.runpytest(*ARGS, "-k", SHARDS[0], "--aimeasure-json", "shard0.json")
-    project.runpytest(*ARGS, "-k", SHARDS[1], "--aimeasure-json", "shard1.json", "--judge-samples", "2")
+    # Another prompt template is another ruler (the number of samples is not: issue 14).
+    (project.path / "other_prompt.py").write_text(
+        "def pytest_aimeasure_judge_prompt(prompt, dimension, config):\n    prompt.system += ' Be strict.'\n"
+    )
+    project.syspathinsert()
+    project.runpytest(*ARGS, "-k", SHARDS[1], "--aimeasure-json", "shard1.json", "-p", "other_prompt")
     project.runpytest(*ARGS, "-k", SHARDS[2], "--aimeasure-json", "shard2.json")
     capsys.readouterr()
     assert merge(project, project.path / "merged.json") == 2
     err = capsys.readouterr().err
     assert "shard1.json was judged with a different judge fingerprint than" in err
-    assert "samples (3 vs 2)" in err
+    assert "prompt_hash (" in err
     assert not (project.path / "merged.json").exists()
 
 

@@ -760,7 +760,7 @@ def test_run_records_metadata_artifacts_once_and_the_cli_reads_it(
     assert meta.plugin_version and meta.judge_model == UNPRICED_MODEL
     assert meta.generators == ["gen-v1"]
     assert [fp.model for fp in meta.fingerprints] == ["claude-test"]
-    assert meta.fingerprints[0].samples == SAMPLES and meta.fingerprints[0].temperature == 0.0
+    assert meta.fingerprints[0].temperature == 0.0  # N is not part of the ruler (issue 14)
     assert meta.argv[0] == "pytest" and "--ai-judge" in meta.argv and UNPRICED_MODEL in meta.argv
     assert meta.items == 2 * STORIES and meta.judge_calls == TOTAL_SAMPLES
     assert store.open_run(second).meta.judge_calls == 0

@@ -196,7 +196,12 @@ def test_html_report_is_readable_without_javascript(three_runs: pytest.Pytester)
 def test_a_trend_marks_a_changed_judge(project: pytest.Pytester, browser: Any, tmp_path: Path) -> None:
     set_scores(project, [4, 4, 4], [4, 4, 4])
     assert project.runpytest(*ARGS).ret == 0
-    assert project.runpytest(*ARGS, "--judge-samples", "2").ret == 0
+    # Another prompt template is another ruler (the number of samples is not: issue 14).
+    (project.path / "other_prompt.py").write_text(
+        "def pytest_aimeasure_judge_prompt(prompt, dimension, config):\n    prompt.system += ' Be strict.'\n"
+    )
+    project.syspathinsert()
+    assert project.runpytest(*ARGS, "-p", "other_prompt").ret == 0
     out = tmp_path / "r.html"
     assert cli_main(["--store", str(project.path / ".aimeasure"), "report", "-o", str(out)]) == 0
     page, problems, _ = open_report(browser, out)
@@ -204,7 +209,7 @@ def test_a_trend_marks_a_changed_judge(project: pytest.Pytester, browser: Any, t
         assert problems == []
         assert page.locator("#trend-tone-points use").count() == 2
         assert page.locator("#trend-tone-ruler use").count() == 1
-        assert "samples" in (page.locator("#trends details").first.text_content() or "")
+        assert "prompt_hash" in (page.locator("#trends details").first.text_content() or "")
     finally:
         page.close()
 

@@ -11,7 +11,10 @@ from pytest_aimeasure.stats import (
     dimension_stats,
     drift,
     holm,
+    item_drifts,
     item_stats,
+    regression_power,
+    session_history,
     t_cdf,
     t_ppf,
     t_sf,
@@ -182,7 +185,12 @@ def test_drift_true_drop_of_one_across_five_items_is_regressed() -> None:
     assert d.ci95[1] < 0
     assert d.p_value == pytest.approx(t_cdf(-1.0 / SE_BASE, 20))
     assert d.p_value < 0.025
-    assert d.mde == pytest.approx((2.0860 + 0.8600) * SE_BASE, abs=1e-3)
+    # Found 80% of the time: D ≤ −0.5 binds here (2.086·SE < 0.5), so 0.5 + t_0.80·SE.
+    assert d.mde == pytest.approx(0.5 + 0.8600 * SE_BASE, abs=1e-3)
+    assert d.power == pytest.approx(0.5)  # a drop of exactly the tolerance: D ≤ −0.5 half the time
+    # Significance alone would see a drop of 0.5 only P(T_20 ≤ 0.5/SE − 2.086) ≈ 71% of the time.
+    assert d.underpowered
+    assert d.se_source == "within"  # every item dropped by exactly 1: no paired spread
     assert d.base_mean == pytest.approx(4.0)
     assert d.new_mean == pytest.approx(3.0)
 
@@ -241,10 +249,13 @@ def test_drift_drop_past_tolerance_but_not_significant_is_inconclusive() -> None
 
 def test_drift_unequal_sample_counts() -> None:
     d = drift([[4, 5], [3]], [[3], [3, 3, 4]], tolerance=0.5)
-    assert d.df == 3.0  # (2−1) + (1−1) + (1−1) + (3−1)
+    assert d.df == 1.0  # m − 1 (the within term would have had (2−1) + (1−1) + (1−1) + (3−1) = 3)
     assert d.var_within == pytest.approx((0.5 + 2 * (1 / 3)) / 3)
     assert d.delta == pytest.approx(((3 - 4.5) + (10 / 3 - 3)) / 2)
-    assert d.se == pytest.approx(math.sqrt(d.var_within * ((1 / 2 + 1) + (1 + 1 / 3))) / 2)
+    assert d.se_within == pytest.approx(math.sqrt(d.var_within * ((1 / 2 + 1) + (1 + 1 / 3))) / 2)
+    # The two differences (−1.5, +1/3) disagree more than the samples do: the paired spread wins.
+    assert d.se_source == "paired" and d.df == 1.0
+    assert d.se == pytest.approx(math.sqrt(((-1.5 - 1 / 3) ** 2 / 2) / 2))
 
 
 def test_drift_rejects_unpaired_input() -> None:
@@ -284,3 +295,98 @@ def test_holm_edge_cases() -> None:
     assert holm([0.0500001]) == [False]
     with pytest.raises(ValueError):
         holm([0.01], alpha=0)
+
+
+# --------------------------------------------------------------------------------------------------
+# The noise model of issue 14: ties, paired spread, history, power
+# --------------------------------------------------------------------------------------------------
+
+
+def test_a_drop_of_exactly_the_tolerance_in_floating_point_is_a_drop_of_the_tolerance() -> None:
+    # Six items whose means drop by 2/3, 1, 1/3, 1/3, 0 and 2/3: D is −1/2 exactly, but computed
+    # in floating point it is −0.49999999999999983, which "D ≤ −0.5" used to call inconclusive.
+    base = [[4, 4, 5], [4, 4, 4], [5, 4, 4], [5, 4, 4], [4, 4, 4], [4, 4, 5]]
+    new = [[3, 4, 4], [3, 3, 3], [4, 4, 4], [4, 4, 4], [4, 4, 4], [3, 3, 5]]
+    d = drift(base, new, tolerance=0.5)
+    assert -0.5 < d.delta < -0.5 + 1e-12
+    assert d.ci95[1] < 0
+    assert d.verdict == "regressed"
+    up = drift(new, base, tolerance=0.5)
+    assert 0.5 - 1e-12 < up.delta < 0.5
+    assert up.verdict == "improved"
+
+
+def test_paired_spread_carries_what_moves_items_between_sessions() -> None:
+    # Temperature-0 judge: every item's samples agree, but items moved ±1 between the sessions.
+    base = [[4, 4, 4]] * 10
+    new = [[5, 5, 5], [3, 3, 3]] * 5
+    d = drift(base, new, tolerance=0.5)
+    assert d.delta == 0.0
+    assert d.se_source == "paired" and d.df == 9.0
+    assert d.se == pytest.approx(math.sqrt((10 / 9) / 10))
+    assert d.se > d.se_within  # the within-only SE (floored) would claim far more precision
+    assert d.verdict == "inconclusive"  # not "stable": ±1 moves at m = 10 cannot prove equivalence
+
+
+def test_item_drifts_take_their_spread_from_the_other_items() -> None:
+    base = [[4, 4, 4]] * 6
+    new = [[5, 5, 5], [3, 3, 3], [5, 5, 5], [3, 3, 3], [4, 4, 4], [2, 2, 2]]
+    results = item_drifts(base, new, tolerances=[0.5] * 6)
+    last = results[-1]
+    others = [1, -1, 1, -1, 0]
+    mean = sum(others) / 5
+    loo = sum((x - mean) ** 2 for x in others) / 4
+    assert (last.se_source, last.df) == ("paired", 4.0)
+    assert last.se == pytest.approx(math.sqrt(loo))
+    assert last.verdict == "inconclusive"  # −2 is within what items do between sessions here
+    # With one item there is nothing to borrow from: the item test is the dimension test.
+    (single,) = item_drifts([[4, 4, 4]], [[3, 3, 3]], tolerances=[0.5])
+    assert single == drift([[4, 4, 4]], [[3, 3, 3]], tolerance=0.5)
+
+
+def test_session_history_separates_item_movement_from_a_shared_shift() -> None:
+    # Three items over four sessions; session 3 is 1 point up on every item.
+    sessions = [
+        [[3, 3], [4, 4], [2, 2]],
+        [[3, 3], [4, 4], [2, 2]],
+        [[3, 3], [4, 4], [2, 2]],
+        [[4, 4], [5, 5], [3, 3]],
+    ]
+    h = session_history(sessions)
+    assert h is not None and (h.sessions, h.core_items) == (4, 3)
+    assert h.var_session == pytest.approx(0.25)  # session means 3, 3, 3, 4
+    assert h.var_shared == pytest.approx(0.25)  # no residual: all of it is shared
+    assert h.var_item == pytest.approx(0.25) and h.df_item == 9.0
+    assert session_history(sessions[:1]) is None
+    # A missing item leaves the core but still feeds the per-item variance.
+    partial = session_history([[[3], None], [[4], [2]], [[3], [2]]])
+    assert partial is not None and partial.core_items == 1 and partial.df_item == 3.0
+
+
+def test_history_widens_the_error_bar_by_the_shared_session_shift() -> None:
+    base = [[4, 4, 4]] * 8
+    new = [[3, 3, 3]] * 8  # every item down one point
+    alone = drift(base, new, tolerance=0.5)
+    assert alone.verdict == "regressed"
+    past = session_history([[[4, 4, 4]] * 8, [[4, 4, 4]] * 8, [[5, 5, 5]] * 8, [[3, 3, 3]] * 8])
+    assert past is not None and past.var_shared > 0.4
+    seen = drift(base, new, tolerance=0.5, history=past)
+    # Whole sessions moved by a point before: a one-point move of all items is not evidence now.
+    assert seen.se > alone.se and seen.verdict == "inconclusive"
+
+
+def test_power_includes_holm_and_the_tolerance_requirement() -> None:
+    se, df = 0.0707, 160.0  # m = 20, N = 5, judge σ 0.5: the issue's example
+    alone = regression_power(se, df, 0.5)
+    assert alone.at_tolerance == pytest.approx(0.5)  # D ≤ −0.5 at a true drop of 0.5: a coin flip
+    assert alone.mde == pytest.approx(0.5 + t_ppf(0.8, df) * se)
+    assert not alone.underpowered
+    # Noisier: significance binds, and Holm over 21 tests binds harder than one test.
+    one = regression_power(0.3, 20.0, 0.5)
+    many = regression_power(0.3, 20.0, 0.5, family=21)
+    assert many.at_tolerance < one.at_tolerance < 0.5
+    assert many.mde > one.mde > 0.5
+    assert many.underpowered and one.underpowered
+    # The figure is the verdict's real probability: check it against the rule itself.
+    c = max(0.5, t_ppf(1 - 0.025 / 21, 20.0) * 0.3)
+    assert many.at_tolerance == pytest.approx(t_cdf((0.5 - c) / 0.3, 20.0))

@@ -425,7 +425,6 @@ class JudgeEngine:
             provider=backend.provider,
             model=models.most_common(1)[0][0] if models else backend.model,
             temperature=temps.most_common(1)[0][0] if temps else self.settings.temperature,
-            samples=spec.samples,
             prompt_hash=prompt_hash,
             rubric_hash=rubric_hash,
             tool_mode=modes.most_common(1)[0][0] if modes else "forced",

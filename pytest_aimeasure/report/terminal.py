@@ -289,7 +289,8 @@ def summary_lines(state: SessionState, outcome: Outcome, verbosity: int = 0) -> 
         lines.append("")
         lines.append(
             f"baseline {state.settings.baseline}: {len(u['added'])} added, {len(u['updated'])} updated, "
-            f"{len(u['removed'])} removed, {len(u['unchanged'])} unchanged, {len(u['kept'])} kept (not run)"
+            + (f"{len(u['pooled'])} pooled with earlier sessions, " if u.get("pooled") else "")
+            + f"{len(u['removed'])} removed, {len(u['unchanged'])} unchanged, {len(u['kept'])} kept (not run)"
             + (f", {len(u['kept_judge_error'])} kept after judge errors" if u["kept_judge_error"] else "")
         )
     if outcome.baseline_note:
