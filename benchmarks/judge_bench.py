@@ -163,9 +163,9 @@ class ConnectionCounter:
 
     def __init__(self) -> None:
         self.ports: set[int] = set()
-        from pytest_aimeasure.testing import server as module
+        from pytest_aimeasure.testing import http as module
 
-        handler: Any = getattr(module, "_Handler", None)
+        handler: Any = getattr(module, "ProviderHandler", None)
         original = getattr(handler, "_seen", None)
         if handler is None or original is None:
             self.active = False

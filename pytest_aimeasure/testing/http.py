@@ -1,0 +1,211 @@
+"""HTTP plumbing of the local provider: a threading HTTP/1.1 server, routing, request bodies, replies.
+
+The handler reads a request, hands it to a :class:`Responder` (the :class:`ProviderServer`) and writes
+the reply back; it owns the transport details: keep-alive connections that ``stop()`` must be able to
+cut, chunked bodies, size limits, clients that hang up mid-reply.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import socket
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any, Protocol
+
+from pytest_aimeasure.testing.protocols import ProtocolName, Reply, SeenRequest, error_reply, parse_request
+
+__all__ = ["ROUTES", "Aborted", "ProviderHTTPServer", "ProviderHandler", "Responder"]
+
+_MAX_BODY_BYTES = 32 * 1024 * 1024
+
+
+class Replied(Exception):
+    """A response was already sent (an error); stop handling this request."""
+
+
+class Aborted(Exception):
+    """The server is stopping: drop the connection without a reply (raised by the responder)."""
+
+
+class Responder(Protocol):
+    """What the handler asks of the server behind it (called from handler threads; private to the
+    package, hence the underscores)."""
+
+    def _enter(self) -> None: ...
+
+    def _leave(self) -> None: ...
+
+    def _record(self, seen: SeenRequest) -> None: ...
+
+    def _respond(self, seen: SeenRequest) -> Reply:
+        """The reply for a parsed request; may sleep, and raises :class:`Aborted` when stopping."""
+        ...
+
+
+class ProviderHTTPServer(ThreadingHTTPServer):
+    daemon_threads = True
+    block_on_close = False
+    allow_reuse_address = True
+    provider: Responder
+
+    def __init__(self, address: tuple[str, int], handler: type[BaseHTTPRequestHandler]) -> None:
+        super().__init__(address, handler)
+        self._open: set[socket.socket] = set()
+        self._open_lock = threading.Lock()
+
+    def process_request_thread(self, request: Any, client_address: Any) -> None:
+        # Track live connections: a keep-alive connection outlives serve_forever, and stop() must be
+        # able to cut it, or a client's pooled connection would still be served after stop().
+        with self._open_lock:
+            self._open.add(request)
+        try:
+            super().process_request_thread(request, client_address)
+        finally:
+            with self._open_lock:
+                self._open.discard(request)
+
+    def close_connections(self) -> None:
+        with self._open_lock:
+            sockets = list(self._open)
+        for sock in sockets:
+            with contextlib.suppress(OSError):
+                sock.shutdown(socket.SHUT_RDWR)
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        # A client that timed out and hung up is normal here; don't spray tracebacks on stderr.
+        return
+
+
+ROUTES: dict[str, ProtocolName] = {
+    "/v1/messages": "anthropic",
+    "/v1/chat/completions": "openai",
+    "/chat/completions": "openai",
+}
+
+
+class ProviderHandler(BaseHTTPRequestHandler):
+    server: ProviderHTTPServer
+    protocol_version = "HTTP/1.1"
+    # Headers and body go out in separate writes on a kept-alive connection: without TCP_NODELAY,
+    # Nagle's algorithm and the client's delayed ACK add ~40 ms to every response.
+    disable_nagle_algorithm = True
+    server_version = "aimeasure-provider/1"
+
+    def log_message(self, format: str, *args: Any) -> None:
+        return  # no access log on stderr
+
+    def do_GET(self) -> None:
+        self._not_found()
+
+    def do_POST(self) -> None:
+        provider = self.server.provider
+        started = time.monotonic()
+        path = self.path.split("?", 1)[0].rstrip("/") or "/"
+        protocol = ROUTES.get(path)
+        if protocol is None:
+            self._drain()
+            self._not_found()
+            return
+        provider._enter()
+        left = False
+        try:
+            try:
+                body = self._read_json(protocol)
+                seen = self._seen(protocol, path, body, started)
+            except Replied:
+                return
+            provider._record(seen)
+            try:
+                reply = provider._respond(seen)
+            except Aborted:
+                self.close_connection = True
+                seen.finished = time.monotonic()
+                return
+            except Exception as exc:  # a broken scorer must not hang the client
+                reply = error_reply(protocol, 500, f"test provider failed: {type(exc).__name__}: {exc}")
+            seen.status = reply.status
+            # Out of flight before the client can read the reply: a client that starts its next call
+            # the moment this one returns must not find it still counted.
+            provider._leave()
+            left = True
+            self._send(reply)
+            seen.finished = time.monotonic()
+        finally:
+            if not left:
+                provider._leave()
+
+    # -- helpers --
+
+    def _seen(self, protocol: ProtocolName, path: str, body: dict[str, Any], started: float) -> SeenRequest:
+        headers = {key.lower(): value for key, value in self.headers.items()}
+        return parse_request(protocol, path, body, headers, started)
+
+    def _read_body(self) -> bytes:
+        if "chunked" in self.headers.get("Transfer-Encoding", "").lower():
+            chunks: list[bytes] = []
+            total = 0
+            while True:
+                size_line = self.rfile.readline(1024).split(b";", 1)[0].strip()
+                size = int(size_line or b"0", 16)
+                if size == 0:
+                    self.rfile.readline(1024)  # the blank line after the last chunk
+                    return b"".join(chunks)
+                total += size
+                if total > _MAX_BODY_BYTES:
+                    raise ValueError("request body too large")
+                chunks.append(self.rfile.read(size))
+                self.rfile.readline(1024)
+        length = int(self.headers.get("Content-Length") or 0)
+        if length > _MAX_BODY_BYTES:
+            raise ValueError("request body too large")
+        return self.rfile.read(length) if length > 0 else b""
+
+    def _drain(self) -> None:
+        try:
+            self._read_body()
+        except (ValueError, OSError):
+            self.close_connection = True
+
+    def _read_json(self, protocol: ProtocolName) -> dict[str, Any]:
+        try:
+            raw = self._read_body()
+            body = json.loads(raw.decode("utf-8"))
+        except (ValueError, UnicodeDecodeError) as exc:
+            self.close_connection = True
+            self._send(error_reply(protocol, 400, f"could not parse the request body as JSON: {exc}"))
+            raise Replied from exc
+        if not isinstance(body, dict):
+            self._send(error_reply(protocol, 400, "the request body must be a JSON object"))
+            raise Replied
+        missing = [key for key in ("model", "messages") if key not in body]
+        if missing:
+            self._send(error_reply(protocol, 400, f"{missing[0]}: Field required", param=missing[0]))
+            raise Replied
+        if not isinstance(body["messages"], list):
+            self._send(error_reply(protocol, 400, "messages: Input should be a valid list", param="messages"))
+            raise Replied
+        return body
+
+    def _not_found(self) -> None:
+        protocol: ProtocolName = "openai" if "chat" in self.path else "anthropic"
+        self._send(error_reply(protocol, 404, f"Not found: {self.command} {self.path}"))
+
+    def _send(self, reply: Reply) -> None:
+        data = json.dumps(reply.payload).encode()
+        try:
+            self.send_response(reply.status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            for name, value in reply.headers.items():
+                self.send_header(name, value)
+            if self.close_connection:
+                self.send_header("Connection", "close")
+            self.end_headers()
+            self.wfile.write(data)
+            self.wfile.flush()
+        except OSError:
+            # The client gave up (timeout) and closed the socket; nothing left to tell it.
+            self.close_connection = True
