@@ -1,4 +1,4 @@
-"""Suite gates: each kind, the JSON-schema subset, user callables, and what failures say."""
+"""Suite gates: each kind, JSON Schema, user callables, and what failures say."""
 
 from __future__ import annotations
 
@@ -77,25 +77,42 @@ SCHEMA: dict[str, Any] = {
 }
 
 
-def test_json_schema_subset() -> None:
+def test_json_schema_gate_checks_with_jsonschema() -> None:
     good = {"title": "T", "year": 1969, "themes": ["a", "b"], "kind": "novel"}
     assert check_json_schema(good, SCHEMA) == []
     bad = {"title": "", "year": True, "themes": ["a", 2, "c", "d"], "kind": "poem", "extra": 1}
     assert check_json_schema(bad, SCHEMA) == [
-        "$: unexpected properties 'extra'",
-        "$.title: 0 characters < minLength 1",
-        "$.year: expected integer, got bool true",
-        "$.themes: 4 items > maxItems 3",
-        "$.themes[1]: expected string, got int 2",
-        '$.kind: "poem" is not one of ["novel", "story"]',
+        "$: Additional properties are not allowed ('extra' was unexpected)",
+        "$.kind: 'poem' is not one of ['novel', 'story']",
+        "$.themes: ['a', 2, 'c', 'd'] is too long",
+        "$.themes[1]: 2 is not of type 'string'",
+        "$.title: '' should be non-empty",
+        "$.year: True is not of type 'integer'",
     ]
     assert check_json_schema({"title": "T"}, SCHEMA) == [
-        "$: missing required property 'year'",
-        "$: missing required property 'themes'",
+        "$: 'year' is a required property",
+        "$: 'themes' is a required property",
     ]
     assert check_json_schema(1969.0, {"type": "integer"}) == []
-    assert check_json_schema([1], {"type": ["object", "null"]}) == [
-        "$: expected object or null, got list [1]"
+    assert check_json_schema([1], {"type": ["object", "null"]}) == ["$: [1] is not of type 'object', 'null'"]
+
+
+def test_json_schema_gate_is_the_whole_of_json_schema() -> None:
+    # Beyond the old hand-written subset: pattern properties, combinators, formats, $defs references.
+    schema = {
+        "$defs": {"tag": {"type": "string", "pattern": "^[a-z]+$"}},
+        "type": "object",
+        "patternProperties": {"^x-": {"$ref": "#/$defs/tag"}},
+        "properties": {"contact": {"oneOf": [{"type": "string", "format": "email"}, {"type": "null"}]}},
+    }
+    assert check_json_schema({"x-a": "ok", "contact": None}, schema) == []
+    assert check_json_schema({"x-a": "NO", "contact": "not-an-address"}, schema) == [
+        "$.contact: 'not-an-address' is not valid under any of the given schemas",
+        "$['x-a']: 'NO' does not match '^[a-z]+$'",
+    ]
+    # A reference that cannot be resolved fails the gate with the reason; nothing is fetched.
+    assert check_json_schema({}, {"$ref": "http://127.0.0.1:9/s.json"}) == [
+        "the schema's reference cannot be resolved: Unresolvable: http://127.0.0.1:9/s.json"
     ]
 
 

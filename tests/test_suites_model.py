@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 import textwrap
+from pathlib import Path
 
 import pytest
 
@@ -173,7 +177,7 @@ def test_cross_field_rules() -> None:
             dimensions: [tone, undefined]
             gates:
               - regex: "(unclosed"
-              - json_schema: {type: objekt, patternProperties: {}, properties: {a: {type: string}}}
+              - json_schema: {type: objekt, requird: [a], properties: {a: {type: string, minLength: -1}}}
         dimensions:
           - {name: tone, rubric: r}
         """
@@ -200,15 +204,20 @@ def test_cross_field_rules() -> None:
         ),
         (
             14,
-            "prompts[1].gates[1].json_schema.patternProperties",
-            "schema keyword 'patternProperties' is not supported; supported: additionalProperties, "
-            "const, description, enum, items, maxItems, maxLength, maximum, minItems, minLength, minimum, "
-            "properties, required, title, type",
+            "prompts[1].gates[1].json_schema.properties.a.minLength",
+            "-1 is less than the minimum of 0",
         ),
         (
             14,
             "prompts[1].gates[1].json_schema.type",
-            "unknown type 'objekt'; use one of array, boolean, integer, null, number, object, string",
+            "unknown type 'objekt' (did you mean 'object'?); use one of array, boolean, integer, null, "
+            "number, object, string",
+        ),
+        (
+            14,
+            "prompts[1].gates[1].json_schema.requird",
+            "unknown schema keyword 'requird' (did you mean 'required'?): JSON Schema ignores unknown "
+            "keywords, so it would check nothing",
         ),
     ]
 
@@ -239,3 +248,77 @@ def test_gate_shapes(gate: str, message: str) -> None:
     assert len(problems) == 1
     assert problems[0][0] == 4
     assert message in problems[0][2]
+
+
+# A "billion laughs": nine lines whose aliases expand to 9⁹ (387 million) strings.
+BILLION_LAUGHS = """\
+suite: bomb
+targets:
+  - model: anthropic/claude-test
+    params:
+      a: &a ["lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol"]
+      b: &b [*a, *a, *a, *a, *a, *a, *a, *a, *a]
+      c: &c [*b, *b, *b, *b, *b, *b, *b, *b, *b]
+      d: &d [*c, *c, *c, *c, *c, *c, *c, *c, *c]
+      e: &e [*d, *d, *d, *d, *d, *d, *d, *d, *d]
+      f: &f [*e, *e, *e, *e, *e, *e, *e, *e, *e]
+      g: &g [*f, *f, *f, *f, *f, *f, *f, *f, *f]
+      h: &h [*g, *g, *g, *g, *g, *g, *g, *g, *g]
+      i: &i [*h, *h, *h, *h, *h, *h, *h, *h, *h]
+prompts:
+  - {id: p, text: hi}
+"""
+
+# Runs the suite in a child with 1.5 GB of address space and a time limit, so a loader that lets the
+# bomb through fails this test instead of taking the machine down. (Unbounded, the SDK serialising
+# the params for its request grew the process past 5 GB; the base URL is a closed local port.)
+_GUARDED = """\
+import resource, sys
+limit = 1536 * 1024 * 1024
+resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+import pytest
+sys.exit(pytest.main(["-q", "-p", "no:cacheprovider", "-p", "no:xdist", sys.argv[1]]))
+"""
+
+
+def test_a_yaml_alias_bomb_is_refused_at_load_with_file_and_line(tmp_path: Path) -> None:
+    suite = tmp_path / "bomb.aimeasure.yaml"
+    suite.write_text(BILLION_LAUGHS)
+    try:
+        proc = subprocess.run(
+            [sys.executable, "-c", _GUARDED, str(suite)],
+            cwd=tmp_path,
+            env={**os.environ, "ANTHROPIC_API_KEY": "test-key", "ANTHROPIC_BASE_URL": "http://127.0.0.1:9"},
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+    except subprocess.TimeoutExpired:
+        pytest.fail("loading the alias bomb did not finish within 120 s")
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == pytest.ExitCode.INTERRUPTED, out  # a collection error, not a crash
+    assert "MemoryError" not in out
+    assert (
+        f"invalid suite file {suite}: line 10: alias *e makes this file's aliases expand to more than "
+        "100,000 values or 10,000,000 characters (a 'billion laughs' document?)"
+    ) in out
+
+
+def test_aliases_within_reason_load_and_a_recursive_alias_is_refused() -> None:
+    loaded = parse_suite(
+        """\
+        suite: demo
+        targets:
+          - {name: a, model: scripted, params: &p {temperature: 0.2, max_tokens: 300}}
+          - {name: b, model: scripted, params: *p}
+        prompts:
+          - {id: p, text: hi}
+        """.replace("        ", "")
+    )
+    assert loaded.spec.targets[1].params == {"temperature": 0.2, "max_tokens": 300}
+    with pytest.raises(SuiteFormatError) as excinfo:
+        parse_suite("suite: x\ntargets: &t\n  - {model: scripted, params: {x: *t}}\nprompts: []\n", "r.yaml")
+    assert str(excinfo.value) == (
+        "invalid suite file r.yaml: line 3: alias *t refers to a value that contains itself; a suite "
+        "value cannot be recursive"
+    )

@@ -3,10 +3,13 @@
 The modules, by what they hold (see docs/suites.md for the format and the behaviour):
 
 =============  ==================================================================================
-``model``      the file format (pydantic), loading, errors that name the line and the field
+``spec``       the file format as pydantic models
+``source``     the YAML: bounded loading (aliases), duplicate keys, mapping a field to its line
+``schema``     the ``json_schema`` gate's schemas, checked and applied with ``jsonschema``
+``model``      loading a file: the checks in order, errors that name the line and the field
 ``targets``    checking targets before any call, concurrency keys, model families, cost
 ``callables``  ``module:function`` references: loading, and calling with the keywords they accept
-``gates``      the deterministic checks, including the JSON-schema subset
+``gates``      the deterministic checks
 ``collect``    the pytest collector and item (``SuiteFile``, ``SuiteItem``) and item outcomes
 ``run``        concurrent generation and judging, bounded per concurrency key
 ``compare``    the comparison tables: from a session's results, from stored runs, for a terminal

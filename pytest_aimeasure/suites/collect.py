@@ -18,15 +18,10 @@ import pytest
 
 from pytest_aimeasure import runtime
 from pytest_aimeasure.suites.callables import CallableError, load_callable
-from pytest_aimeasure.suites.model import (
-    LoadedSuite,
-    PromptSpec,
-    SuiteFormatError,
-    SuiteProblem,
-    load_suite,
-    render_text,
-)
+from pytest_aimeasure.suites.model import LoadedSuite, load_suite
 from pytest_aimeasure.suites.run import Generation, JobPlan, JobResult, SuiteRunner
+from pytest_aimeasure.suites.source import SuiteFormatError, SuiteProblem
+from pytest_aimeasure.suites.spec import PromptSpec, render_text
 from pytest_aimeasure.suites.targets import ResolvedTarget, TargetError, family_clash, resolve_target
 
 if TYPE_CHECKING:

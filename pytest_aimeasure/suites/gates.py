@@ -3,10 +3,8 @@
 Each gate returns a list of problems (empty = passed). Messages quote what they found, with its
 position, so a failure can be fixed without re-running anything.
 
-The ``json_schema`` gate enforces a small, dependency-free subset of JSON Schema: ``type`` (one or a
-list), ``enum``, ``const``, ``required``, ``properties``, ``additionalProperties`` (true/false),
-``items`` (one schema for every element), ``minItems``/``maxItems``, ``minLength``/``maxLength``,
-``minimum``/``maximum``. Any other keyword is rejected when the suite file loads, never ignored.
+The ``json_schema`` gate is JSON Schema itself, through the ``jsonschema`` library
+(:mod:`pytest_aimeasure.suites.schema`).
 """
 
 from __future__ import annotations
@@ -18,7 +16,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pytest_aimeasure.suites.callables import call_accepting
-from pytest_aimeasure.suites.model import GateSpec, JsonGate, LengthGate, RegexGate
+from pytest_aimeasure.suites.schema import check_json_schema
+from pytest_aimeasure.suites.spec import GateSpec, JsonGate, LengthGate, RegexGate
 
 __all__ = ["GateResult", "check_json_schema", "run_gate", "run_gates", "text_counts"]
 
@@ -123,73 +122,6 @@ def parse_json(gate: JsonGate, text: str) -> tuple[Any, str | None]:
             else ""
         )
         return None, f"not valid JSON: {exc}{hint}"
-
-
-def _type_ok(value: Any, kind: str) -> bool:
-    if kind == "object":
-        return isinstance(value, dict)
-    if kind == "array":
-        return isinstance(value, list)
-    if kind == "string":
-        return isinstance(value, str)
-    if kind == "boolean":
-        return isinstance(value, bool)
-    if kind == "null":
-        return value is None
-    if isinstance(value, bool):
-        return False
-    if kind == "integer":
-        return isinstance(value, int) or (isinstance(value, float) and value.is_integer())
-    return isinstance(value, (int, float))  # number
-
-
-def check_json_schema(value: Any, schema: dict[str, Any], path: str = "$") -> list[str]:
-    """Problems of ``value`` against the supported subset of JSON Schema (see the module docstring)."""
-    out: list[str] = []
-    kind = schema.get("type")
-    if kind is not None:
-        kinds = kind if isinstance(kind, list) else [kind]
-        if not any(_type_ok(value, k) for k in kinds):
-            got = type(value).__name__ if value is not None else "null"
-            return [f"{path}: expected {' or '.join(kinds)}, got {got} {json.dumps(value)[:60]}"]
-    if "const" in schema and value != schema["const"]:
-        out.append(f"{path}: must be {json.dumps(schema['const'])}, got {json.dumps(value)[:60]}")
-    if "enum" in schema and value not in schema["enum"]:
-        out.append(f"{path}: {json.dumps(value)[:60]} is not one of {json.dumps(schema['enum'])[:120]}")
-    if isinstance(value, dict):
-        props: dict[str, Any] = schema.get("properties") or {}
-        for name in schema.get("required") or []:
-            if name not in value:
-                out.append(f"{path}: missing required property {name!r}")
-        if schema.get("additionalProperties") is False:
-            extra = sorted(set(value) - set(props))
-            if extra:
-                out.append(f"{path}: unexpected properties {', '.join(repr(e) for e in extra)}")
-        for name, sub in props.items():
-            if name in value:
-                out += check_json_schema(value[name], sub, f"{path}.{name}")
-    if isinstance(value, list):
-        low, high = schema.get("minItems"), schema.get("maxItems")
-        if low is not None and len(value) < low:
-            out.append(f"{path}: {len(value)} items < minItems {low}")
-        if high is not None and len(value) > high:
-            out.append(f"{path}: {len(value)} items > maxItems {high}")
-        if isinstance(schema.get("items"), dict):
-            for i, element in enumerate(value):
-                out += check_json_schema(element, schema["items"], f"{path}[{i}]")
-    if isinstance(value, str):
-        low, high = schema.get("minLength"), schema.get("maxLength")
-        if low is not None and len(value) < low:
-            out.append(f"{path}: {len(value)} characters < minLength {low}")
-        if high is not None and len(value) > high:
-            out.append(f"{path}: {len(value)} characters > maxLength {high}")
-    if isinstance(value, (int, float)) and not isinstance(value, bool):
-        low, high = schema.get("minimum"), schema.get("maximum")
-        if low is not None and value < low:
-            out.append(f"{path}: {value} < minimum {low}")
-        if high is not None and value > high:
-            out.append(f"{path}: {value} > maximum {high}")
-    return out
 
 
 def check_callable(fn: Callable[..., Any], text: str, context: dict[str, Any]) -> list[str]:

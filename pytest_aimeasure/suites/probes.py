@@ -14,7 +14,7 @@ import re
 from importlib import resources
 from pathlib import Path
 
-from pytest_aimeasure.suites.model import TargetSpec
+from pytest_aimeasure.suites.spec import TargetSpec
 
 __all__ = [
     "DEFAULT_FILENAME",

@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any, Literal, TypeVar
 import pytest
 
 from pytest_aimeasure.suites.gates import GateResult, run_gates, text_counts
-from pytest_aimeasure.suites.model import DimensionSpec, GateSpec
+from pytest_aimeasure.suites.spec import DimensionSpec, GateSpec
 from pytest_aimeasure.suites.targets import ResolvedTarget
 
 if TYPE_CHECKING:

@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pytest_aimeasure.judge.families import family_clash, model_families
 from pytest_aimeasure.suites.callables import CallableError, load_callable
-from pytest_aimeasure.suites.model import TargetSpec
+from pytest_aimeasure.suites.spec import TargetSpec
 
 if TYPE_CHECKING:
     import pytest
