@@ -335,7 +335,7 @@ def test_measurement_records_resolved_model_usage_and_fingerprint(
         assert request.model == SERVED_MODEL[model]
         assert request.temperature == 0.0 and "temperature" in request.body
         assert request.forced and request.tool_name == "record_verdict" and request.dimension == "tone"
-    # The server's usage figures (see testing/faults.py, render_outcome): prompt chars / 4 + 10, reply chars / 4 + 5.
+    # The server's usage figures (testing/faults.py): prompt chars / 4 + 10, reply chars / 4 + 5.
     expected_in = [len(s.system + s.prompt) // 4 + 10 for s in seen]
 
     data = results(pytester)
