@@ -51,6 +51,7 @@ from pytest_aimeasure.judge.prompt import (
     text_hash,
     verdict_tool,
 )
+from pytest_aimeasure.loop import LoopThread
 from pytest_aimeasure.models import (
     TOOL_SCHEMA_VERSION,
     Fingerprint,
@@ -287,35 +288,20 @@ class JudgeEngine:
         # the base URL of a provider given up on.
         self._connection_failures: dict[str, int] = {}
         self._unreachable: dict[str, str] = {}
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._thread: threading.Thread | None = None
+        self._loop = LoopThread("aimeasure-judge")
         self._frozen = False
 
     # -- loop management -------------------------------------------------------------------------
-    def _ensure_loop(self) -> asyncio.AbstractEventLoop:
-        if self._loop is None:
-            loop = asyncio.new_event_loop()
-            thread = threading.Thread(target=loop.run_forever, name="aimeasure-judge", daemon=True)
-            thread.start()
-            self._loop, self._thread = loop, thread
-        return self._loop
-
     def submit(self, coro: Coroutine[Any, Any, T]) -> Future[T]:
         """Schedule a coroutine on the judge loop (for suites that measure many items at once)."""
-        return asyncio.run_coroutine_threadsafe(coro, self._ensure_loop())
+        return self._loop.submit(coro)
 
     def run(self, coro: Coroutine[Any, Any, T]) -> T:
-        future = self.submit(coro)
-        try:
-            return future.result()
-        except BaseException:
-            future.cancel()
-            raise
+        return self._loop.run(coro)
 
     def close(self) -> None:
-        if self._loop is None:
+        if not self._loop.started:
             return
-        loop, thread = self._loop, self._thread
         backends = list(self._backends.values())
 
         async def _close_all() -> None:
@@ -325,13 +311,8 @@ class JudgeEngine:
                     await backend.aclose()
 
         with contextlib.suppress(Exception):
-            asyncio.run_coroutine_threadsafe(_close_all(), loop).result(timeout=5)
-        loop.call_soon_threadsafe(loop.stop)
-        if thread is not None:
-            thread.join(timeout=5)
-        if not loop.is_running():
-            loop.close()
-        self._loop = self._thread = None
+            self._loop.submit(_close_all()).result(timeout=5)
+        self._loop.close(timeout=5)
 
     # -- backends and limits ---------------------------------------------------------------------
     def backend(self, model: str | None = None) -> Backend:

@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 import pytest
 
+from pytest_aimeasure.loop import LoopThread
 from pytest_aimeasure.suites.gates import GateResult, run_gates, text_counts
 from pytest_aimeasure.suites.spec import DimensionSpec, GateSpec
 from pytest_aimeasure.suites.targets import ResolvedTarget
@@ -151,8 +152,7 @@ class SuiteRunner:
     def __init__(self, config: pytest.Config, state: SessionState) -> None:
         self.config = config
         self.state = state
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._thread: threading.Thread | None = None
+        self._loop = LoopThread("aimeasure-suites")
         self._lock = threading.Lock()
         self._futures: dict[str, Future[JobResult]] = {}
         self._semaphores: dict[str, asyncio.Semaphore] = {}
@@ -174,21 +174,12 @@ class SuiteRunner:
             config.add_cleanup(runner.close)
         return runner
 
-    def _own_loop(self) -> asyncio.AbstractEventLoop:
-        with self._lock:
-            if self._loop is None:
-                loop = asyncio.new_event_loop()
-                thread = threading.Thread(target=loop.run_forever, name="aimeasure-suites", daemon=True)
-                thread.start()
-                self._loop, self._thread = loop, thread
-            return self._loop
-
     def _submit(self, coro: Coroutine[Any, Any, T]) -> Future[T]:
         # With the judge on, jobs run on the judge engine's loop: judging is then a plain await, and
         # SDK state bound to one event loop (litellm's logging worker, HTTP pools) never hops loops.
         if self.state.judging:
             return self.state.engine().submit(coro)
-        return asyncio.run_coroutine_threadsafe(coro, self._own_loop())
+        return self._loop.submit(coro)
 
     def cancel_pending(self) -> None:
         """Session end: jobs nobody will wait for (``-x``, an interrupt) must not keep calling."""
@@ -218,16 +209,7 @@ class SuiteRunner:
     def close(self) -> None:
         """Config cleanup: stop this runner's own loop (used when the judge is off)."""
         self.finish()
-        with self._lock:
-            loop, thread = self._loop, self._thread
-            self._loop = self._thread = None
-        if loop is None:
-            return
-        loop.call_soon_threadsafe(loop.stop)
-        if thread is not None:
-            thread.join(timeout=_CLOSE_S)
-        if not loop.is_running():
-            loop.close()
+        self._loop.close(timeout=_CLOSE_S)
 
     # -- scheduling ------------------------------------------------------------------------------
     def _upcoming(self, item: pytest.Item) -> list[pytest.Item]:
