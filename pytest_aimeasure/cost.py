@@ -120,7 +120,10 @@ FREE = Price(key="scripted", input_per_token=0.0, output_per_token=0.0)
 
 def price_map_path() -> Path | None:
     """Where the installed litellm keeps its bundled price map (found without importing litellm)."""
-    spec = importlib.util.find_spec("litellm")
+    try:
+        spec = importlib.util.find_spec("litellm")
+    except (ImportError, ValueError):  # blocked, or a None placeholder in sys.modules
+        return None
     if spec is None or not spec.submodule_search_locations:
         return None
     for folder in spec.submodule_search_locations:

@@ -77,16 +77,18 @@ class Settings:
             if model is None and not dry_run:
                 raise pytest.UsageError(f"--ai-judge: {CONFIGURE_HELP}")
         if judging and model is not None:
-            from pytest_aimeasure.judge.resolve import ModelError, check_provider, route, unknown_provider
+            from pytest_aimeasure.judge.resolve import ModelError, check_provider, require_available, route
 
             try:
                 route(model)
-                # An unknown provider is a usage error before any call, unless a plugin serves it.
-                claimed = unknown_provider(model) is not None and (
-                    config.hook.pytest_aimeasure_make_backend(model=model, config=config) is not None
-                )
-                if not claimed:
+                try:
                     check_provider(model)
+                    require_available(model)
+                except ModelError:
+                    # An unknown provider, or litellm missing, is a usage error before any call,
+                    # unless a plugin serves the model (pytest_aimeasure_make_backend).
+                    if config.hook.pytest_aimeasure_make_backend(model=model, config=config) is None:
+                        raise
             except ModelError as exc:
                 raise pytest.UsageError(f"--judge-model {model}: {exc}") from None
         for flag, value in (("--aimeasure-rejudge", rejudge), ("--aimeasure-resume", resume)):

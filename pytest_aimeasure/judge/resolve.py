@@ -65,7 +65,10 @@ OUR_PROVIDERS = frozenset({"anthropic"})
 def litellm_providers() -> frozenset[str] | None:
     """The provider prefixes the installed litellm knows, read from its bundled data files without
     importing it (that takes seconds). None when litellm is not installed; empty when the files moved."""
-    spec = importlib.util.find_spec("litellm")
+    try:
+        spec = importlib.util.find_spec("litellm")
+    except (ImportError, ValueError):  # blocked, or a None placeholder in sys.modules
+        return None
     if spec is None or not spec.submodule_search_locations:
         return None
     names: set[str] = set()
@@ -112,6 +115,18 @@ def check_provider(model: str) -> None:
         )
 
 
+def require_available(model: str) -> str:
+    """The route of ``model`` after checking that its backend can be built here (litellm installed
+    for a ``provider/model`` string); raises :class:`ModelError` naming the extra to install."""
+    kind = route(model)
+    if kind == "litellm":
+        from pytest_aimeasure.judge.backends.litellm import litellm_installed, missing_litellm
+
+        if not litellm_installed():
+            raise ModelError(missing_litellm(f"judge model {model!r}"))
+    return kind
+
+
 def build_backend(
     model: str,
     *,
@@ -119,7 +134,7 @@ def build_backend(
     retries: int = 4,
     scripted_fallback: Scorer | None = None,
 ) -> Backend:
-    kind = route(model)
+    kind = require_available(model)
     if kind == "scripted":
         try:
             return load_scripted(model, fallback=scripted_fallback)

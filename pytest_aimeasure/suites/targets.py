@@ -151,9 +151,9 @@ def _model_target(spec: TargetSpec, name: str, config: pytest.Config | None) -> 
     prefix = model.split("/", 1)[0]
     known = litellm_providers()
     if known is None:
-        raise TargetError(
-            f"target model {model!r} needs litellm, which is not installed (pip install litellm)"
-        )
+        from pytest_aimeasure.judge.backends.litellm import missing_litellm
+
+        raise TargetError(missing_litellm(f"target model {model!r}"))
     if known and prefix not in known:
         from difflib import get_close_matches
 

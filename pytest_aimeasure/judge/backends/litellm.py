@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import importlib.util
 import json
 import os
 import re
@@ -49,17 +50,49 @@ from pytest_aimeasure.judge.backends.base import (
     retry_after_of,
 )
 
-__all__ = ["LitellmBackend", "base_url_from_env", "import_litellm"]
+__all__ = [
+    "LITELLM_EXTRA",
+    "LitellmBackend",
+    "base_url_from_env",
+    "import_litellm",
+    "litellm_installed",
+    "missing_litellm",
+]
+
+LITELLM_EXTRA = "pip install 'pytest-aimeasure[litellm]'"
 
 _configured = False
 _DRAIN_S = 2.0
 
 
+def litellm_installed() -> bool:
+    """Whether litellm can be imported, found without importing it (that takes seconds)."""
+    try:
+        return importlib.util.find_spec("litellm") is not None
+    except (ImportError, ValueError):  # blocked, or a None placeholder in sys.modules
+        return False
+
+
+def missing_litellm(what: str) -> str:
+    """The message for ``what`` (e.g. "judge model 'openai/gpt-4o-mini'") when litellm is missing."""
+    return (
+        f"{what} needs litellm, which is not installed: it is an optional extra, "
+        f"install it with {LITELLM_EXTRA}"
+    )
+
+
 def import_litellm() -> Any:
-    """Import litellm without its network side effects and debug chatter (idempotent)."""
+    """Import litellm without its network side effects and debug chatter (idempotent).
+
+    Raises ImportError naming the extra when litellm is not installed."""
     global _configured
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
-    import litellm
+    try:
+        import litellm
+    except ModuleNotFoundError as exc:
+        if exc.name != "litellm":
+            raise  # litellm is there but one of its own imports is broken: show that
+        raise ModuleNotFoundError(missing_litellm("a provider/model backend"), name="litellm") from exc
 
     if not _configured:
         # The "Give Feedback / Get Help" banner litellm prints on every exception is noise in test output.
