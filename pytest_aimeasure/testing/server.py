@@ -13,13 +13,13 @@ the real API reports (:mod:`pytest_aimeasure.testing.promptcache`).
 Everything the server received is recorded as :class:`SeenRequest` objects, with timing and
 concurrency statistics, so tests can assert on what a client actually sent.
 
-The server is four modules, by seam: :mod:`~pytest_aimeasure.testing.faults` (the scripting
-vocabulary: outcomes and faults, and the reply each makes), :mod:`~pytest_aimeasure.testing.protocols`
-(the two wire protocols: parsing requests and rendering replies),
-:mod:`~pytest_aimeasure.testing.http` (the HTTP plumbing) and this one (the server users drive).
+The server is split by seam: :mod:`~pytest_aimeasure.testing.faults` (the scripting vocabulary:
+outcomes and faults, and the reply each makes), :mod:`~pytest_aimeasure.testing.protocols` (the two
+wire protocols: parsing requests and rendering replies), :mod:`~pytest_aimeasure.testing.http` (the
+HTTP plumbing), :mod:`~pytest_aimeasure.testing.promptcache` (Anthropic prompt caching) and this one
+(the server users drive).
 All are stdlib-only on purpose: the plugin's fixture imports them, and importing them must stay cheap.
 """
-
 
 from __future__ import annotations
 
@@ -29,9 +29,8 @@ from collections.abc import Callable, Mapping, Sequence
 
 from pytest_aimeasure.testing.faults import DEFAULT_SCORE, Fault, Outcome, render_outcome
 from pytest_aimeasure.testing.http import Aborted, ProviderHandler, ProviderHTTPServer
-from pytest_aimeasure.testing.protocols import Reply, SeenRequest, default_text, error_reply
-
 from pytest_aimeasure.testing.promptcache import DEFAULT_MIN_TOKENS, PromptCache
+from pytest_aimeasure.testing.protocols import Reply, SeenRequest, default_text, error_reply
 
 __all__ = ["Fault", "Outcome", "ProviderServer", "SeenRequest"]
 
@@ -305,7 +304,7 @@ class ProviderServer:
                 self.prompt_cache.commit(plan)
         return reply
 
-    def _decide(self, seen: SeenRequest) -> _Reply:
+    def _decide(self, seen: SeenRequest) -> Reply:
         self._sleep(self.latency_by_model.get(seen.model, self.latency))
 
         if seen.model in self.reject_temperature_models and seen.temperature is not None:
