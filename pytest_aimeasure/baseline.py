@@ -18,17 +18,15 @@ Format 2 took the number of samples out of the fingerprint (N is precision, not 
 written back as format 2 on the next update.
 
 Updating merges into the existing file under a file lock, re-reading it inside the lock, and replaces
-it atomically (temporary file in the same directory, fsync, ``os.replace``), so concurrent updaters
-(xdist workers, two terminals) lose no entry and a crash never leaves half a file behind.
+it atomically (:func:`pytest_aimeasure.fileio.atomic_write`), so concurrent updaters (xdist workers,
+two terminals) lose no entry and a crash never leaves half a file behind. The lock file lives outside
+the project (:func:`pytest_aimeasure.fileio.lock_path`), never next to the baseline.
 """
 
 from __future__ import annotations
 
-import contextlib
 import json
 import math
-import os
-import tempfile
 from collections.abc import Collection, Sequence
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -36,6 +34,7 @@ from typing import Annotated, Any, Literal
 from filelock import FileLock, Timeout
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from pytest_aimeasure.fileio import atomic_write, lock_path
 from pytest_aimeasure.models import SCORE_MAX, SCORE_MIN, Fingerprint, Measurement
 from pytest_aimeasure.stats import VAR_FLOOR_DEFAULT, dimension_stats
 
@@ -390,32 +389,6 @@ def merge_entries(
 # --------------------------------------------------------------------------------------------------
 
 
-def _atomic_write(path: Path, text: str) -> None:
-    try:
-        mode = path.stat().st_mode & 0o777
-    except FileNotFoundError:
-        mode = 0o644  # mkstemp's 0600 would hide a committed file from the rest of the team
-    fd, tmp_name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as handle:
-            handle.write(text)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.chmod(tmp_name, mode)
-        os.replace(tmp_name, path)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp_name)
-        raise
-    # The rename is durable only once the directory is synced; not possible on every platform.
-    with contextlib.suppress(OSError):
-        dir_fd = os.open(path.parent, os.O_RDONLY)
-        try:
-            os.fsync(dir_fd)
-        finally:
-            os.close(dir_fd)
-
-
 def update_baseline(
     path: Path,
     measurements: Sequence[Measurement],
@@ -444,7 +417,7 @@ def update_baseline(
     """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    lock = FileLock(str(path) + ".lock", timeout=lock_timeout)
+    lock = FileLock(str(lock_path(path)), timeout=lock_timeout)
     try:
         with lock:
             # Read inside the lock: another process may have written since this session started.
@@ -462,7 +435,7 @@ def update_baseline(
             aggregates = aggregate_dimensions(entries, var_floor=var_floor)
             text = dumps_baseline(BaselineFile(entries=entries, dimensions=aggregates))
             if text != old_text and (entries or old_text is not None):
-                _atomic_write(path, text)
+                atomic_write(path, text)
                 summary.written = True
     except Timeout as exc:
         raise BaselineError(

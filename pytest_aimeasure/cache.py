@@ -50,6 +50,7 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Literal
 
+from pytest_aimeasure.fileio import fsync_dir
 from pytest_aimeasure.models import Sample
 from pytest_aimeasure.store import Journal, Run, RunStore, SampleKey, SampleRecord, read_journal
 
@@ -448,7 +449,9 @@ def rebuild_cache(store: RunStore) -> tuple[int, list[str]]:
         db.close()
     for suffix in ("-wal", "-shm"):
         target.with_name(target.name + suffix).unlink(missing_ok=True)
+    # Not fileio.atomic_write: sqlite wrote (and synced) the new database itself; swap it in whole.
     os.replace(tmp, target)
+    fsync_dir(target.parent)
     tmp.with_name(tmp.name + "-wal").unlink(missing_ok=True)
     tmp.with_name(tmp.name + "-shm").unlink(missing_ok=True)
     return count, problems

@@ -37,7 +37,6 @@ import math
 import os
 import re
 import secrets
-import tempfile
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -45,6 +44,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+from pytest_aimeasure.fileio import atomic_write
 from pytest_aimeasure.models import Usage
 
 __all__ = [
@@ -389,15 +389,8 @@ class SharedBudget:
         return data
 
     def _write(self, data: dict[str, Any]) -> None:
-        fd, tmp = tempfile.mkstemp(dir=self.path.parent, prefix=f".{self.path.name}.", suffix=".tmp")
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8") as handle:
-                json.dump(data, handle)
-            os.replace(tmp, self.path)
-        except BaseException:
-            with contextlib.suppress(OSError):
-                os.unlink(tmp)
-            raise
+        # Not durable: the ledger lives for one session, and the controller resets it at the next.
+        atomic_write(self.path, json.dumps(data), durable=False)
 
     @contextlib.contextmanager
     def _ledger(self) -> Iterator[dict[str, Any]]:

@@ -45,6 +45,7 @@ from typing import Any, Literal, NamedTuple, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_serializer
 
+from pytest_aimeasure.fileio import atomic_write, fsync_dir
 from pytest_aimeasure.models import ItemResult, RunMeta, Sample
 
 __all__ = [
@@ -141,33 +142,6 @@ def _check_name(kind: str, name: str) -> str:
 # --------------------------------------------------------------------------------------------------
 
 
-def _fsync_dir(path: Path) -> None:
-    """Make a created or renamed directory entry durable (POSIX only; a no-op elsewhere)."""
-    if os.name != "posix":
-        return
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def _atomic_write(path: Path, data: bytes) -> None:
-    """Replace ``path`` with ``data`` so that readers see the old or the new file, never a mix."""
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
-    _fsync_dir(path.parent)
-
-
 class _AppendFile:
     """A file opened for appending whole lines durably: one write, then fsync, per line."""
 
@@ -178,11 +152,11 @@ class _AppendFile:
         self._lock = threading.Lock()
         created = not path.exists()
         try:
-            self._fd: int | None = os.open(path, _APPEND_FLAGS, 0o644)
+            self._fd: int | None = os.open(path, _APPEND_FLAGS, 0o666)  # minus the umask, as fileio's files
         except OSError as exc:
             raise StoreError(f"cannot open {path} for appending: {exc}", path=path) from exc
         if created:
-            _fsync_dir(path.parent)
+            fsync_dir(path.parent)
         else:
             self._end_torn_line()
 
@@ -329,9 +303,9 @@ class Run:
             raise StoreError(f"meta names run {meta.run_id!r} but this is run {self.run_id!r}")
         if meta.status == "running" and self._owner_pid != os.getpid():
             owner = {"host": socket.gethostname(), "pid": os.getpid()}
-            _atomic_write(self.path / "owner.json", json.dumps(owner).encode())
+            atomic_write(self.path / "owner.json", json.dumps(owner).encode())
             self._owner_pid = os.getpid()
-        _atomic_write(self.path / "meta.json", meta.model_dump_json(indent=2).encode() + b"\n")
+        atomic_write(self.path / "meta.json", meta.model_dump_json(indent=2).encode() + b"\n")
         self.meta = meta
 
     # -- artifacts -------------------------------------------------------------------------------
@@ -515,7 +489,7 @@ class RunStore:
         if not ignore.exists():
             # Like .pytest_cache: keeps the store out of `git status`, and out of git_info's "dirty".
             with contextlib.suppress(OSError):
-                _atomic_write(ignore, b"# created by pytest-aimeasure: the run store is local\n*\n")
+                atomic_write(ignore, b"# created by pytest-aimeasure: the run store is local\n*\n")
 
     @staticmethod
     def new_run_id() -> str:
@@ -534,7 +508,7 @@ class RunStore:
             raise StoreError(msg, path=path) from exc
         except OSError as exc:
             raise StoreError(f"cannot create run folder {path}: {exc}", path=path) from exc
-        _fsync_dir(self.runs_dir)
+        fsync_dir(self.runs_dir)
         run = Run(self, meta.run_id, meta, writer=writer)
         run.write_meta(meta)
         return run
@@ -676,7 +650,7 @@ class RunStore:
             os.replace(path, trash)
         except OSError as exc:
             raise StoreError(f"cannot delete {path}: {exc}", path=path) from exc
-        _fsync_dir(self.runs_dir)
+        fsync_dir(self.runs_dir)
         self._empty_trash()
 
     def _empty_trash(self) -> None:
@@ -702,7 +676,7 @@ class RunStore:
             return sha
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
-            _atomic_write(path, data)
+            atomic_write(path, data)
         except OSError as exc:
             raise StoreError(f"cannot store artifact {path}: {exc}", path=path) from exc
         return sha

@@ -7,8 +7,6 @@ versioned by ``format``; fields are only ever added within a format number.
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Literal
@@ -18,6 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from pytest_aimeasure import __version__
 from pytest_aimeasure.calibrate.report import calibration_figures
 from pytest_aimeasure.compare import DimensionComparison, ItemComparison
+from pytest_aimeasure.fileio import atomic_write
 from pytest_aimeasure.models import Finding, ItemResult
 from pytest_aimeasure.stats import VAR_FLOOR_DEFAULT, dimension_stats
 
@@ -110,16 +109,7 @@ def write_results(path: Path, results: SessionResults) -> None:
     """Write atomically: CI readers never see half a file."""
     path.parent.mkdir(parents=True, exist_ok=True)
     text = json.dumps(results.model_dump(mode="json"), indent=2, sort_keys=True) + "\n"
-    fd, tmp = tempfile.mkstemp(prefix=path.name + ".", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    atomic_write(path, text)
 
 
 def read_results(path: Path) -> SessionResults:

@@ -14,6 +14,7 @@ import re
 from importlib import resources
 from pathlib import Path
 
+from pytest_aimeasure.fileio import atomic_write
 from pytest_aimeasure.suites.spec import TargetSpec
 
 __all__ = [
@@ -156,5 +157,5 @@ def write_probes(path: Path, *, force: bool = False, models: list[str] | None = 
         raise ProbesExist(f"{target} exists; pass --force to overwrite it")
     text = probes_text(models)
     target.parent.mkdir(parents=True, exist_ok=True)
-    target.write_text(text, encoding="utf-8")
+    atomic_write(target, text)  # --force replaces the user's file: never leave half of one
     return target
