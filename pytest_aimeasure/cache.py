@@ -24,14 +24,21 @@ them (:func:`rebuild_cache`, ``aimeasure cache rebuild``). That decides its dura
 ``synchronous=NORMAL``: a power cut may drop the newest index entries, never a journaled sample) and
 what a corrupt database does:
 
-* mode ``on``: the run goes on without the cache. The first error disables it for this process and
-  adds a problem (see :attr:`SampleLookup.problems`) naming the file and the fix: delete it, or
-  ``aimeasure cache rebuild``. We do not rebuild automatically: on a store with a long history that
-  means reading every journal ever written, in every xdist worker at once, in the middle of a run.
-* mode ``replay``: there is no run without the cache, so a missing or corrupt database raises
-  :class:`CacheError` when the lookup is built (session start), before any test runs. A key missing
-  from a healthy cache is the engine's per-item error; :meth:`SampleLookup.describe_key` says what
-  is stored near it (other indices, another fingerprint, another prompt) so the message can say why.
+* at session start (the controller builds its lookup with ``repair=True``, before any xdist worker
+  starts), a cache file that cannot be read is rebuilt from the journals (:func:`rebuild_cache`, under
+  a lock so that two sessions starting at once rebuild it once), and :attr:`SampleLookup.notices`
+  says so, once: the user sees it, and the run reuses its samples instead of paying for them again.
+  When the rebuild itself fails, the cache is off for the session and :attr:`SampleLookup.problems`
+  says why and how to fix it.
+* mode ``on``, corruption met in the middle of a session (another process damaged the file): the
+  cache is turned off for the rest of this process, with a problem naming the file and the fix; the
+  next session's start rebuilds it. We do not rebuild in the middle of a run: on a store with a long
+  history that means reading every journal ever written, in every xdist worker at once.
+* mode ``replay``: there is no run without the cache, so a missing database, or one that cannot be
+  read even after a rebuild, raises :class:`CacheError` when the lookup is built (session start),
+  before any test runs. A key missing from a healthy cache is the engine's per-item error;
+  :meth:`SampleLookup.describe_key` says what is stored near it (other indices, another fingerprint,
+  another prompt) so the message can say why.
 
 Concurrency: one sqlite connection per process, opened on first use and shared by threads under a
 lock; WAL mode and a busy timeout let several xdist workers write at once; each write is one short
@@ -50,7 +57,7 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Literal
 
-from pytest_aimeasure.fileio import fsync_dir
+from pytest_aimeasure.fileio import atomic_write, fsync_dir, lock_path
 from pytest_aimeasure.models import Sample
 from pytest_aimeasure.store import Journal, Run, RunStore, SampleKey, SampleRecord, read_journal
 
@@ -109,9 +116,13 @@ def _is_busy(exc: sqlite3.Error) -> bool:
 
 def _fix_hint(path: Path) -> str:
     return (
-        f"delete it (and {path.name}-wal, {path.name}-shm) to rebuild, "
-        "or run `aimeasure cache rebuild` to re-index it from the run journals"
+        "run `aimeasure cache rebuild` to re-index it from the run journals (or delete it and its "
+        f"{path.name}-wal and {path.name}-shm files: the cache then starts empty)"
     )
+
+
+def _corrupt_marker(path: Path) -> Path:
+    return path.with_name(f".{path.name}.corrupt")
 
 
 class _CacheDB:
@@ -220,21 +231,28 @@ def _ranges(indices: Iterable[int]) -> str:
 class SampleLookup:
     """Finds a stored sample for a key: in the resumed run's journals, then in the cache."""
 
-    def __init__(self, store: RunStore, *, mode: CacheMode, resume_run: Run | None = None) -> None:
+    def __init__(
+        self, store: RunStore, *, mode: CacheMode, resume_run: Run | None = None, repair: bool = False
+    ) -> None:
         if mode not in ("on", "off", "replay"):
             raise ValueError(f"cache mode must be on, off or replay, not {mode!r}")
         self.store = store
         self.mode: CacheMode = mode
         self.resume_run = resume_run
         self.problems: list[str] = []
+        self.notices: list[str] = []  # things done for the user that they should hear about once
         self._db = _CacheDB(store.cache_path)
         self._disabled = mode == "off"
         self._resume: dict[SampleKey, SampleRecord] = {}
         self._resume_problems: list[str] = []
+        self._resume_records: list[SampleRecord] = []
         if resume_run is not None:
             records, self._resume_problems = resume_run.samples()
+            self._resume_records = records
             for record in records:
                 self._resume.setdefault(record.key, record)
+        if repair and mode != "off":
+            self._repair_if_unreadable()
         if mode == "replay":
             self._open_for_replay()
 
@@ -242,6 +260,10 @@ class SampleLookup:
     def resume_problems(self) -> list[str]:
         """Torn or corrupt lines met in the resumed run's journals (their samples will be re-judged)."""
         return list(self._resume_problems)
+
+    def resumed_records(self) -> list[SampleRecord]:
+        """Every sample journaled in the resumed run before this session (all its writers)."""
+        return list(self._resume_records)
 
     @property
     def resumable(self) -> int:
@@ -251,6 +273,58 @@ class SampleLookup:
     @property
     def cache_enabled(self) -> bool:
         return not self._disabled
+
+    def _probe(self) -> sqlite3.Error | None:
+        """Open the cache and read from it; the error met, if any (then the connection is closed)."""
+        try:
+            with self._db.lock:
+                conn = self._db.connect()
+                conn.execute("SELECT 1 FROM samples LIMIT 1").fetchall()
+        except sqlite3.Error as exc:
+            with self._db.lock:
+                self._db.close()
+            return exc
+        return None
+
+    def _repair_if_unreadable(self) -> None:
+        """Rebuild an unreadable cache from the journals, once, and say so (see the module doc)."""
+        path = self._db.path
+        if not path.exists():
+            return
+        marker = _corrupt_marker(path)
+        # The probe reads the file's header and first page only: damage deeper in is met by a
+        # lookup in the middle of a session, which leaves the marker for this step.
+        error: str | sqlite3.Error | None = self._probe()
+        if error is None and marker.exists():
+            error = marker.read_text(encoding="utf-8", errors="replace").strip() or "marked corrupt"
+        if error is None or (isinstance(error, sqlite3.Error) and _is_busy(error)):
+            return
+        from filelock import FileLock, Timeout
+
+        try:
+            with FileLock(str(lock_path(path)), timeout=BUSY_TIMEOUT_MS / 1000):
+                # Another session may have rebuilt it while we waited for the lock.
+                if self._probe() is None and not marker.exists():
+                    self.notices.append(
+                        f"sample cache {path} could not be read ({error}); another session rebuilt "
+                        "it from the run journals"
+                    )
+                    return
+                count, journal_problems = rebuild_cache(self.store)
+                marker.unlink(missing_ok=True)
+        except (OSError, sqlite3.Error, Timeout) as exc:
+            self._disabled = True
+            self.problems.append(
+                f"sample cache {path} could not be read ({error}) and rebuilding it from the run "
+                f"journals failed ({exc}); it is off for this session, so cached samples are judged "
+                f"again. To fix: {_fix_hint(path)}"
+            )
+            return
+        skipped = f"; {len(journal_problems)} damaged journal lines skipped" if journal_problems else ""
+        self.notices.append(
+            f"sample cache {path} could not be read ({error}); rebuilt it from the run journals: "
+            f"{count} samples indexed{skipped}"
+        )
 
     def _open_for_replay(self) -> None:
         path = self._db.path
@@ -284,10 +358,15 @@ class SampleLookup:
             return
         self._disabled = True
         self._db.close()
+        if _is_corruption(exc):
+            # Tell the next session's start to rebuild it (its quick probe may not reach the damage).
+            with contextlib.suppress(OSError):
+                atomic_write(_corrupt_marker(path), f"{exc} (met while {doing})\n")
         what = "is corrupt" if _is_corruption(exc) else "failed"
         self.problems.append(
             f"sample cache {path} {what} ({exc}); it is ignored for the rest of this session, "
-            f"so cached samples are judged again. To fix: {_fix_hint(path)}"
+            "so cached samples are judged again; the next session rebuilds it from the run "
+            f"journals (or now: {_fix_hint(path)})"
         )
 
     def get(self, key: KeyLike) -> Sample | None:

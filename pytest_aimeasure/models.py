@@ -196,6 +196,7 @@ FindingKind = Literal[
     "uncalibrated",
     "calibration_stale",
     "judge_bias",
+    "cache",
 ]
 
 
@@ -254,11 +255,15 @@ class RunMeta(BaseModel):
     git_dirty: bool | None = None
     plugin_version: str
     judge_model: str | None = None
+    # The pytest rootdir that recorded it, relative to the store: bare --rejudge/--resume stay in it.
+    rootdir: str | None = None
     fingerprints: list[Fingerprint] = Field(default_factory=list)
     generators: list[str] = Field(default_factory=list)
     resumed_from: str | None = None
     rejudge_of: str | None = None
     items: int = 0
     failures: int = 0
+    # The whole run's figures, across every session that wrote it (a resume adds to them):
     judge_calls: int = 0
+    reused_samples: int = 0  # samples taken from the cache (other runs) instead of a judge call
     spend_usd: float | None = None

@@ -8,8 +8,10 @@ test's final record and closes the run. Resume and the sample cache are one mech
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from functools import cached_property
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
@@ -21,6 +23,7 @@ from pytest_aimeasure.models import Finding, ItemResult, RunMeta, Usage
 from pytest_aimeasure.store import (
     Run,
     RunStore,
+    SampleRecord,
     StoreError,
     git_info,
     utc_now,
@@ -44,6 +47,116 @@ def _cost_model(provider: str, model: str) -> tuple[str, str | None]:
     return model, None
 
 
+@dataclass(frozen=True)
+class Figures:
+    """A run's judge figures: calls made, samples reused from the cache, spend (None: unknown)."""
+
+    calls: int = 0
+    reused: int = 0
+    spend_usd: float | None = 0.0
+
+    @classmethod
+    def of_meta(cls, meta: RunMeta) -> Figures:
+        return cls(meta.judge_calls, meta.reused_samples, meta.spend_usd)
+
+    @classmethod
+    def of_journal(cls, records: list[SampleRecord]) -> Figures:
+        """What a run's journal shows it cost: each judged sample is a call (plus its repair
+        retries) and its cost; a sample taken from the cache is a reuse."""
+        judged = [r.sample for r in records if r.sample.source == "judge"]
+        costs = [s.cost_usd for s in judged]
+        spend = None if any(c is None for c in costs) else sum(c for c in costs if c is not None)
+        return cls(sum(1 + s.retries for s in judged), len(records) - len(judged), spend)
+
+    def most(self, other: Figures) -> Figures:
+        a, b = self.spend_usd, other.spend_usd
+        spend = None if a is None or b is None else max(a, b)
+        return Figures(max(self.calls, other.calls), max(self.reused, other.reused), spend)
+
+
+def rootdir_key(rootpath: Path, store: RunStore) -> str:
+    """The rootdir as a run records it: relative to the store, so a project moved or checked out
+    elsewhere with its store (a CI cache) is still the same rootdir, while projects sharing one
+    store are told apart."""
+    try:
+        return Path(os.path.relpath(rootpath.resolve(), store.root.resolve())).as_posix()
+    except ValueError:  # another drive (Windows)
+        return str(rootpath.resolve())
+
+
+def _selected_prefixes(config: pytest.Config) -> list[str] | None:
+    """The rootdir-relative paths the command line selects (node id prefixes), or None for all."""
+    root = config.rootpath.resolve()
+    prefixes: list[str] = []
+    for arg in config.args:
+        path = (config.invocation_params.dir / arg.split("::", 1)[0]).resolve()
+        try:
+            rel = path.relative_to(root).as_posix()
+        except ValueError:
+            return None  # outside the rootdir: node ids cannot tell
+        if rel in ("", "."):
+            return None
+        prefixes.append(rel)
+    return prefixes or None
+
+
+def _under(nodeid: str, prefixes: list[str] | None) -> bool:
+    if prefixes is None:
+        return True
+    return any(nodeid == p or nodeid.startswith((p + "/", p + "::")) for p in prefixes)
+
+
+class _RunChoice:
+    """What a bare ``--rejudge`` / ``--resume`` needs of a run (see :meth:`RunStore.latest`)."""
+
+    def __init__(self, store: RunStore, state: SessionState) -> None:
+        self.store = store
+        self.rootdir = rootdir_key(state.config.rootpath, store)
+        self.model = state.settings.model
+        self.prefixes = _selected_prefixes(state.config)
+        self.where = "these tests" if self.prefixes is None else ", ".join(self.prefixes)
+
+    def _common(self, meta: RunMeta) -> str | None:
+        if meta.rootdir is not None and meta.rootdir != self.rootdir:
+            return f"recorded under another rootdir ({meta.rootdir}, relative to the store)"
+        if meta.status == "running":
+            return "still running (another session is writing it)"
+        return None
+
+    def for_rejudge(self, meta: RunMeta) -> str | None:
+        why = self._common(meta)
+        if why is not None:
+            return why
+        run = self.store.open_run(meta.run_id, writer=CONTROLLER)
+        stored = {k for k, ref in run.artifacts().items() if self.store.artifact_path(ref.sha256).exists()}
+        if not stored:
+            return "stores no artifact"
+        if self.prefixes is None:
+            return None
+        items = [i for i in run.items() if _under(i.nodeid, self.prefixes)]
+        if not items:
+            return f"ran no test under {self.where}"
+        if any(not i.artifact_keys or set(i.artifact_keys) & stored for i in items):
+            return None
+        return f"stores no artifact of the tests under {self.where}"
+
+    def for_resume(self, meta: RunMeta) -> str | None:
+        why = self._common(meta)
+        if why is not None:
+            return why
+        if meta.judge_model is not None and self.model is not None and meta.judge_model != self.model:
+            recorded = meta.judge_model
+            return f"judged with {recorded}, not {self.model} (resume it with --judge-model {recorded})"
+        run = self.store.open_run(meta.run_id, writer=CONTROLLER)
+        records, _ = run.samples()
+        nodeids = [r.nodeid for r in records] + [i.nodeid for i in run.items()]
+        if not nodeids and not run.artifacts():
+            return "recorded nothing to resume"
+        if self.prefixes is not None and nodeids and not any(_under(n, self.prefixes) for n in nodeids):
+            return f"recorded nothing of the tests under {self.where}"
+        return None
+
+
 @dataclass
 class Recording:
     store: RunStore
@@ -54,15 +167,22 @@ class Recording:
     budget: Budget | SharedBudget | None
     is_worker: bool
     _findings: list[Finding] = field(default_factory=list)
+    # The run's meta.json as this session found it (a resume), and the figures of earlier sessions.
+    _before: RunMeta | None = None
+    _prior: Figures = field(default_factory=Figures)
+    _finished: bool = False
 
     # -- opening ---------------------------------------------------------------------------------
     @classmethod
     def open(cls, state: SessionState) -> Recording:
         s, config = state.settings, state.config
         store = RunStore(s.store)
+        workerinput: dict[str, Any] | None = getattr(config, "workerinput", None)
+        if workerinput is None and s.budget_usd is not None:
+            cls.check_budget_prices(s.model)  # before a run folder exists: a usage error leaves none
+        before: RunMeta | None = None
         try:
             store.ensure_writable()
-            workerinput: dict[str, Any] | None = getattr(config, "workerinput", None)
             if workerinput is not None:
                 # Name this process's files after the worker id xdist gave it, not the environment:
                 # a session started inside another one (pytester under xdist) inherits its
@@ -72,15 +192,33 @@ class Recording:
                 resuming = bool(workerinput.get(RESUMING_KEY))
                 rejudge_id = workerinput.get(REJUDGE_KEY)
             else:
-                rejudge_id = store.resolve(s.rejudge) if s.rejudge is not None else None
+                choice = _RunChoice(store, state)
+                rejudge_id = None
+                if s.rejudge is not None:
+                    wanted = f"stored artifacts of {choice.where} under rootdir {state.config.rootpath}"
+                    rejudge_id = store.resolve(s.rejudge, choice.for_rejudge, wanted=wanted)
                 resuming = s.resume is not None
-                run = cls._controller_run(store, state, rejudge_id)
-                if resuming and run.meta.rejudge_of:
-                    # A resumed --aimeasure-rejudge run goes on scoring the artifacts of the run it rejudges:
-                    # what it had not loaded before the interruption must not be generated now.
-                    rejudge_id = run.meta.rejudge_of
-            rejudge = store.open_run(rejudge_id, writer=run.writer) if rejudge_id else None
-            lookup = SampleLookup(store, mode=s.cache, resume_run=run if resuming else None)  # type: ignore[arg-type]
+                if resuming:
+                    assert s.resume is not None
+                    wanted = f"samples or artifacts of {choice.where} judged with {s.model}"
+                    before = store.open_run(store.resolve(s.resume, choice.for_resume, wanted=wanted)).meta
+                    if before.rejudge_of:
+                        # A resumed --aimeasure-rejudge run goes on scoring the artifacts of the run it rejudges:
+                        # what it had not loaded before the interruption must not be generated now.
+                        rejudge_id = before.rejudge_of
+                run = cls._controller_run(store, state, rejudge_id, before)
+            try:
+                rejudge = store.open_run(rejudge_id, writer=run.writer) if rejudge_id else None
+                lookup = SampleLookup(
+                    store,
+                    mode=s.cache,  # type: ignore[arg-type]
+                    resume_run=run if resuming else None,
+                    repair=workerinput is None,
+                )
+            except BaseException:
+                if workerinput is None:
+                    cls._abandon(store, run, before)
+                raise
         except (StoreError, CacheError) as exc:
             raise pytest.UsageError(f"run store {s.store}: {exc}") from None
         budget: Budget | SharedBudget | None = None
@@ -95,19 +233,31 @@ class Recording:
             else:
                 SharedBudget.reset(ledger)
                 budget = Budget(s.budget_usd)
-        rec = cls(store, run, lookup, resuming, rejudge, budget, workerinput is not None)
-        if resuming and not rec.is_worker:
-            for problem in lookup.resume_problems:
-                rec._findings.append(
-                    Finding(kind="resume", severity="warn", subject=run.run_id, message=problem)
-                )
+        rec = cls(store, run, lookup, resuming, rejudge, budget, workerinput is not None, _before=before)
+        if before is not None:
+            # A session that ended wrote the whole run's figures; one that was killed did not, and
+            # the journal is the record of what it judged.
+            journal = Figures.of_journal(lookup.resumed_records())
+            rec._prior = Figures.of_meta(before) if before.status != "running" else journal.most(
+                Figures.of_meta(before)
+            )
+        if not rec.is_worker:
+            if resuming:
+                for problem in lookup.resume_problems:
+                    rec._findings.append(
+                        Finding(kind="resume", severity="warn", subject=run.run_id, message=problem)
+                    )
+            for notice in lookup.notices:
+                rec._findings.append(Finding(kind="cache", severity="warn", subject="cache", message=notice))
         return rec
 
     @staticmethod
-    def _controller_run(store: RunStore, state: SessionState, rejudge_id: str | None) -> Run:
+    def _controller_run(
+        store: RunStore, state: SessionState, rejudge_id: str | None, before: RunMeta | None
+    ) -> Run:
         s = state.settings
-        if s.resume is not None:
-            run = store.open_run(store.resolve(s.resume), writer=CONTROLLER)
+        if before is not None:
+            run = store.open_run(before.run_id, writer=CONTROLLER)
             recorded = run.meta.judge_model
             if recorded is not None and s.model is not None and recorded != s.model:
                 # Another judge means other sample keys: nothing journaled would be reused, and
@@ -130,9 +280,25 @@ class Recording:
             git_dirty=dirty,
             plugin_version=__version__,
             judge_model=s.model,
+            rootdir=rootdir_key(state.config.rootpath, store),
             rejudge_of=rejudge_id,
         )
         return store.start_run(meta, writer=CONTROLLER)
+
+    @staticmethod
+    def _abandon(store: RunStore, run: Run, before: RunMeta | None) -> None:
+        """Undo a session that recorded nothing: a resumed run gets its meta.json back as it was, a
+        new run is deleted, so a session that failed before judging leaves no run to be "latest".
+        A run that holds a journaled sample, a test's record or an artifact is never deleted."""
+        if before is not None:
+            run.write_meta(before)
+            return
+        if any(run.path.glob("journal-*.jsonl")) or any(run.path.glob("artifacts-*.jsonl")):
+            return
+        if (run.path / "items.jsonl").exists():
+            return
+        run.close()
+        store.delete_run(run.run_id)
 
     @property
     def run_id(self) -> str:
@@ -178,7 +344,8 @@ class Recording:
         name, prov = _cost_model(provider, model)
         return cost_usd(name, usage, provider=prov)
 
-    def estimate(self, provider: str, model: str, prompt_chars: int, max_tokens: int) -> float | None:
+    @staticmethod
+    def estimate(provider: str, model: str, prompt_chars: int, max_tokens: int) -> float | None:
         if provider == "scripted":
             return 0.0
         from pytest_aimeasure.cost import estimate_call_usd
@@ -186,7 +353,8 @@ class Recording:
         name, prov = _cost_model(provider, model)
         return estimate_call_usd(name, prompt_chars, max_tokens, provider=prov)
 
-    def check_budget_prices(self, model: str | None) -> None:
+    @classmethod
+    def check_budget_prices(cls, model: str | None) -> None:
         """A budget needs a price: an unknown one is an error before any call, never a free ride."""
         if model is None:
             return
@@ -195,7 +363,7 @@ class Recording:
         kind = route(model)
         if kind == "scripted":
             return
-        if self.estimate(kind, model, 1000, 1024) is None:
+        if cls.estimate(kind, model, 1000, 1024) is None:
             from pytest_aimeasure.cost import price_map_path
 
             if price_map_path() is None:
@@ -222,11 +390,22 @@ class Recording:
 
     def finish(self, state: SessionState, outcome: Outcome, *, interrupted: bool = False) -> None:
         results = list(state.results.values())
+        self._finished = True
+        if not results and (self._before is not None or self.run.meta.rejudge_of):
+            # A rejudge or resume that ran no test (a collection error, Ctrl-C before the first
+            # test) judged nothing: it leaves no new run behind, and a resumed run as it was.
+            self._abandon(self.store, self.run, self._before)
+            return
         fingerprints = []
         for m in (m for r in results for m in r.measurements):
             if m.fingerprint not in fingerprints:
                 fingerprints.append(m.fingerprint)
         spend = state.spend()
+        # Samples this session took from the resumed run's own journal were counted when judged.
+        own = sum(1 for r in results for m in r.measurements for x in m.samples if x.source == "journal")
+        prior = self._prior
+        cost = spend["cost_usd"]
+        total = None if cost is None or prior.spend_usd is None else round(prior.spend_usd + cost, 6)
         meta = self.run.meta.model_copy(
             update={
                 "ended_at": utc_now(),
@@ -236,13 +415,17 @@ class Recording:
                 "generators": state.artifacts.labels(),
                 "items": len(results),
                 "failures": sum(1 for r in results if r.outcome in ("failed", "error")),
-                "judge_calls": spend["calls"],
-                "spend_usd": spend["cost_usd"],
+                "judge_calls": prior.calls + spend["calls"],
+                "reused_samples": prior.reused + max(spend["cached"] - own, 0),
+                "spend_usd": total,
             }
         )
         self.run.write_meta(meta)
 
     def close(self) -> None:
+        if not self.is_worker and not self._finished:
+            # The session stopped before its end (a usage error after the run was opened).
+            self._abandon(self.store, self.run, self._before)
         self.lookup.close()
         self.run.close()
         if self.rejudge is not None:

@@ -237,8 +237,6 @@ class SessionState:
             self.artifacts.recorder = self.recording
             self.artifacts.rejudge_run = self.recording.rejudge_run_id
             self.artifacts.resuming = self.recording.resuming
-            if self.settings.budget_usd is not None:
-                self.recording.check_budget_prices(self.settings.model)
 
     def _load_calibration(self) -> None:
         """Read the stored calibration (every process: its measured variance floors shape the error

@@ -38,7 +38,7 @@ import socket
 import subprocess
 import tempfile
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Literal, NamedTuple, TypeVar
@@ -53,6 +53,7 @@ __all__ = [
     "Journal",
     "MediaType",
     "Run",
+    "RunFilter",
     "RunStore",
     "SampleKey",
     "SampleRecord",
@@ -70,6 +71,7 @@ _GIT_TIMEOUT_S = 3.0
 # Read access is for checking the last byte on reopen; O_BINARY stops Windows from writing \r\n.
 _APPEND_FLAGS = os.O_RDWR | os.O_APPEND | os.O_CREAT | getattr(os, "O_BINARY", 0)
 _M = TypeVar("_M", bound=BaseModel)
+RunFilter = Callable[[RunMeta], "str | None"]  # None: the run will do; else why it will not
 
 
 class StoreError(Exception):
@@ -589,13 +591,64 @@ class RunStore:
             return False  # unknown owner: do not guess
         return bool(host == socket.gethostname() and not _pid_alive(pid))
 
-    def resolve(self, ref: str) -> str:
-        """A run id from an id, a unique prefix of one, or ``latest`` (the newest run)."""
+    def newest_runs(self) -> Iterator[RunMeta]:
+        """The readable runs, newest first, as :meth:`list_runs` orders them, read lazily.
+
+        Run ids carry their start to the second, so folders are walked newest name first and only
+        the runs of one second are read and ordered by ``started_at`` at a time; the first usable
+        run costs one or two meta.json reads, not the whole history. A folder whose meta.json cannot
+        be read is skipped (``list_runs`` names it): one broken run never hides the others."""
         ids = self.run_ids()
+        start = 0
+        while start < len(ids):
+            stamp = ids[start].split("-", 1)[0]
+            end = start
+            while end < len(ids) and ids[end].split("-", 1)[0] == stamp:
+                end += 1
+            metas: list[RunMeta] = []
+            for run_id in ids[start:end]:
+                path = self.runs_dir / run_id
+                try:
+                    meta = self._read_meta(path)
+                except StoreError:
+                    continue
+                if meta.status == "running" and self._owner_gone(path):
+                    meta = meta.model_copy(update={"status": "interrupted"})
+                metas.append(meta)
+            metas.sort(key=_sort_key, reverse=True)
+            yield from metas
+            start = end
+
+    def latest(self, usable: RunFilter | None = None, *, wanted: str = "a run") -> str:
+        """The one way a run is chosen as "latest": the newest readable run that ``usable`` accepts.
+
+        ``usable(meta)`` returns None for a run that will do, else why it will not; the CLI's
+        ``latest`` takes any readable run, ``--rejudge``/``--resume`` pass what the session needs.
+        When no run will do, the error lists the candidates (newest first) with the reason each was
+        passed over, and the folders that could not be read."""
+        passed_over: list[str] = []
+        for meta in self.newest_runs():
+            why = usable(meta) if usable is not None else None
+            if why is None:
+                return meta.run_id
+            passed_over.append(f"{meta.run_id}: {why}")
+        ids = self.run_ids()
+        if not ids:
+            raise StoreError(f"there are no runs in {self.root} yet", path=self.runs_dir)
+        broken = [f"{p.path.name if p.path else '?'}: {p}" for p in self.list_runs()[1]]
+        shown = passed_over[:_KNOWN_IDS_SHOWN] + broken[: max(0, _KNOWN_IDS_SHOWN - len(passed_over))]
+        hidden = len(passed_over) + len(broken) - len(shown)
+        more = f"\n  ... and {hidden} more" if hidden > 0 else ""
+        lines = "\n  ".join(shown)
+        msg = f"no run in {self.root} holds {wanted}; the runs, newest first:\n  {lines}{more}"
+        raise StoreError(msg, path=self.runs_dir)
+
+    def resolve(self, ref: str, usable: RunFilter | None = None, *, wanted: str = "a run") -> str:
+        """A run id from an id, a unique prefix of one, or ``latest`` (see :meth:`latest`; ``usable``
+        and ``wanted`` apply to ``latest`` only: a run named by the user is taken as named)."""
         if ref == "latest":
-            if not ids:
-                raise StoreError(f"there are no runs in {self.root} yet", path=self.runs_dir)
-            return self._newest(ids)
+            return self.latest(usable, wanted=wanted)
+        ids = self.run_ids()
         if ref in ids:
             return ref
         matches = [i for i in ids if i.startswith(ref)]
@@ -606,29 +659,6 @@ class RunStore:
             msg = f"{ref!r} matches {len(matches)} runs ({shown}); give more of the id"
             raise StoreError(msg, path=self.runs_dir)
         raise StoreError(self._unknown_message(ref, ids), path=self.runs_dir)
-
-    def _newest(self, ids: list[str]) -> str:
-        """The newest run of ``ids`` (sorted newest first by name).
-
-        An id carries its start time to the second only, so runs started within the same second
-        (a script running pytest twice) are told apart by the ``started_at`` of their meta.json;
-        only those few files are read."""
-        stamp = ids[0].split("-", 1)[0]
-        same_second = [i for i in ids if i.split("-", 1)[0] == stamp]
-        if len(same_second) == 1:
-            return ids[0]
-
-        def started(run_id: str) -> tuple[datetime, str]:
-            try:
-                text = self._read_meta(self.runs_dir / run_id).started_at
-                moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
-            except (StoreError, ValueError):
-                return datetime.min.replace(tzinfo=timezone.utc), run_id
-            if moment.tzinfo is None:
-                moment = moment.replace(tzinfo=timezone.utc)
-            return moment, run_id
-
-        return max(same_second, key=started)
 
     def _unknown_message(self, ref: str, ids: list[str] | None = None) -> str:
         ids = self.run_ids() if ids is None else ids

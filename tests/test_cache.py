@@ -189,10 +189,44 @@ def test_a_corrupt_cache_does_not_stop_the_run(store: RunStore) -> None:
     assert not lookup.cache_enabled
     assert len(lookup.problems) == 1
     problem = lookup.problems[0]
-    assert str(store.cache_path) in problem and "corrupt" in problem and "delete it" in problem
+    assert str(store.cache_path) in problem and "corrupt" in problem and "aimeasure cache rebuild" in problem
 
-    with pytest.raises(CacheError, match="delete it"):
+    with pytest.raises(CacheError, match="aimeasure cache rebuild"):
         SampleLookup(store, mode="replay")
+
+
+@pytest.mark.parametrize("mode", ["on", "replay"])
+def test_a_corrupt_cache_is_rebuilt_from_the_journals_at_session_start_and_said_once(
+    store: RunStore, mode: str
+) -> None:
+    run = start(store, "r1")
+    run.journal().append(record(key(0)))
+    run.journal().append(record(key(1)))
+    store.cache_path.write_bytes(b"this is not a sqlite database" * 200)
+    lookup = SampleLookup(store, mode=mode, repair=True)  # type: ignore[arg-type]
+    assert lookup.cache_enabled and lookup.problems == []
+    assert len(lookup.notices) == 1
+    notice = lookup.notices[0]
+    assert str(store.cache_path) in notice and "rebuilt it from the run journals: 2 samples" in notice
+    assert lookup.get(key(0)) is not None and lookup.get(key(1)) is not None
+    lookup.close()
+    again = SampleLookup(store, mode=mode, repair=True)  # type: ignore[arg-type]
+    assert again.notices == [] and again.problems == []  # healthy now: nothing more to say
+
+
+def test_damage_met_mid_session_is_rebuilt_by_the_next_session(store: RunStore) -> None:
+    run = start(store, "r1")
+    run.journal().append(record(key(0)))
+    healthy = SampleLookup(store, mode="on")
+    healthy.put(record(key(0)))
+    healthy.close()
+    broken = SampleLookup(store, mode="on")
+    broken._fail(sqlite3.DatabaseError("database disk image is malformed"), "looking up a sample")
+    assert not broken.cache_enabled and "next session rebuilds it" in broken.problems[0]
+    nxt = SampleLookup(store, mode="on", repair=True)
+    assert len(nxt.notices) == 1 and "database disk image is malformed" in nxt.notices[0]
+    assert nxt.get(key(0)) is not None
+    assert SampleLookup(store, mode="on", repair=True).notices == []
 
 
 def test_rebuild_restores_the_index_from_the_journals(store: RunStore) -> None:

@@ -725,7 +725,7 @@ def test_latest_is_the_run_started_last_even_within_one_second(tmp_path: Path) -
 def test_resume_with_another_judge_model_is_a_usage_error(project: Project, recorded_store: Path) -> None:
     recorded = record(project, recorded_store)
     project.model = "anthropic/claude-other"
-    result, calls = project.calls_during("--aimeasure-resume", json_name=None)
+    result, calls = project.calls_during(f"--aimeasure-resume={recorded}", json_name=None)
     assert result.ret == pytest.ExitCode.USAGE_ERROR and calls == 0
     result.stderr.fnmatch_lines(
         [
@@ -734,6 +734,17 @@ def test_resume_with_another_judge_model_is_a_usage_error(project: Project, reco
             f"anthropic/claude-other*resume with --judge-model {UNPRICED_MODEL}*"
         ]
     )
+    # Bare --aimeasure-resume passes over a run it could not reuse, and says why and what to do.
+    result, calls = project.calls_during("--aimeasure-resume", json_name=None)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR and calls == 0
+    result.stderr.fnmatch_lines(
+        [
+            "*no run in * holds samples or artifacts of these tests judged with anthropic/claude-other*",
+            f"  {recorded}: judged with {UNPRICED_MODEL}, not anthropic/claude-other "
+            f"(resume it with --judge-model {UNPRICED_MODEL})",
+        ]
+    )
+    assert project.store.open_run(recorded).meta.status == "finished"
 
 
 # --------------------------------------------------------------------------------------------------
