@@ -257,7 +257,10 @@ def _run_show(args: argparse.Namespace, ctx: CliContext) -> int:
         f"run {meta.run_id}: {meta.status}, started {_when(meta.started_at)} UTC ({_duration(meta)}), "
         f"commit {_commit(meta)}"
     )
-    ctx.print(f"judge: {_judge_line(meta)}; spend {_money(meta.spend_usd)}")
+    ctx.print(
+        f"judge: {_judge_line(meta)}; {meta.judge_calls} calls, {meta.reused_samples} samples reused, "
+        f"spend {_money(meta.spend_usd)}"
+    )
     for label, other in (("resumed from", meta.resumed_from), ("rejudge of", meta.rejudge_of)):
         if other:
             ctx.print(f"{label} {other}")

@@ -171,6 +171,7 @@ class Recording:
     _before: RunMeta | None = None
     _prior: Figures = field(default_factory=Figures)
     _finished: bool = False
+    _worker_problems: list[str] = field(default_factory=list)
 
     # -- opening ---------------------------------------------------------------------------------
     @classmethod
@@ -385,8 +386,18 @@ class Recording:
     def record_item(self, result: ItemResult) -> None:
         self.run.record_item(result)
 
+    def problems(self) -> list[str]:
+        """What went wrong with the sample cache in this process (xdist: sent to the controller)."""
+        return list(self.lookup.problems)
+
+    def add_problems(self, problems: list[str]) -> None:
+        """A worker's :meth:`problems`, merged on the controller."""
+        self._worker_problems += [p for p in problems if p not in self._worker_problems]
+
     def session_findings(self) -> list[Finding]:
-        return list(self._findings)
+        problems = list(dict.fromkeys([*self.lookup.problems, *self._worker_problems]))
+        cache = [Finding(kind="cache", severity="warn", subject="cache", message=p) for p in problems]
+        return [*self._findings, *cache]
 
     def finish(self, state: SessionState, outcome: Outcome, *, interrupted: bool = False) -> None:
         results = list(state.results.values())

@@ -422,6 +422,8 @@ class SessionState:
         if spend:
             self.worker_spend.append(spend)
         self.anchor_refs += output.get("aimeasure_anchor_refs", [])
+        if self.recording is not None:
+            self.recording.add_problems(list(output.get("aimeasure_problems", [])))
 
     # -- collection and reports ------------------------------------------------------------------
     def note_collected(self, items: list[pytest.Item]) -> None:
@@ -573,6 +575,8 @@ class SessionState:
             if self._engine is not None:
                 self.config.workeroutput["aimeasure_spend"] = self._engine.spend.as_dict()  # type: ignore[attr-defined]
             self.config.workeroutput["aimeasure_anchor_refs"] = self.anchor_refs  # type: ignore[attr-defined]
+            if self.recording is not None:
+                self.config.workeroutput["aimeasure_problems"] = self.recording.problems()  # type: ignore[attr-defined]
             return
         if not self.active:
             return

@@ -152,6 +152,16 @@ def test_history_names_broken_run_folders(store: RunStore, capsys: pytest.Captur
     assert out.index("aaaa") < out.index("broken:")
 
 
+def test_show_latest_passes_over_a_broken_run_folder(
+    store: RunStore, capsys: pytest.CaptureFixture[str]
+) -> None:
+    bad = store.runs_dir / "20991231T000000Z-dead"  # named newer than every run
+    bad.mkdir()
+    (bad / "meta.json").write_text("{not json")
+    assert run_cli(store, "show", "latest") == 0
+    assert "run 20261128T090000Z-bbbb: finished" in capsys.readouterr().out
+
+
 def test_an_empty_store_is_friendly(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     empty = RunStore(tmp_path / "nothing-here")
     for command in (["history"], ["trend", "tone"], ["show", "latest"]):

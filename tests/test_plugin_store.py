@@ -301,6 +301,11 @@ def test_sigkill_mid_run_keeps_every_journaled_sample_and_resume_requests_only_t
     # The resumed run is complete: every item has its record, every tone item its N samples.
     run = store.open_run(run_id)
     assert run.meta.status == "finished"
+    # ...and its figures cover the whole run, both sessions: journal = meta = history.
+    assert run.meta.judge_calls == TOTAL_SAMPLES  # was: only the calls of the resuming session
+    assert run.meta.reused_samples == 0
+    assert cli.main(["--store", str(store.root), "show", run_id]) == 0
+    assert f"{TOTAL_SAMPLES} calls, 0 samples reused" in capsys.readouterr().out
     items = {i.nodeid: i for i in run.items()}
     assert len(items) == 2 * STORIES
     tone = [i for i in items.values() if i.kind == "dimension"]
@@ -798,3 +803,175 @@ def test_run_records_metadata_artifacts_once_and_the_cli_reads_it(
     assert "test_story.py::test_tone[s0] / tone" in out and "gates and other tests" in out
     assert cli.main(["--store", str(store.root), "show", "nope"]) == 2
     assert first in capsys.readouterr().err
+
+
+# --------------------------------------------------------------------------------------------------
+# choosing a run: bare --rejudge / --resume, broken folders, no phantom runs (issue 10, item 4)
+# --------------------------------------------------------------------------------------------------
+
+
+def break_a_newer_run_folder(store: RunStore) -> str:
+    """A run folder named newer than every run, whose meta.json is garbage."""
+    broken = "29991231T235959Z-dead"
+    (store.runs_dir / broken).mkdir()
+    (store.runs_dir / broken / "meta.json").write_text("{garbage")
+    return broken
+
+
+def test_a_broken_run_folder_blocks_neither_latest_nor_rejudge_nor_resume(
+    project: Project,
+    recorded_store: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    recorded = record(project, recorded_store)
+    broken = break_a_newer_run_folder(project.store)
+    assert project.store.resolve("latest") == recorded
+    assert cli.main(["--store", str(project.store.root), "show", "latest"]) == 0
+    assert f"run {recorded}: finished" in capsys.readouterr().out
+
+    monkeypatch.setenv("AIM_FORBID_GENERATE", "1")
+    result, calls = project.calls_during("--rejudge", "--judge-cache=off")
+    assert result.ret == 0, result.stdout.str() + result.stderr.str()
+    assert calls == TOTAL_SAMPLES
+    rejudge = project.results()["run_id"]
+    assert project.store.open_run(rejudge).meta.rejudge_of == recorded
+
+    result, calls = project.calls_during("--resume")
+    assert result.ret == 0, result.stdout.str() + result.stderr.str()
+    assert calls == 0 and project.results()["run_id"] == rejudge  # the newest readable run
+    assert broken in project.store.run_ids()  # left alone, and still listed as broken
+    assert cli.main(["--store", str(project.store.root), "history"]) == 0
+    assert f"broken: {project.store.runs_dir / broken / 'meta.json'}" in capsys.readouterr().out
+
+
+def test_bare_rejudge_picks_the_latest_run_that_holds_the_selected_tests(
+    project: Project, recorded_store: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    story_run = record(project, recorded_store)
+    project.pytester.makepyfile(test_other=module_source(prefix="other-", stories=2))
+    result = project.run("test_other.py", json_name="other.json")
+    assert result.ret == 0, result.stdout.str()
+    other_run = project.results("other.json")["run_id"]
+    assert project.store.resolve("latest") == other_run
+
+    monkeypatch.setenv("AIM_FORBID_GENERATE", "1")
+    result, calls = project.calls_during("--rejudge", "--judge-cache=off", "test_story.py")
+    assert result.ret == 0, result.stdout.str() + result.stderr.str()
+    assert calls == TOTAL_SAMPLES
+    assert project.store.open_run(project.results()["run_id"]).meta.rejudge_of == story_run
+
+    # No run holds tests of a module never run: a usage error naming every candidate and why.
+    project.pytester.makepyfile(test_third=module_source(prefix="third-", stories=1))
+    before = project.store.run_ids()
+    result, calls = project.calls_during("test_third.py", "--rejudge", json_name=None)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR and calls == 0
+    err = result.stderr.str()
+    assert "no run in" in err and "holds stored artifacts of test_third.py" in err
+    for run_id in before:
+        assert f"  {run_id}: ran no test under test_third.py" in err
+    assert project.store.run_ids() == before  # and it left no run behind
+
+
+def test_a_rejudge_or_resume_that_fails_before_judging_leaves_no_phantom_run(
+    project: Project, recorded_store: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    recorded = record(project, recorded_store)
+    store = project.store
+    meta_before = (store.runs_dir / recorded / "meta.json").read_bytes()
+    monkeypatch.setenv("AIM_FORBID_GENERATE", "1")
+
+    # fails at session start, after the run would have been opened
+    store.cache_path.unlink()
+    result, calls = project.calls_during("--rejudge", "--judge-cache=replay", json_name=None)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR and calls == 0
+    assert "does not exist" in result.stderr.str()
+    result, calls = project.calls_during("--rejudge", "--judge-budget-usd=1", json_name=None)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR and calls == 0
+    assert store.run_ids() == [recorded]
+
+    # fails at collection: no test runs, nothing is judged
+    project.pytester.makepyfile(test_broken="import no_such_module_here\n")
+    for flag in ("--rejudge", "--resume"):
+        result, calls = project.calls_during(flag, json_name=None)
+        assert result.ret == pytest.ExitCode.INTERRUPTED and calls == 0, result.stdout.str()
+        assert store.run_ids() == [recorded]
+        assert store.resolve("latest") == recorded
+    meta = store.open_run(recorded).meta
+    assert meta.status == "finished" and meta.judge_calls == TOTAL_SAMPLES
+    assert json.loads((store.runs_dir / recorded / "meta.json").read_bytes()) == json.loads(meta_before)
+
+
+# --------------------------------------------------------------------------------------------------
+# resumed runs keep their history (item 5); a corrupt cache (item 6); files and locks (item 9)
+# --------------------------------------------------------------------------------------------------
+
+
+def test_resuming_a_finished_run_keeps_its_figures(project: Project) -> None:
+    project.model = PRICED_MODEL
+    result, calls = project.calls_during()
+    assert result.ret == 0, result.stdout.str()
+    assert calls == TOTAL_SAMPLES
+    run_id = project.results()["run_id"]
+    first = project.store.open_run(run_id).meta
+    assert first.judge_calls == TOTAL_SAMPLES and first.spend_usd and first.spend_usd > 0
+
+    result, calls = project.calls_during("--resume")
+    assert result.ret == 0, result.stdout.str()
+    assert calls == 0 and project.results()["run_id"] == run_id
+    again = project.store.open_run(run_id).meta
+    assert (again.judge_calls, again.spend_usd) == (TOTAL_SAMPLES, first.spend_usd)  # was: 0, $0
+    assert again.reused_samples == 0
+    samples, _ = project.store.open_run(run_id).samples()
+    assert sum(s.sample.cost_usd or 0 for s in samples) == pytest.approx(first.spend_usd, abs=1e-6)
+
+
+@pytest.mark.parametrize("xdist", MODES)
+def test_a_corrupt_cache_is_rebuilt_from_the_journals_and_the_user_told(
+    project: Project, recorded_store: Path, xdist: bool
+) -> None:
+    record(project, recorded_store)
+    cache = project.store.cache_path
+    cache.write_bytes(b"\x00 this is not a sqlite database \xff" * 300)
+    result, calls = project.calls_during(xdist=xdist)
+    assert result.ret == 0, result.stdout.str()
+    assert calls == 0  # every sample reused: the run did not pay again
+    data = project.results()
+    assert samples_by_source(data) == {"cache": TOTAL_SAMPLES}
+    [finding] = [f for f in data["findings"] if f["kind"] == "cache"]
+    assert finding["severity"] == "warn"
+    assert str(cache) in finding["message"]
+    assert f"rebuilt it from the run journals: {TOTAL_SAMPLES} samples indexed" in finding["message"]
+    result.stdout.fnmatch_lines(["*[[]warn[]] cache: cache*"])
+    assert "rebuilt it from the run journals" in " ".join(result.stdout.str().split())
+
+    result, calls = project.calls_during(xdist=xdist)  # said once: the cache is healthy again
+    assert result.ret == 0 and calls == 0
+    assert [f for f in project.results()["findings"] if f["kind"] == "cache"] == []
+
+
+@pytest.mark.skipif(os.name != "posix", reason="POSIX permissions")
+@pytest.mark.parametrize("umask", [0o022, 0o027])
+def test_files_the_plugin_writes_follow_the_umask_and_no_lock_file_is_left_in_the_project(
+    project: Project, umask: int
+) -> None:
+    old = os.umask(umask)
+    try:
+        result = project.run("--update-baseline")
+    finally:
+        os.umask(old)
+    assert result.ret == 0, result.stdout.str()
+    run = project.store.open_run(project.results()["run_id"])
+    expected = 0o666 & ~umask
+    written = [
+        project.path / "aimeasure-baseline.json",
+        project.path / "out.json",
+        run.path / "meta.json",
+        run.path / "owner.json",
+        run.path / "journal-controller.jsonl",
+        run.path / "items.jsonl",
+        *[p for p in project.store.artifacts_dir.rglob("*") if p.is_file()],
+    ]
+    modes = {str(p.relative_to(project.path)): oct(p.stat().st_mode & 0o777) for p in written}
+    assert set(modes.values()) == {oct(expected)}, modes
+    assert [p.name for p in project.path.iterdir() if p.suffix in (".lock", ".tmp")] == []

@@ -301,6 +301,28 @@ def test_resolve_latest_prefix_and_unknown(store: RunStore) -> None:
     assert listed.count("2026") == 10 and "and 2 older" in message
 
 
+def test_latest_skips_broken_folders_and_runs_the_caller_cannot_use(store: RunStore) -> None:
+    start(store, "20261129T100000Z-aaaa", "2026-11-29T10:00:00Z")
+    start(store, "20261129T110000Z-bbbb", "2026-11-29T11:00:00Z")
+    for name, text in (("20261129T120000Z-dead", "{garbage"), ("20261129T130000Z-gone", None)):
+        (store.runs_dir / name).mkdir()
+        if text is not None:
+            (store.runs_dir / name / "meta.json").write_text(text)
+    assert store.resolve("latest") == "20261129T110000Z-bbbb"
+    assert store.latest(lambda m: None if m.run_id.endswith("aaaa") else "not this one") == (
+        "20261129T100000Z-aaaa"
+    )
+    with pytest.raises(StoreError) as info:
+        store.latest(lambda m: f"no use ({m.run_id[-4:]})", wanted="what the tests need")
+    message = str(info.value)
+    assert "holds what the tests need; the runs, newest first:" in message
+    assert message.index("20261129T110000Z-bbbb: no use (bbbb)") < message.index(
+        "20261129T100000Z-aaaa: no use (aaaa)"
+    )
+    assert "20261129T120000Z-dead:" in message and "invalid" in message
+    assert "20261129T130000Z-gone:" in message and "no meta.json" in message
+
+
 def test_resolve_on_an_empty_store_says_so(tmp_path: Path) -> None:
     with pytest.raises(StoreError, match="no runs"):
         RunStore(tmp_path / "none").resolve("latest")
