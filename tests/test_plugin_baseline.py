@@ -235,7 +235,10 @@ def test_same_results_with_and_without_xdist(project: pytest.Pytester) -> None:
     assert ("dimension", "inconclusive") in serial_essence
 
 
-def test_two_processes_updating_at_once_lose_no_entry(pytester: pytest.Pytester) -> None:
+@pytest.mark.parametrize("workers", [pytest.param((), id="serial"), pytest.param(("-n", "2"), id="xdist")])
+def test_two_processes_updating_at_once_lose_no_entry(
+    pytester: pytest.Pytester, workers: tuple[str, ...]
+) -> None:
     pytester.makeconftest(CONFTEST)
     pytester.makepyfile(test_one=FIVE_ITEMS, test_two=FIVE_ITEMS.replace('"tone"', '"clarity"'))
     scores(pytester, five([4, 4, 3]))
@@ -250,6 +253,7 @@ def test_two_processes_updating_at_once_lose_no_entry(pytester: pytest.Pytester)
                 "--update-baseline",
                 "--aimeasure-store",
                 f".store-{name}",
+                *workers,
             ],
             cwd=pytester.path,
             stdout=subprocess.PIPE,
@@ -263,3 +267,5 @@ def test_two_processes_updating_at_once_lose_no_entry(pytester: pytest.Pytester)
     entries = json.loads((pytester.path / "aimeasure-baseline.json").read_text())["entries"]
     assert len(entries) == 10
     assert {e.split("::")[0] for e in entries} == {"tone", "clarity"}
+    # The lock that kept them apart lives outside the project (issue 10, item 9).
+    assert not [p.name for p in pytester.path.iterdir() if p.suffix in (".lock", ".tmp")]
