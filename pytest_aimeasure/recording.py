@@ -119,8 +119,8 @@ class _RunChoice:
     def _common(self, meta: RunMeta) -> str | None:
         if meta.rootdir is not None and meta.rootdir != self.rootdir:
             return f"recorded under another rootdir ({meta.rootdir}, relative to the store)"
-        if meta.status == "running":
-            return "still running (another session is writing it)"
+        if meta.status == "running" and self.store.owner_alive(meta.run_id):
+            return "still running (another session on this machine is writing it)"
         return None
 
     def for_rejudge(self, meta: RunMeta) -> str | None:

@@ -582,6 +582,15 @@ class RunStore:
         problems.sort(key=lambda p: str(p.path))
         return metas, problems
 
+    def owner_alive(self, run_id: str) -> bool:
+        """Is the process that marked this run running alive on this host? (False when unknown.)"""
+        try:
+            owner = json.loads((self.runs_dir / run_id / "owner.json").read_text())
+            host, pid = owner["host"], int(owner["pid"])
+        except (OSError, ValueError, KeyError, TypeError):
+            return False
+        return bool(host == socket.gethostname() and pid != os.getpid() and _pid_alive(pid))
+
     @staticmethod
     def _owner_gone(path: Path) -> bool:
         try:

@@ -280,6 +280,21 @@ def test_a_running_run_whose_process_died_lists_as_interrupted(store: RunStore) 
     assert store.open_run("r1").meta.status == "running"  # the file itself is not rewritten
 
 
+def test_owner_alive_only_for_another_live_process_on_this_host(store: RunStore) -> None:
+    run = start(store, "r1")
+    assert not store.owner_alive("r1")  # this very process: not "another session"
+    owner = json.loads((run.path / "owner.json").read_text())
+    with subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"]) as live:
+        try:
+            (run.path / "owner.json").write_text(json.dumps({**owner, "pid": live.pid}))
+            assert store.owner_alive("r1")
+            # A run restored from another machine (a CI cache) cannot be known to be alive.
+            (run.path / "owner.json").write_text(json.dumps({"host": "elsewhere", "pid": live.pid}))
+            assert not store.owner_alive("r1")
+        finally:
+            live.kill()
+
+
 # --------------------------------------------------------------------------------------------------
 # resolve, delete
 # --------------------------------------------------------------------------------------------------
