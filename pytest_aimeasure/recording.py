@@ -204,8 +204,8 @@ class Recording:
                     wanted = f"samples or artifacts of {choice.where} judged with {s.model}"
                     before = store.open_run(store.resolve(s.resume, choice.for_resume, wanted=wanted)).meta
                     if before.rejudge_of:
-                        # A resumed --aimeasure-rejudge run goes on scoring the artifacts of the run it rejudges:
-                        # what it had not loaded before the interruption must not be generated now.
+                        # A resumed --aimeasure-rejudge run goes on scoring the artifacts of the run it
+                        # rejudges: what it had not loaded before the interruption must not be generated.
                         rejudge_id = before.rejudge_of
                 run = cls._controller_run(store, state, rejudge_id, before)
             try:

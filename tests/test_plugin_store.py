@@ -831,13 +831,13 @@ def test_a_broken_run_folder_blocks_neither_latest_nor_rejudge_nor_resume(
     assert f"run {recorded}: finished" in capsys.readouterr().out
 
     monkeypatch.setenv("AIM_FORBID_GENERATE", "1")
-    result, calls = project.calls_during("--rejudge", "--judge-cache=off")
+    result, calls = project.calls_during("--aimeasure-rejudge", "--judge-cache=off")
     assert result.ret == 0, result.stdout.str() + result.stderr.str()
     assert calls == TOTAL_SAMPLES
     rejudge = project.results()["run_id"]
     assert project.store.open_run(rejudge).meta.rejudge_of == recorded
 
-    result, calls = project.calls_during("--resume")
+    result, calls = project.calls_during("--aimeasure-resume")
     assert result.ret == 0, result.stdout.str() + result.stderr.str()
     assert calls == 0 and project.results()["run_id"] == rejudge  # the newest readable run
     assert broken in project.store.run_ids()  # left alone, and still listed as broken
@@ -856,7 +856,7 @@ def test_bare_rejudge_picks_the_latest_run_that_holds_the_selected_tests(
     assert project.store.resolve("latest") == other_run
 
     monkeypatch.setenv("AIM_FORBID_GENERATE", "1")
-    result, calls = project.calls_during("--rejudge", "--judge-cache=off", "test_story.py")
+    result, calls = project.calls_during("--aimeasure-rejudge", "--judge-cache=off", "test_story.py")
     assert result.ret == 0, result.stdout.str() + result.stderr.str()
     assert calls == TOTAL_SAMPLES
     assert project.store.open_run(project.results()["run_id"]).meta.rejudge_of == story_run
@@ -864,7 +864,7 @@ def test_bare_rejudge_picks_the_latest_run_that_holds_the_selected_tests(
     # No run holds tests of a module never run: a usage error naming every candidate and why.
     project.pytester.makepyfile(test_third=module_source(prefix="third-", stories=1))
     before = project.store.run_ids()
-    result, calls = project.calls_during("test_third.py", "--rejudge", json_name=None)
+    result, calls = project.calls_during("test_third.py", "--aimeasure-rejudge", json_name=None)
     assert result.ret == pytest.ExitCode.USAGE_ERROR and calls == 0
     err = result.stderr.str()
     assert "no run in" in err and "holds stored artifacts of test_third.py" in err
@@ -883,16 +883,16 @@ def test_a_rejudge_or_resume_that_fails_before_judging_leaves_no_phantom_run(
 
     # fails at session start, after the run would have been opened
     store.cache_path.unlink()
-    result, calls = project.calls_during("--rejudge", "--judge-cache=replay", json_name=None)
+    result, calls = project.calls_during("--aimeasure-rejudge", "--judge-cache=replay", json_name=None)
     assert result.ret == pytest.ExitCode.USAGE_ERROR and calls == 0
     assert "does not exist" in result.stderr.str()
-    result, calls = project.calls_during("--rejudge", "--judge-budget-usd=1", json_name=None)
+    result, calls = project.calls_during("--aimeasure-rejudge", "--judge-budget-usd=1", json_name=None)
     assert result.ret == pytest.ExitCode.USAGE_ERROR and calls == 0
     assert store.run_ids() == [recorded]
 
     # fails at collection: no test runs, nothing is judged
     project.pytester.makepyfile(test_broken="import no_such_module_here\n")
-    for flag in ("--rejudge", "--resume"):
+    for flag in ("--aimeasure-rejudge", "--aimeasure-resume"):
         result, calls = project.calls_during(flag, json_name=None)
         assert result.ret == pytest.ExitCode.INTERRUPTED and calls == 0, result.stdout.str()
         assert store.run_ids() == [recorded]
@@ -916,7 +916,7 @@ def test_resuming_a_finished_run_keeps_its_figures(project: Project) -> None:
     first = project.store.open_run(run_id).meta
     assert first.judge_calls == TOTAL_SAMPLES and first.spend_usd and first.spend_usd > 0
 
-    result, calls = project.calls_during("--resume")
+    result, calls = project.calls_during("--aimeasure-resume")
     assert result.ret == 0, result.stdout.str()
     assert calls == 0 and project.results()["run_id"] == run_id
     again = project.store.open_run(run_id).meta
