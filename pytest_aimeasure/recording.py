@@ -129,16 +129,17 @@ class _RunChoice:
             return why
         run = self.store.open_run(meta.run_id, writer=CONTROLLER)
         stored = {k for k, ref in run.artifacts().items() if self.store.artifact_path(ref.sha256).exists()}
-        if not stored:
-            return "stores no artifact"
-        if self.prefixes is None:
+        if self.prefixes is None and stored:
             return None
+        # Tests that score plain strings need no stored artifact: a run of them can be rejudged.
         items = [i for i in run.items() if _under(i.nodeid, self.prefixes)]
+        if not items and self.prefixes is None:
+            return "recorded no test and no artifact"
         if not items:
             return f"ran no test under {self.where}"
         if any(not i.artifact_keys or set(i.artifact_keys) & stored for i in items):
             return None
-        return f"stores no artifact of the tests under {self.where}"
+        return f"the stored artifacts of {self.where} are gone"
 
     def for_resume(self, meta: RunMeta) -> str | None:
         why = self._common(meta)
