@@ -13,13 +13,12 @@ that any browser opens on click, and the page prints as it shows.
 
 from __future__ import annotations
 
-import os
-import tempfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from pytest_aimeasure import __version__
+from pytest_aimeasure.fileio import atomic_write
 from pytest_aimeasure.report import charts
 from pytest_aimeasure.report.charts import REPORT_EXTRA, DimensionPoint, ReportDependencyError
 from pytest_aimeasure.report.markdown import SEVERITY_ORDER, next_command
@@ -190,15 +189,5 @@ def write_html(
     text = render_html(results, trends=trends, calibration=calibration)
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=path.name + ".", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)  # a report is for sharing: not mkstemp's owner-only mode
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    atomic_write(path, text)  # a report is for sharing: the umask's permissions, never 0600
     return path
