@@ -19,6 +19,7 @@ from pytest_aimeasure.calibrate.results import MAX_ABS_BIAS_DEFAULT, MIN_KAPPA_D
 from pytest_aimeasure.calibrate.runner import calibrate
 from pytest_aimeasure.calibrate.targets import build_targets
 from pytest_aimeasure.cli import CliContext, Subcommand, UsageError
+from pytest_aimeasure.fileio import atomic_write
 
 __all__ = ["SUBCOMMANDS"]
 
@@ -89,9 +90,8 @@ def _run(args: argparse.Namespace, ctx: CliContext) -> int:
     if args.json is not None:
         data = {name: c.model_dump(mode="json") for name, c in sorted(run.results.items())}
         args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(
-            json.dumps({"dimensions": data, "errors": run.errors}, indent=2, sort_keys=True) + "\n"
-        )
+        text = json.dumps({"dimensions": data, "errors": run.errors}, indent=2, sort_keys=True) + "\n"
+        atomic_write(args.json, text)
     failed = bool(run.errors) or not all(c.passed for c in run.results.values())
     return 1 if failed else 0
 

@@ -9,8 +9,9 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
-from pytest_aimeasure.baseline import _atomic_write, _round_floats
+from pytest_aimeasure.baseline import _round_floats
 from pytest_aimeasure.calibrate.results import CalibrationFile, DimensionCalibration
+from pytest_aimeasure.fileio import atomic_write
 from pytest_aimeasure.models import Fingerprint
 
 CALIBRATION_NAME = "aimeasure-calibration.json"
@@ -74,7 +75,7 @@ def update_calibration(path: Path, results: Iterable[DimensionCalibration]) -> C
         merged[result.dimension] = result
     updated = CalibrationFile(dimensions=dict(sorted(merged.items())))
     path.parent.mkdir(parents=True, exist_ok=True)
-    _atomic_write(path, dumps_calibration(updated))
+    atomic_write(path, dumps_calibration(updated))
     return updated
 
 
