@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -35,7 +35,7 @@ from filelock import FileLock, Timeout
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from pytest_aimeasure.fileio import atomic_write, lock_path
-from pytest_aimeasure.models import SCORE_MAX, SCORE_MIN, Fingerprint, Measurement
+from pytest_aimeasure.models import SCORE_MAX, SCORE_MIN, Fingerprint, ItemResult, Measurement
 from pytest_aimeasure.stats import VAR_FLOOR_DEFAULT, dimension_stats
 
 BASELINE_FORMAT: Literal[2] = 2
@@ -138,8 +138,149 @@ class UpdateSummary(BaseModel):
     removed: list[str] = Field(default_factory=list)
     unchanged: list[str] = Field(default_factory=list)
     kept_judge_error: list[str] = Field(default_factory=list)
-    kept: list[str] = Field(default_factory=list, description="entries of items that did not run")
+    kept: list[str] = Field(
+        default_factory=list, description="entries kept without a new value, for any reason but a judge error"
+    )
+    kept_because: dict[str, list[str]] = Field(
+        default_factory=dict, description="every kept entry by why it has no new value (KEEP_REASONS)"
+    )
     written: bool = False
+
+
+# Why an entry without a new value is kept. Only a test that no longer exists loses its entry.
+KEEP_REASONS = (
+    "gate failed",
+    "budget stop",
+    "judge error",
+    "collection error",
+    "generation failed",
+    "test failed",
+    "skipped",
+    "no score",
+    "not run",
+)
+
+
+class SessionCoverage(BaseModel):
+    """What a session knows about the tests behind the entries it did not measure.
+
+    The input of :func:`keep_reason`, the one rule for what ``--update-baseline`` may remove.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    whole_suite: bool = Field(description="the session selected the whole suite")
+    prune: bool = Field(default=False, description="--prune-baseline: drop the entries of unselected tests")
+    collected: frozenset[str] | None = Field(
+        default=None, description="node ids of the tests the session selected; None: not known"
+    )
+    declared: dict[str, frozenset[str]] = Field(
+        default_factory=dict,
+        description="node id -> the item ids its markers (or suite) declare, for the tests that reported",
+    )
+    not_measured: dict[str, str] = Field(
+        default_factory=dict, description="item id -> why a test that ran gave it no value (KEEP_REASONS)"
+    )
+    failed_collectors: tuple[str, ...] = Field(
+        default=(), description="node ids of the files or classes that failed to collect"
+    )
+
+    def collected_test(self, item_id: str, nodeid: str) -> bool:
+        """Does a test this session selected still measure ``item_id``? A test that reported and
+        declares other dimensions no longer does (its dimension was renamed)."""
+        if self.collected is None or nodeid not in self.collected:
+            return False
+        declared = self.declared.get(nodeid)
+        return not declared or item_id in declared
+
+
+def _inside(nodeid: str, collector: str) -> bool:
+    return not collector or nodeid == collector or nodeid.startswith((collector + "::", collector + "/"))
+
+
+def keep_reason(item_id: str, entry: BaselineEntry, coverage: SessionCoverage) -> str | None:
+    """THE rule for an entry that got no new value in a baseline update: why it is kept, or None
+    when it is removed.
+
+    An entry is removed only when its test no longer exists in a whole-suite run (no test selected
+    by it measures the item) or, with ``--prune-baseline``, when its test was not selected at all.
+    A test that was selected but gave no value (a failed gate, a budget stop, a judge error, a skip,
+    a failure) and a test in a file that failed to collect always keep their entries.
+    """
+    reason = coverage.not_measured.get(item_id)
+    if reason is not None:
+        return reason
+    nodeid = entry.nodeid
+    if any(_inside(nodeid, collector) for collector in coverage.failed_collectors):
+        return "collection error"
+    if coverage.collected_test(item_id, nodeid):
+        return "not run"  # selected, but it never reported (an interrupted session)
+    if coverage.whole_suite or coverage.prune:
+        return None
+    return "not run"
+
+
+def no_value_reason(result: ItemResult) -> str:
+    """Why a test that ran gave (some of) its items no value: a word of :data:`KEEP_REASONS`."""
+    kinds = {f.kind for f in result.findings}
+    if result.judge_error:
+        return "judge error"
+    if "gate_failed" in kinds:
+        return "gate failed"
+    if "budget" in kinds:
+        return "budget stop"
+    if "generation_error" in kinds:
+        return "generation failed"
+    if result.outcome == "skipped":
+        return "skipped"
+    if result.outcome in ("failed", "error"):
+        return "test failed"
+    return "no score"
+
+
+def coverage_from_results(
+    results: Iterable[ItemResult],
+    *,
+    whole_suite: bool,
+    prune: bool,
+    collected: Collection[str] | None,
+    failed_collectors: Sequence[str] = (),
+) -> SessionCoverage:
+    """The :class:`SessionCoverage` of a session (or of merged shards) from its tests' results."""
+    not_measured: dict[str, str] = {}
+    declared: dict[str, frozenset[str]] = {}
+    for result in results:
+        ids = set(result.declared)
+        if result.declared:
+            declared[result.nodeid] = frozenset(result.declared)
+        if result.item_id:
+            ids.add(result.item_id)
+        missing = ids - {m.item_id for m in result.measurements if m.samples}
+        if missing:
+            not_measured.update(dict.fromkeys(missing, no_value_reason(result)))
+    return SessionCoverage(
+        whole_suite=whole_suite,
+        prune=prune,
+        collected=frozenset(collected) if collected is not None else None,
+        declared=declared,
+        not_measured=not_measured,
+        failed_collectors=tuple(failed_collectors),
+    )
+
+
+def gone_entries(
+    baseline: BaselineFile | None, coverage: SessionCoverage, measured: Collection[str]
+) -> list[str]:
+    """Entries whose tests no longer exist: what a whole-suite update removes (and compare calls
+    "missing"). Empty unless the session ran the whole suite."""
+    if baseline is None or not coverage.whole_suite:
+        return []
+    plain = coverage.model_copy(update={"prune": False})
+    return sorted(
+        item_id
+        for item_id, entry in baseline.entries.items()
+        if item_id not in measured and keep_reason(item_id, entry, plain) is None
+    )
 
 
 # --------------------------------------------------------------------------------------------------
@@ -337,6 +478,7 @@ def merge_entries(
     judge_error_ids: Collection[str] = (),
     pool: int = 1,
     moved: Collection[str] = (),
+    coverage: SessionCoverage | None = None,
 ) -> tuple[dict[str, BaselineEntry], UpdateSummary]:
     """The merge rule of :func:`update_baseline`, without any I/O.
 
@@ -345,6 +487,8 @@ def merge_entries(
     measurement's samples pooled with the entry's last sessions (:func:`pool_entry`) when ``pool`` > 1,
     the fingerprint is unchanged and the item is not in ``moved`` (items the comparison found
     regressed or improved); otherwise the measurement alone.
+    What happens to an entry without a new value is :func:`keep_reason`'s decision; without
+    ``coverage`` nothing is known of the session's tests.
     """
     if pool < 1:
         raise ValueError(f"pool must be >= 1, got {pool}")
@@ -368,19 +512,29 @@ def merge_entries(
         else:
             (summary.pooled if pooling else summary.updated).append(item_id)
             merged[item_id] = entry
-    summary.kept_judge_error = [item_id for item_id in errors if item_id in old]
-    for item_id in old:
-        if item_id in measured or item_id in errors:
+    coverage = coverage or SessionCoverage(whole_suite=whole_suite)
+    coverage = coverage.model_copy(
+        update={
+            "whole_suite": whole_suite,
+            "prune": prune,
+            "not_measured": {**coverage.not_measured, **dict.fromkeys(errors, "judge error")},
+        }
+    )
+    for item_id, entry in old.items():
+        if item_id in measured:
             continue
-        if whole_suite or prune:
+        reason = keep_reason(item_id, entry, coverage)
+        if reason is None:
             summary.removed.append(item_id)
             del merged[item_id]
         else:
-            summary.kept.append(item_id)
+            summary.kept_because.setdefault(reason, []).append(item_id)
+    summary.kept = [i for reason, ids in summary.kept_because.items() if reason != "judge error" for i in ids]
     for ids in (summary.added, summary.updated, summary.pooled, summary.removed, summary.unchanged):
         ids.sort()
-    summary.kept_judge_error.sort()
     summary.kept.sort()
+    summary.kept_because = {reason: sorted(ids) for reason, ids in sorted(summary.kept_because.items())}
+    summary.kept_judge_error = summary.kept_because.get("judge error", [])
     return dict(sorted(merged.items())), summary
 
 
@@ -396,6 +550,7 @@ def update_baseline(
     whole_suite: bool,
     prune: bool,
     judge_error_ids: Collection[str] = (),
+    coverage: SessionCoverage | None = None,
     var_floor: float = VAR_FLOOR_DEFAULT,
     lock_timeout: float = 60.0,
     pool: int = 1,
@@ -406,9 +561,8 @@ def update_baseline(
     * measured items are added, or updated when their value changed (same scores in any order, same
       fingerprint, floor and tolerance count as unchanged); with ``pool`` > 1 an unchanged ruler pools
       the session into the entry instead (see :func:`merge_entries`);
-    * entries of items that did not run are kept; entries of items that ended in a judge error keep
-      their old entry and are reported in ``kept_judge_error``;
-    * stale entries (not measured, not a judge error) are removed only when ``whole_suite`` or ``prune``;
+    * an entry without a new value is kept or removed by :func:`keep_reason` (``coverage`` says what
+      the session knows of its tests): kept entries are listed by reason in ``kept_because``;
     * per-dimension aggregates are recomputed from the merged entries (``var_floor`` only shapes
       their informational CI).
 
@@ -431,6 +585,7 @@ def update_baseline(
                 judge_error_ids=judge_error_ids,
                 pool=pool,
                 moved=moved,
+                coverage=coverage,
             )
             aggregates = aggregate_dimensions(entries, var_floor=var_floor)
             text = dumps_baseline(BaselineFile(entries=entries, dimensions=aggregates))

@@ -173,6 +173,24 @@ def _add_history(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="print the runs' metadata as JSON")
 
 
+RESULT_WIDTH = 70
+
+
+def _result(meta: RunMeta) -> str:
+    """'passed', or 'failed: <first reason> (+N more)'; '—' for a run never concluded (or older)."""
+    if meta.passed is None:
+        return "—"
+    if meta.passed:
+        return "passed"
+    reasons = meta.failed_because or ["(no reason recorded)"]
+    text = f"failed: {reasons[0]}"
+    if len(text) > RESULT_WIDTH:
+        text = text[: RESULT_WIDTH - 1] + "…"
+    if len(reasons) > 1:
+        text += f" (+{len(reasons) - 1} more)"
+    return text
+
+
 def _run_history(args: argparse.Namespace, ctx: CliContext) -> int:
     metas, problems = ctx.store().list_runs()
     if args.json:
@@ -195,10 +213,22 @@ def _run_history(args: argparse.Namespace, ctx: CliContext) -> int:
             str(m.failures),
             _money(m.spend_usd),
             m.status,
+            _result(m),
         ]
         for m in shown
     ]
-    headers = ["run", "started (UTC)", "duration", "commit", "judge", "items", "failures", "spend", "status"]
+    headers = [
+        "run",
+        "started (UTC)",
+        "duration",
+        "commit",
+        "judge",
+        "items",
+        "failures",
+        "spend",
+        "status",
+        "result",
+    ]
     if rows:
         ctx.print(_table(rows, headers))
     if len(shown) < len(metas):
@@ -261,6 +291,8 @@ def _run_show(args: argparse.Namespace, ctx: CliContext) -> int:
         f"judge: {_judge_line(meta)}; {meta.judge_calls} calls, {meta.reused_samples} samples reused, "
         f"spend {_money(meta.spend_usd)}"
     )
+    if meta.passed is not None:
+        ctx.print("result: " + ("passed" if meta.passed else "failed: " + "; ".join(meta.failed_because)))
     for label, other in (("resumed from", meta.resumed_from), ("rejudge of", meta.rejudge_of)):
         if other:
             ctx.print(f"{label} {other}")

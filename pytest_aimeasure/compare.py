@@ -31,7 +31,8 @@ Rules:
   becomes *inconclusive* (``demoted``). Power figures use the family's size.
 * Missing entries (in the baseline, not measured) are reported for the whole baseline when
   ``whole_suite``, otherwise only for ``selected_ids`` (items the session selected but that produced
-  no measurement). A measurement without samples counts as not measured.
+  no measurement); with ``gone_ids`` (the baseline's retention rule: tests that no longer exist) only
+  those. A measurement without samples counts as not measured.
 """
 
 from __future__ import annotations
@@ -196,6 +197,7 @@ def compare(
     *,
     whole_suite: bool,
     selected_ids: Collection[str] | None = None,
+    gone_ids: Collection[str] | None = None,
     var_floor: float = VAR_FLOOR_DEFAULT,
     alpha: float = 0.05,
     var_floors: Mapping[str, float] | None = None,
@@ -212,7 +214,15 @@ def compare(
     gc.disable()
     try:
         return _compare(
-            baseline, measurements, whole_suite, selected_ids, var_floor, alpha, var_floors or {}, history
+            baseline,
+            measurements,
+            whole_suite,
+            selected_ids,
+            gone_ids,
+            var_floor,
+            alpha,
+            var_floors or {},
+            history,
         )
     finally:
         if paused:
@@ -224,6 +234,7 @@ def _compare(
     measurements: Sequence[Measurement],
     whole_suite: bool,
     selected_ids: Collection[str] | None,
+    gone_ids: Collection[str] | None,
     var_floor: float,
     alpha: float,
     var_floors: Mapping[str, float],
@@ -362,7 +373,9 @@ def _compare(
     missing_ids = sorted(
         item_id
         for item_id in entries
-        if item_id not in measured and (whole_suite or (selected_ids is not None and item_id in selected_ids))
+        if item_id not in measured
+        and (whole_suite or (selected_ids is not None and item_id in selected_ids))
+        and (gone_ids is None or item_id in gone_ids)
     )
     for item_id in missing_ids:
         entry = entries[item_id]

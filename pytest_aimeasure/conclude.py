@@ -10,7 +10,24 @@ import pytest
 from pytest_aimeasure.models import Finding, Measurement
 
 if TYPE_CHECKING:
-    from pytest_aimeasure.session import Outcome, SessionState
+    from pytest_aimeasure.session import Outcome, SessionFailure, SessionState
+
+# Session-level failures no test's own outcome shows, in the order the summary names them:
+# (the JUnit case's kind, the finding kind, the reason in failed_because).
+FAILURE_KINDS = (
+    ("drift", "regressed", "regressions against the baseline (--aimeasure-drift=fail)"),
+    (
+        "not_comparable",
+        "not_comparable",
+        "measurements not comparable with the baseline: the judge changed; re-baseline",
+    ),
+    ("budget", "budget", "items not judged: the judge budget ran out"),
+    (
+        "uncalibrated",
+        "uncalibrated",
+        "uncalibrated ruler: the judge disagrees with the human anchors (--judge-calibrate=fail)",
+    ),
+)
 
 
 def _floor_breach(m: Measurement, nodeid: str) -> Finding:
@@ -74,12 +91,23 @@ def _one_per_subject(findings: list[Finding], kind: str) -> list[Finding]:
 
 
 def conclude(state: SessionState, session: pytest.Session) -> Outcome:
-    from pytest_aimeasure.session import Outcome
+    from pytest_aimeasure.baseline import coverage_from_results, gone_entries
+    from pytest_aimeasure.session import Outcome, SessionFailure
 
     s = state.settings
     outcome = Outcome(interrupted=session.exitstatus == pytest.ExitCode.INTERRUPTED)
     whole = state.whole_suite(session)
     measurements = [m for r in state.results.values() for m in r.measurements]
+    # The one rule for what an update may remove (baseline.keep_reason) also decides what is
+    # "missing": a test that ran without a value (a failed gate, a budget stop, a judge error) is not.
+    cover = coverage_from_results(
+        state.results.values(),
+        whole_suite=whole,
+        prune=s.prune_baseline,
+        collected=state.collected,
+        failed_collectors=state.failed_collectors,
+    )
+    outcome.gone = gone_entries(state.baseline, cover, {m.item_id for m in measurements if m.samples})
     findings: list[Finding] = []
     for result in state.results.values():
         findings += result.findings
@@ -93,6 +121,7 @@ def conclude(state: SessionState, session: pytest.Session) -> Outcome:
             state.baseline,
             measurements,
             whole_suite=whole,
+            gone_ids=outcome.gone,
             var_floor=s.var_floor,
             var_floors=state.var_floors,  # dimensions whose noise a calibration measured
         )
@@ -108,9 +137,7 @@ def conclude(state: SessionState, session: pytest.Session) -> Outcome:
                 f.model_copy(update={"severity": "info"}) if f.kind == "not_comparable" else f
                 for f in drift_findings
             ]
-        # An item that ended in a judge error was run, not forgotten: it is not "missing".
-        errored = {r.item_id for r in state.results.values() if r.judge_error}
-        findings += [f for f in drift_findings if not (f.kind == "missing" and f.subject in errored)]
+        findings += drift_findings
     if state.recording is not None:
         findings += state.recording.session_findings()
     outcome.calibration, calibration_findings = state.calibration_summary(measurements)
@@ -123,6 +150,7 @@ def conclude(state: SessionState, session: pytest.Session) -> Outcome:
     state.config.hook.pytest_aimeasure_findings(findings=findings, config=state.config)
     outcome.findings = findings
 
+    failures: list[SessionFailure] = []
     if s.update_baseline and not session.shouldstop:
         from pytest_aimeasure.baseline import BaselineError, update_baseline
 
@@ -138,23 +166,20 @@ def conclude(state: SessionState, session: pytest.Session) -> Outcome:
                 # (--aimeasure-drift off) an update replaces, as a changed item must not be averaged in.
                 pool=s.baseline_pool if outcome.comparison is not None else 1,
                 moved=outcome.comparison.moved() if outcome.comparison is not None else (),
+                coverage=cover,
             )
             outcome.baseline_update = summary.model_dump(mode="json")
         except BaselineError as exc:
             outcome.baseline_note = str(exc)
             outcome.failed_because.append(f"the baseline was not updated: {exc}")
+            failures.append(SessionFailure("baseline", s.baseline.name, str(exc)))
 
-    for kind, reason in (
-        ("regressed", "regressions against the baseline (--aimeasure-drift=fail)"),
-        ("not_comparable", "measurements not comparable with the baseline: the judge changed; re-baseline"),
-        ("budget", "items not judged: the judge budget ran out"),
-        (
-            "uncalibrated",
-            "uncalibrated ruler: the judge disagrees with the human anchors (--judge-calibrate=fail)",
-        ),
-    ):
-        if any(f.kind == kind and f.severity == "fail" for f in findings):
+    for kind, finding_kind, reason in FAILURE_KINDS:
+        found = [f for f in findings if f.kind == finding_kind and f.severity == "fail"]
+        failures += [SessionFailure(kind, f.subject, f.message) for f in found]
+        if found:
             outcome.failed_because.append(reason)
+    outcome.failures = failures
     if session.testsfailed:
         outcome.failed_because.insert(
             0, f"{session.testsfailed} test(s) failed (gates, floors or judge errors)"

@@ -13,7 +13,13 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from pytest_aimeasure.baseline import BaselineError, load_baseline, update_baseline
+from pytest_aimeasure.baseline import (
+    BaselineError,
+    coverage_from_results,
+    gone_entries,
+    load_baseline,
+    update_baseline,
+)
 from pytest_aimeasure.compare import compare
 from pytest_aimeasure.judge.engine import merge_spend
 from pytest_aimeasure.models import Finding, Fingerprint
@@ -104,9 +110,16 @@ def merge(
     except BaselineError as exc:
         raise MergeError(str(exc)) from None
     measurements = [m for item in items.values() for m in item.measurements]
+    # The one rule for what an update may remove (baseline.keep_reason), over every shard's tests.
+    cover = coverage_from_results(
+        items.values(), whole_suite=whole_suite, prune=prune, collected=set(items)
+    )
+    gone = gone_entries(baseline, cover, {m.item_id for m in measurements if m.samples})
     comparison = None
     if drift != "off" and (measurements or baseline is not None):
-        comparison = compare(baseline, measurements, whole_suite=whole_suite, var_floor=var_floor)
+        comparison = compare(
+            baseline, measurements, whole_suite=whole_suite, gone_ids=gone, var_floor=var_floor
+        )
         drift_findings = comparison.findings
         if drift == "warn":
             drift_findings = [
@@ -118,8 +131,7 @@ def merge(
                 f.model_copy(update={"severity": "info"}) if f.kind == "not_comparable" else f
                 for f in drift_findings
             ]
-        errored = {i.item_id for i in items.values() if i.judge_error}
-        findings += [f for f in drift_findings if not (f.kind == "missing" and f.subject in errored)]
+        findings += drift_findings
 
     failed_because: list[str] = []
     note: str | None = None
@@ -133,6 +145,7 @@ def merge(
                 whole_suite=whole_suite,
                 prune=prune,
                 judge_error_ids=judge_errors,
+                coverage=cover,
             )
             update_summary = summary.model_dump(mode="json")
         except BaselineError as exc:

@@ -17,6 +17,12 @@ SCORE_MAX = 5
 TOOL_SCHEMA_VERSION = 1
 
 
+def item_id(dimension: str, nodeid: str) -> str:
+    """The stable id of an item in the baseline: renaming the test or the dimension makes a new item
+    (the old entry is then reported "missing" and dropped by the next whole-suite update)."""
+    return f"{dimension}::{nodeid}"
+
+
 class Usage(BaseModel):
     """Tokens one judge (or generator) call consumed, as the provider reported them.
 
@@ -234,6 +240,9 @@ class ItemResult(BaseModel):
     message: str | None = None
     judge_error: bool = False
     extra: dict[str, Any] = Field(default_factory=dict, description="data a collector adds (suites: target)")
+    declared: list[str] = Field(
+        default_factory=list, description="item ids the test's marker (or suite) says it measures"
+    )
 
     @property
     def measurement(self) -> Measurement | None:
@@ -267,3 +276,5 @@ class RunMeta(BaseModel):
     judge_calls: int = 0
     reused_samples: int = 0  # samples taken from the cache (other runs) instead of a judge call
     spend_usd: float | None = None
+    passed: bool | None = Field(default=None, description="the session's verdict; None: not concluded")
+    failed_because: list[str] = Field(default_factory=list, description="why the session failed, if it did")

@@ -8,6 +8,7 @@ asks for them (``--ai-judge``, ``--aimeasure-json``, ``--update-baseline``...).
 from __future__ import annotations
 
 import json
+import os
 import sys
 from collections.abc import Callable, Generator, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
@@ -56,6 +57,9 @@ def pytest_configure(config: pytest.Config) -> None:
     state = SessionState.from_config(config)
     config.stash[state_key] = state
     config.pluginmanager.register(MeasurePlugin(config, state), "aimeasure-session")
+    xmlpath = getattr(config.option, "xmlpath", None)
+    if xmlpath and state.active and not state.is_worker:
+        config.pluginmanager.register(JUnitVerdicts(state, xmlpath), "aimeasure-junit")
     if config.pluginmanager.hasplugin("xdist"):
         config.pluginmanager.register(XdistGlue(state), "aimeasure-xdist")
         if not hasattr(config, "workerinput") and getattr(config.option, "dist", "no") == "load":
@@ -208,6 +212,7 @@ class MeasurePlugin:
     def __init__(self, config: pytest.Config, state: SessionState) -> None:
         self.config = config
         self.state = state
+        self._logging_failures = False
 
     # -- collection ------------------------------------------------------------------------------
     @pytest.hookimpl(wrapper=True)
@@ -251,6 +256,7 @@ class MeasurePlugin:
         # A file that failed to collect means the whole suite did not run (xdist forwards these).
         if report.failed:
             self.state.collection_errors += 1
+            self.state.failed_collectors.append(report.nodeid)
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_runtestloop(self, session: pytest.Session) -> bool | None:
@@ -269,10 +275,10 @@ class MeasurePlugin:
         with runtime.running(item_nodeid(item)):
             return (yield)
 
-    @pytest.hookimpl(tryfirst=True)
-    def pytest_runtest_call(self, item: pytest.Item) -> None:
+    @pytest.hookimpl(wrapper=True, tryfirst=True)
+    def pytest_runtest_call(self, item: pytest.Item) -> Generator[None, None, None]:
         if not self.state.judging or item_kind(item) != "dimension":
-            return
+            return (yield)
         failed_gate = self.state.artifacts.failed_gate_for(self._artifact_values(item))
         if failed_gate is not None:
             runtime.record_finding(
@@ -282,6 +288,21 @@ class MeasurePlugin:
                 detail={"gate": failed_gate},
             )
             pytest.skip(f"gate failed: {failed_gate}")
+        result = yield
+        record = runtime.current()
+        if record is not None and not record.measurements:
+            # A dimension test that measured nothing must not pass as if it had: its item would
+            # silently vanish from the comparison and the baseline.
+            mark = item.get_closest_marker("dimension")
+            name = mark.args[0] if mark is not None else "?"
+            pytest.fail(
+                f"dimension {name!r}: the test passed without calling judge.score, so nothing was "
+                "measured. Call judge.score(artifact) in a @pytest.mark.dimension test; a test that "
+                "measures only under some condition calls pytest.skip(\"why it does not measure\") "
+                "when it does not.",
+                pytrace=False,
+            )
+        return result
 
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_makereport(
@@ -302,6 +323,7 @@ class MeasurePlugin:
                 payload["artifact_keys"] = list(record.artifact_keys)
                 payload["item_id"] = record.item_id
                 payload["extra"] = record.extra
+            payload["declared"] = declared_dimensions(item, self.state.settings.samples)
             excinfo = call.excinfo
             # A JudgeError can only exist once the engine module was imported: don't import it here.
             engine = sys.modules.get("pytest_aimeasure.judge.engine")
@@ -344,6 +366,13 @@ class MeasurePlugin:
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_report_teststatus(self, report: pytest.TestReport, config: pytest.Config) -> Any:
+        if self.state.outcome is not None and report.when == "call" and report.failed:
+            from pytest_aimeasure.report.junit import is_failure_report
+
+            if is_failure_report(report):
+                # Counted as failed (the summary line, the short summary). While it is logged,
+                # no letter: the progress line is finished, a letter would add a "[120%]".
+                return "failed", "", "" if self._logging_failures else ("FAILED", {"red": True})
         payload = report_payload(report)
         if payload and payload.get("judge_error") and report.failed:
             return "error", "E", ("ERROR", {"red": True})
@@ -366,14 +395,37 @@ class MeasurePlugin:
         self.state.start()
 
     # -- session end -----------------------------------------------------------------------------
+    @pytest.hookimpl(tryfirst=True)
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
+        # First: the session's own failures must reach junitxml before it writes its file.
         self.state.finish(session)
+        outcome = self.state.outcome
+        if outcome is not None and outcome.failures:
+            from pytest_aimeasure.report.junit import failure_reports
+
+            location = os.path.relpath(self.state.settings.baseline, self.config.rootpath)
+            self._logging_failures = True
+            try:
+                for report in failure_reports(outcome.failures, location):
+                    self.config.hook.pytest_runtest_logreport(report=report)
+            finally:
+                self._logging_failures = False
 
     def pytest_terminal_summary(self, terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
         self.state.terminal_summary(terminalreporter)
 
     def pytest_unconfigure(self, config: pytest.Config) -> None:
         self.state.close()
+
+
+def declared_dimensions(item: pytest.Item, samples: int) -> list[tuple[str, str]]:
+    """(node id, dimension) of each item the test declares it measures (marker or suite)."""
+    mark = item.get_closest_marker("dimension")
+    if mark is not None:
+        return [(item_nodeid(item), str(mark.args[0]))]
+    if hasattr(item, "dimension_items"):
+        return [(nodeid, dimension) for nodeid, dimension, _ in item.dimension_items(samples)]
+    return []
 
 
 def report_payload(report: pytest.TestReport) -> dict[str, Any] | None:
@@ -394,6 +446,29 @@ class XdistGlue:
 
     def pytest_testnodedown(self, node: Any, error: Any) -> None:
         self.state.merge_workeroutput(getattr(node, "workeroutput", {}) or {})
+
+    def pytest_xdist_node_collection_finished(self, node: Any, ids: list[str]) -> None:
+        self.state.note_worker_collection(ids)
+
+
+class JUnitVerdicts:
+    """Adds each item's session verdict (after Holm) to the JUnit XML once pytest has written it."""
+
+    def __init__(self, state: SessionState, xmlpath: str) -> None:
+        self.state = state
+        # Resolved now, as junitxml resolves it: a test may change the working directory.
+        self.path = os.path.normpath(os.path.abspath(os.path.expanduser(os.path.expandvars(xmlpath))))
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_sessionfinish(self, session: pytest.Session) -> None:
+        outcome = self.state.outcome
+        if outcome is None:
+            return
+        from pathlib import Path
+
+        from pytest_aimeasure.report.junit import add_verdicts, item_verdicts
+
+        add_verdicts(Path(self.path), item_verdicts(self.state, outcome))
 
 
 # -- fixtures -----------------------------------------------------------------------------------

@@ -430,6 +430,9 @@ class Recording:
                 "judge_calls": prior.calls + spend["calls"],
                 "reused_samples": prior.reused + max(spend["cached"] - own, 0),
                 "spend_usd": total,
+                # history shows a run that failed with every test passed (drift, budget...) as failed
+                "passed": outcome.passed,
+                "failed_because": list(outcome.failed_because),
             }
         )
         self.run.write_meta(meta)

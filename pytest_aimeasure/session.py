@@ -148,6 +148,16 @@ class Settings:
         return self.baseline.parent / "aimeasure-calibration.json"
 
 
+@dataclass(frozen=True)
+class SessionFailure:
+    """One reason the session failed that no test's own outcome shows: a drift, a changed judge, a
+    budget stop, a baseline that could not be written. Each becomes a failing JUnit test case."""
+
+    kind: str  # "drift", "not_comparable", "budget", "baseline"
+    subject: str  # the dimension, item id or file concerned
+    message: str
+
+
 @dataclass
 class Outcome:
     """What the session concluded (controller only)."""
@@ -157,6 +167,8 @@ class Outcome:
     baseline_update: dict[str, Any] | None = None
     baseline_note: str | None = None
     failed_because: list[str] = field(default_factory=list)
+    failures: list[SessionFailure] = field(default_factory=list)
+    gone: list[str] = field(default_factory=list)  # baseline entries whose tests no longer exist
     passed: bool = True
     tables: dict[str, Any] = field(default_factory=dict)  # suites: targets side by side
     interrupted: bool = False  # Ctrl-C: the run can be continued with --resume
@@ -172,7 +184,8 @@ class SessionState:
         self.is_worker = hasattr(config, "workerinput")
         self.artifacts = ArtifactRegistry()
         self.results: dict[str, ItemResult] = {}
-        self.collected: list[str] = []
+        self.collected: set[str] | None = None  # None: not known (an xdist controller before collection)
+        self.failed_collectors: list[str] = []
         self.dimension_items: list[tuple[str, str, int]] = []
         self.outcome: Outcome | None = None
         self.recording: Recording | None = None
@@ -429,7 +442,7 @@ class SessionState:
     def note_collected(self, items: list[pytest.Item]) -> None:
         from pytest_aimeasure.plugin import item_nodeid
 
-        self.collected = [item_nodeid(i) for i in items]
+        self.collected = {item_nodeid(i) for i in items}
         self.dimension_items = []
         for item in items:
             mark = item.get_closest_marker("dimension")
@@ -470,11 +483,17 @@ class SessionState:
                 items_of_t = planned_calls([t], s.samples, s.judge_bias) // s.samples
                 self.dimension_items += [(f"anchors::{t.dimension}", t.dimension, s.samples)] * items_of_t
 
+    def note_worker_collection(self, ids: list[str]) -> None:
+        """An xdist worker's collection (node ids after deselection): the controller collects nothing."""
+        strip = getattr(self.config.option, "dist", "") == "loadgroup"
+        found = {i.rpartition("@")[0] if strip and "@" in i else i for i in ids}
+        self.collected = (self.collected or set()) | found
+
     def on_report(self, report: pytest.TestReport, payload: dict[str, Any]) -> list[tuple[str, Any]]:
         """Fold one report into the item's result (controller). Returns extra JUnit properties."""
         if self.is_worker or not self.active:
             return []
-        from pytest_aimeasure.models import Finding, ItemResult, Measurement
+        from pytest_aimeasure.models import Finding, ItemResult, Measurement, item_id
 
         kind = payload.get("kind", "other")
         nodeid = payload.get("nodeid") or report.nodeid
@@ -484,6 +503,10 @@ class SessionState:
         result.duration_s = round(result.duration_s + float(report.duration), 4)
         if payload.get("item_id"):
             result.item_id = payload["item_id"]
+        for declared_nodeid, dimension in payload.get("declared", []):
+            declared = item_id(dimension, declared_nodeid)
+            if declared not in result.declared:
+                result.declared.append(declared)
         for raw in payload.get("measurements", []):
             m = Measurement.model_validate(raw)
             result.measurements.append(m)
@@ -511,8 +534,10 @@ class SessionState:
         if report.when == "teardown":
             if self.recording is not None:
                 self.recording.record_item(result)
+            # The verdict needs the whole session (Holm): report/junit.py writes it at the end,
+            # right after each aimeasure.item property.
             for m in result.measurements:
-                extra.append(("aimeasure.verdict", self._item_verdict(m)))
+                extra.append(("aimeasure.item", m.item_id))
                 ruler = self._ruler_status(m)
                 if ruler is not None:
                     extra.append(("aimeasure.ruler", ruler))
@@ -531,18 +556,6 @@ class SessionState:
         if staleness(c, [m.fingerprint], self.settings.model):
             return "stale"
         return "calibrated" if c.passed else "uncalibrated"
-
-    def _item_verdict(self, m: Measurement) -> str:
-        if m.breached:
-            return "floor_breach"
-        if self.baseline is None:
-            return "new"
-        from pytest_aimeasure.compare import compare
-
-        item = compare(self.baseline, [m], whole_suite=False, var_floor=self.settings.var_floor).items.get(
-            m.item_id
-        )
-        return item.verdict if item is not None else "new"
 
     # -- dry run ---------------------------------------------------------------------------------
     def dry_run_report(self, session: pytest.Session) -> None:
@@ -564,7 +577,7 @@ class SessionState:
             return False
         if getattr(opt, "stepwise", False) or session.shouldstop or session.shouldfail:
             return False
-        if self.collection_errors:
+        if self.collection_errors or session.exitstatus == pytest.ExitCode.INTERRUPTED:
             return False
         return bool(self.config.args_source != pytest.Config.ArgsSource.ARGS)
 

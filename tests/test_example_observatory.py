@@ -253,8 +253,12 @@ def test_history_lists_the_three_runs_newest_first(runs: Runs) -> None:
     out = aimeasure(runs.path, "history")
     ids = RUN_ID.findall(out)
     assert ids == [runs.updated.run_id, runs.second.run_id, runs.first.run_id]
-    failures = [line.split()[-3] for line in out.splitlines() if RUN_ID.match(line)]
+    header = next(line for line in out.splitlines() if " failures " in line)
+    at = header.index("failures")
+    failures = [line[at : at + len("failures")].strip() for line in out.splitlines() if RUN_ID.match(line)]
     assert failures == ["9", "0", "0"]
+    results = [line[header.index("result") :].strip() for line in out.splitlines() if RUN_ID.match(line)]
+    assert results[0].startswith("failed: 9 test(s) failed")
 
 
 def test_trend_shows_three_run_means_and_the_drop_on_the_third(runs: Runs) -> None:

@@ -12,7 +12,7 @@ from pytest_aimeasure import runtime
 from pytest_aimeasure.artifact import Artifact, invalid_text_message, join_parts, unicode_problem
 from pytest_aimeasure.judge.engine import ItemSpec, NotJudged
 from pytest_aimeasure.judge.families import family_clash, model_families
-from pytest_aimeasure.models import Measurement
+from pytest_aimeasure.models import Measurement, item_id
 from pytest_aimeasure.plugin import item_nodeid
 
 if TYPE_CHECKING:
@@ -25,12 +25,6 @@ ORDER_PROBE_SUFFIX = "::order-reversed"
 
 class FloorBreach(AssertionError):
     """A dimension's mean fell below its floor."""
-
-
-def item_id(dimension: str, nodeid: str) -> str:
-    """The stable id of an item in the baseline: renaming the test or the dimension makes a new item
-    (the old entry is then reported "missing" and pruned on the next whole-suite update)."""
-    return f"{dimension}::{nodeid}"
 
 
 def floor_message(m: Measurement) -> str:

@@ -287,12 +287,14 @@ def summary_lines(state: SessionState, outcome: Outcome, verbosity: int = 0) -> 
     if outcome.baseline_update is not None:
         u = outcome.baseline_update
         lines.append("")
+        kept = "".join(f", {len(ids)} kept ({reason})" for reason, ids in u["kept_because"].items())
         lines.append(
             f"baseline {state.settings.baseline}: {len(u['added'])} added, {len(u['updated'])} updated, "
             + (f"{len(u['pooled'])} pooled with earlier sessions, " if u.get("pooled") else "")
-            + f"{len(u['removed'])} removed, {len(u['unchanged'])} unchanged, {len(u['kept'])} kept (not run)"
-            + (f", {len(u['kept_judge_error'])} kept after judge errors" if u["kept_judge_error"] else "")
+            + f"{len(u['removed'])} removed, {len(u['unchanged'])} unchanged{kept}"
         )
+        if u["removed"]:
+            lines.append("  removed: " + ", ".join(u["removed"]))
     if outcome.baseline_note:
         lines.append(Styled(f"baseline not written: {outcome.baseline_note}", "yellow"))
     if outcome.failed_because:
@@ -364,7 +366,9 @@ _DROP = (
     "--aimeasure-rejudge",
     "--aimeasure-json",
     "--junitxml",
+    "--junit-xml",
 )
+_TAKES_PATH = ("--aimeasure-json", "--junitxml", "--junit-xml")  # always followed by their value
 _RUN_ID = re.compile(r"^(latest|\d{8}T\d{6}Z-[0-9a-f]+)$")
 
 
@@ -372,18 +376,19 @@ def rerun(state: SessionState, *flags: str) -> str:
     """This session's own command line with ``flags`` added, so the advice runs the same tests."""
     args = list(state.config.invocation_params.args)
     kept: list[str] = []
-    skip_value = False
+    skip_value: str | None = None
     for arg in args:
-        if skip_value:
-            skip_value = False
-            if _RUN_ID.match(arg) or (not arg.startswith("-") and arg.endswith(".json")):
+        if skip_value is not None:
+            flag, skip_value = skip_value, None
+            if flag in _TAKES_PATH or _RUN_ID.match(arg):
                 continue
         name, sep, value = arg.partition("=")
         if name in RENAMED:  # the advice uses the current spelling of a deprecated flag
             name = RENAMED[name]
             arg = name + sep + value
         if name in _DROP:
-            skip_value = "=" not in arg and name not in ("--update-baseline", "--prune-baseline")
+            if "=" not in arg and name not in ("--update-baseline", "--prune-baseline"):
+                skip_value = name
             continue
         kept.append(arg)
     if "--ai-judge" not in kept:
@@ -396,6 +401,23 @@ def resume_flag(state: SessionState) -> tuple[str, ...]:
     return (f"--aimeasure-resume={run_id}",) if run_id else ("--aimeasure-resume",)
 
 
+def update_advice(state: SessionState, outcome: Outcome) -> str:
+    """This session's command with --update-baseline, and what it would remove besides updating.
+
+    The advice never hides a removal: an update removes only the entries of tests that no longer
+    exist in a whole-suite run (``outcome.gone``), and it says so when there are any.
+    """
+    command = rerun(state, "--update-baseline")
+    if outcome.gone:
+        command += (
+            f"  (it also drops the {len(outcome.gone)} baseline entries of tests that no longer exist: "
+            + ", ".join(outcome.gone[:3])
+            + (", …" if len(outcome.gone) > 3 else "")
+            + ")"
+        )
+    return command
+
+
 def next_steps(state: SessionState, outcome: Outcome, new_count: int) -> list[str]:
     kinds = {f.kind for f in outcome.findings}
     steps: list[str] = []
@@ -406,7 +428,7 @@ def next_steps(state: SessionState, outcome: Outcome, new_count: int) -> list[st
             + rerun(state, *resume_flag(state))
         )
     if "not_comparable" in kinds and not state.settings.update_baseline:
-        steps.append(f"the judge (ruler) changed: re-baseline with  {rerun(state, '--update-baseline')}")
+        steps.append(f"the judge (ruler) changed: re-baseline with  {update_advice(state, outcome)}")
     run_id = state.recording.run_id if state.recording is not None else "latest"
     store = state.settings.store
     # The CLI looks in ./.aimeasure by default: name the store when the session used another one.
@@ -415,10 +437,10 @@ def next_steps(state: SessionState, outcome: Outcome, new_count: int) -> list[st
     if kinds & {"floor_breach", "regressed"}:
         steps.append(f"read the artifacts and rationales behind the reds:  {show}")
     if "regressed" in kinds:
-        steps.append(f"after a deliberate change, accept it with  {rerun(state, '--update-baseline')}")
+        steps.append(f"after a deliberate change, accept it with  {update_advice(state, outcome)}")
     if "improved" in kinds and "regressed" not in kinds:
         steps.append(
-            f"the baseline is stale: record the improvement with  {rerun(state, '--update-baseline')}"
+            f"the baseline is stale: record the improvement with  {update_advice(state, outcome)}"
         )
     if "judge_error" in kinds:
         steps.append(
@@ -427,8 +449,13 @@ def next_steps(state: SessionState, outcome: Outcome, new_count: int) -> list[st
         )
     if "budget" in kinds:
         steps.append(f"raise --judge-budget-usd and continue with  {rerun(state, *resume_flag(state))}")
+    if outcome.gone and not state.settings.update_baseline and not steps:
+        steps.append(
+            f"{len(outcome.gone)} baseline entries belong to tests that no longer exist; if they were "
+            f"removed or renamed on purpose, drop them with  {rerun(state, '--update-baseline')}"
+        )
     if new_count and not state.settings.update_baseline and not steps:
-        steps.append(f"record the new items in the baseline with  {rerun(state, '--update-baseline')}")
+        steps.append(f"record the new items in the baseline with  {update_advice(state, outcome)}")
     if not steps:
         return []
     return ["", "Next:", *(f"  {step}" for step in steps)]

@@ -1,0 +1,95 @@
+"""What CI reads besides the exit status: the session's own failures as test reports, and each
+item's verdict in the JUnit XML (``--junitxml``).
+
+A session can fail with every test passed: a drift, a changed judge, a budget stop, a baseline that
+could not be written. Each such failure is logged as a failing test report named
+``aimeasure::<kind>[<subject>]`` (e.g. ``aimeasure::drift[tone]``) through pytest's own
+``pytest_runtest_logreport`` hook, so every report consumer counts it: JUnit XML has a failing test
+case (``classname="aimeasure" name="drift[tone]"``), the terminal's summary line says ``1 failed``
+and its short summary names the reason.
+
+An item's ``aimeasure.verdict`` property is the session's verdict after the Holm correction, which
+exists only once every item is measured: the property is added to the JUnit file after pytest wrote
+it, next to the item's ``aimeasure.item`` property.
+"""
+
+from __future__ import annotations
+
+import xml.etree.ElementTree as ET
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+from pytest_aimeasure.baseline import atomic_write_text
+
+if TYPE_CHECKING:
+    from pytest_aimeasure.session import Outcome, SessionFailure, SessionState
+
+FAILURE_PROPERTY = "aimeasure.session_failure"
+ITEM_PROPERTY = "aimeasure.item"
+VERDICT_PROPERTY = "aimeasure.verdict"
+
+
+def failure_nodeid(failure: SessionFailure) -> str:
+    return f"aimeasure::{failure.kind}[{failure.subject}]"
+
+
+def failure_reports(failures: Iterable[SessionFailure], location: str) -> list[pytest.TestReport]:
+    """setup, call (failed) and teardown reports for each failure, as pytest makes them for a test."""
+    reports: list[pytest.TestReport] = []
+    for failure in failures:
+        nodeid = failure_nodeid(failure)
+        common: dict[str, Any] = {
+            "nodeid": nodeid,
+            "location": (location, None, f"aimeasure {failure.kind}[{failure.subject}]"),
+            "keywords": {},
+            "user_properties": [(FAILURE_PROPERTY, failure.kind)],
+        }
+        reports += [
+            pytest.TestReport(outcome="passed", longrepr=None, when="setup", **common),
+            pytest.TestReport(outcome="failed", longrepr=failure.message, when="call", **common),
+            pytest.TestReport(outcome="passed", longrepr=None, when="teardown", **common),
+        ]
+    return reports
+
+
+def is_failure_report(report: pytest.TestReport) -> bool:
+    return any(name == FAILURE_PROPERTY for name, _ in getattr(report, "user_properties", ()))
+
+
+def item_verdicts(state: SessionState, outcome: Outcome) -> dict[str, str]:
+    """Each measured item's verdict as the session concluded it (after Holm)."""
+    comparison = outcome.comparison
+    out: dict[str, str] = {}
+    for result in state.results.values():
+        for m in result.measurements:
+            compared = comparison.items.get(m.item_id) if comparison is not None else None
+            if m.breached:
+                out[m.item_id] = "floor_breach"
+            elif compared is not None:
+                out[m.item_id] = compared.verdict
+            else:
+                out[m.item_id] = "new" if state.baseline is None else "not_compared"
+    return out
+
+
+def add_verdicts(path: Path, verdicts: Mapping[str, str]) -> None:
+    """Put an ``aimeasure.verdict`` property after each ``aimeasure.item`` property of the JUnit file."""
+    try:
+        tree = ET.parse(path)
+    except (OSError, ET.ParseError):
+        return  # no file (junitxml disabled or failed): nothing to annotate, pytest reports its own error
+    changed = False
+    for properties in tree.getroot().iter("properties"):
+        for index in reversed(range(len(properties))):
+            prop = properties[index]
+            verdict = verdicts.get(prop.get("value") or "")
+            if prop.get("name") == ITEM_PROPERTY and verdict is not None:
+                properties.insert(index + 1, ET.Element("property", name=VERDICT_PROPERTY, value=verdict))
+                changed = True
+    if changed:
+        # The declaration and serialisation pytest's junitxml uses.
+        text = '<?xml version="1.0" encoding="utf-8"?>' + ET.tostring(tree.getroot(), encoding="unicode")
+        atomic_write_text(path, text)
