@@ -291,8 +291,10 @@ def test_step_summary_of_a_passing_session_and_the_summary_command(
 def test_compare_two_plain_runs_item_by_item(
     three_runs: pytest.Pytester, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    store = three_runs.path / ".aimeasure"
-    first, _, last = sorted(p.name for p in (store / "runs").iterdir())
+    # Run ids sort by the second they started in; three quick runs can share one, so take the order
+    # from the store's history (started_at, to the microsecond), newest first.
+    code, out, _ = cli(three_runs, capsys, "history", "--json")
+    last, _, first = (r["run_id"] for r in json.loads(out)["runs"])
     code, out, _ = cli(three_runs, capsys, "compare", first, last)
     assert code == 0
     assert re.search(
