@@ -183,7 +183,7 @@ def test_judge_error_keeps_the_old_entry_and_says_so(project: pytest.Pytester) -
     table["test_tone[c]"] = ["bad", "bad", "bad"]  # type: ignore[list-item]
     scores(project, table)
     result = project.runpytest(*ARGS, "--update-baseline")
-    result.stdout.fnmatch_lines(["*: 0 added, 0 updated, 0 removed, 4 unchanged, 1 kept (judge error)"])
+    result.stdout.fnmatch_lines(["*: 0 added, * 0 removed, *, 1 kept (judge error)"])
     entries = json.loads((project.path / "aimeasure-baseline.json").read_text())["entries"]
     assert entries["tone::test_tone.py::test_tone[c]"]["scores"] == [4, 4, 4]
 
