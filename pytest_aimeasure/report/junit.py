@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from pytest_aimeasure.baseline import atomic_write_text
+from pytest_aimeasure.fileio import atomic_write
 
 if TYPE_CHECKING:
     from pytest_aimeasure.session import Outcome, SessionFailure, SessionState
@@ -92,4 +92,4 @@ def add_verdicts(path: Path, verdicts: Mapping[str, str]) -> None:
     if changed:
         # The declaration and serialisation pytest's junitxml uses.
         text = '<?xml version="1.0" encoding="utf-8"?>' + ET.tostring(tree.getroot(), encoding="unicode")
-        atomic_write_text(path, text)
+        atomic_write(path, text)
