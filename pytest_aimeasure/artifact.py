@@ -21,8 +21,10 @@ import json
 import threading
 import types
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal, Protocol
+
+from pytest_aimeasure import runtime
 
 MediaType = Literal["text", "json"]
 _FACTORY_TYPES = (types.FunctionType, types.MethodType, types.BuiltinFunctionType, functools.partial)
@@ -42,6 +44,10 @@ class Artifact:
     source: Literal["generated", "stored"] = "generated"
     generator: str | None = None
     """The model that wrote it (``provider/model`` or a model name), for the self-preference warning."""
+    repeats: tuple[Artifact, ...] = field(default=(), repr=False)
+    """With ``repeats=K`` (K ≥ 2): the K generated outputs, keys ``key#r1`` … ``key#rK``. The artifact
+    itself then reads as its first repeat where one text is needed (``.text``, ``.value``); gates
+    check each (:func:`pytest_aimeasure.repeats.each_repeat`) and ``judge.score`` pools them."""
 
     def __str__(self) -> str:
         return self.text
@@ -185,6 +191,38 @@ class ArtifactRegistry:
         with self._lock:
             return self._by_key.setdefault(key, artifact)
 
+    def get_repeated(
+        self,
+        key: str,
+        generate: Callable[[], Any],
+        repeats: int,
+        *,
+        label: str | None,
+        generator: str | None = None,
+    ) -> Artifact:
+        """``repeats`` outputs of ``generate``, each stored (and rejudged, resumed) under its own key
+        ``key#rI``, grouped in one artifact under ``key`` (see :attr:`Artifact.repeats`). One repeat is
+        the plain artifact ``key``."""
+        from pytest_aimeasure.repeats import repeat_key
+
+        with self._lock:
+            known = self._by_key.get(key)
+        if known is not None:
+            if len(known.repeats or (known,)) != repeats:
+                raise ArtifactError(
+                    f"artifact {key!r} was requested with repeats={len(known.repeats or (known,))} before and "
+                    f"repeats={repeats} now; one key has one number of repeats in a session"
+                )
+            return known
+        if repeats == 1:
+            return self.get(key, generate, label=label, generator=generator)
+        parts = tuple(
+            self.get(repeat_key(key, i), generate, label=label, generator=generator) for i in range(repeats)
+        )
+        group = replace(parts[0], key=key, repeats=parts)
+        with self._lock:
+            return self._by_key.setdefault(key, group)
+
     def by_key(self, key: str) -> Artifact | None:
         return self._by_key.get(key)
 
@@ -197,7 +235,20 @@ class ArtifactRegistry:
         higher-scoped fixture values it was given. A function is never condemned: it is a factory
         (``aimeasure_artifact`` itself, or a user's), shared by every test that asks for it."""
         artifacts = [v for v in values if isinstance(v, Artifact)]
+        # A gate that checked each repeat (each_repeat) condemns only the repeats that failed: the
+        # dimensions then judge the ones that passed.
+        record = runtime.current()
+        partial = record.extra.get("repeats", []) if record is not None else []
+        spared: set[str] = set()
+        for check in partial if isinstance(partial, list) else []:
+            for failed in check.get("failed", []):
+                self._failed_keys.setdefault(str(failed["key"]), gate_nodeid)
+            group = self._by_key.get(str(check.get("artifact")))
+            if check.get("passed") and group is not None:
+                spared |= {group.key, *(r.key for r in group.repeats)}
         for artifact in artifacts:
+            if artifact.key in spared:
+                continue
             self._failed_keys.setdefault(artifact.key, gate_nodeid)
         if artifacts:
             return

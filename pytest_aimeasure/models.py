@@ -123,6 +123,24 @@ class Sample(BaseModel):
     tool_mode: Literal["forced", "auto", "scripted"] | None = None
     temperature: float | None = None
     source: Literal["judge", "cache", "journal"] = "judge"
+    repeat: int | None = Field(default=None, ge=1, description="the generation repeat it judged (1-based)")
+
+
+class RepeatSummary(BaseModel):
+    """How a measurement pooled K generation repeats (see :mod:`pytest_aimeasure.repeats`): each repeat
+    judged N times; the variance of the repeat means split into generation and judge parts."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    k: int = Field(ge=1, description="repeats judged")
+    generated: int = Field(ge=1, description="repeats generated (more than k when a gate failed on some)")
+    keys: list[str | None]
+    means: list[float]
+    var_between: float = Field(description="sample variance of the repeat means (ddof 1)")
+    var_judge: float = Field(description="pooled within-repeat variance of the samples (judge noise)")
+    var_generation: float = Field(description="max(0, var_between - var_judge / N): the generator's part")
+    se: float = Field(description="standard error of the item mean, generation variance included")
+    df: float
 
 
 class Measurement(BaseModel):
@@ -148,6 +166,8 @@ class Measurement(BaseModel):
     artifact_sha256: str | None = None
     excerpt: str = ""
     facts: dict[str, Any] | None = None
+    repeats: RepeatSummary | None = None
+    """Set when the item pooled several generation repeats (``repeats=K``)."""
 
     @property
     def scores(self) -> list[int]:

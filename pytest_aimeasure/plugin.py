@@ -513,25 +513,42 @@ def aimeasure_artifact(request: pytest.FixtureRequest) -> Callable[..., Artifact
     names a model counts): a dimension judged by the same model family gets a self-preference
     warning. The returned :class:`~pytest_aimeasure.artifact.Artifact` has ``.value`` (what generate
     returned), ``.text`` (what the judge reads), ``.sha256``, ``.key``, ``.label``, ``.generator``.
+
+    ``repeats=K`` generates K outputs (stored as ``key#r1`` … ``key#rK``, listed in ``.repeats``): gates
+    check each with :func:`pytest_aimeasure.repeats.each_repeat` ("2/3 valid"), and ``judge.score``
+    judges each N times and pools them, with the generation variance in the item's error bar.
     """
     state = request.config.stash[state_key]
 
     def get(
-        key: str, generate: Callable[[], Any], *, label: str | None = None, generator: str | None = None
+        key: str,
+        generate: Callable[[], Any],
+        *,
+        label: str | None = None,
+        generator: str | None = None,
+        repeats: int = 1,
     ) -> Artifact:
         from pytest_aimeasure.artifact import ArtifactError, ArtifactMissing
+        from pytest_aimeasure.repeats import MAX_REPEATS
 
         if generator is not None and not (isinstance(generator, str) and generator.strip()):
             pytest.fail(
                 f"aimeasure_artifact({key!r}): generator={generator!r} must be a model name", pytrace=False
             )
+        if isinstance(repeats, bool) or not isinstance(repeats, int) or not 1 <= repeats <= MAX_REPEATS:
+            pytest.fail(
+                f"aimeasure_artifact({key!r}): repeats={repeats!r} must be a whole number from 1 to "
+                f"{MAX_REPEATS}",
+                pytrace=False,
+            )
         try:
-            artifact = state.artifacts.get(key, generate, label=label, generator=generator)
+            artifact = state.artifacts.get_repeated(key, generate, repeats, label=label, generator=generator)
         except (ArtifactMissing, ArtifactError) as exc:
             pytest.fail(str(exc), pytrace=False)
         record = runtime.current()
-        if record is not None and key not in record.artifact_keys:
-            record.artifact_keys.append(key)
+        for part in (artifact, *artifact.repeats):
+            if record is not None and part.key not in record.artifact_keys:
+                record.artifact_keys.append(part.key)
         return artifact
 
     return get

@@ -151,6 +151,9 @@ class ItemSpec:
     phase: str | None = None
     artifact_key: str | None = None
     artifact_sha256: str | None = None
+    sample_offset: int = 0
+    """First sample index: generation repeat r of an item uses r·N.., so identical repeats get their
+    own samples (and cache keys)."""
 
 
 @dataclass
@@ -362,7 +365,7 @@ class JudgeEngine:
             self._one_sample(
                 backend, spec, template, user_text, len(fixed), (key_fp, rendered_hash, artifact_sha, index)
             )
-            for index in range(spec.samples)
+            for index in range(spec.sample_offset, spec.sample_offset + spec.samples)
         ]
         results = await asyncio.gather(*tasks, return_exceptions=True)
         for result in results:

@@ -10,7 +10,7 @@ import pytest
 
 from pytest_aimeasure import runtime
 from pytest_aimeasure.artifact import Artifact, invalid_text_message, join_parts, unicode_problem
-from pytest_aimeasure.judge.engine import ItemSpec, NotJudged
+from pytest_aimeasure.judge.engine import ItemSpec, JudgeEngine, NotJudged
 from pytest_aimeasure.judge.families import family_clash, model_families
 from pytest_aimeasure.models import Measurement, item_id
 from pytest_aimeasure.plugin import item_nodeid
@@ -35,6 +35,14 @@ def floor_message(m: Measurement) -> str:
         f"{m.dimension}: mean {m.mean:.2f} ± {half:.2f} (95% CI {m.ci_low:.2f}–{m.ci_high:.2f}, "
         f"n={m.n}) is below the floor {m.floor:g}",
         f"samples: {scores}",
+        *(
+            [
+                f"repeats: {r.k} judged of {r.generated}, means {', '.join(f'{x:.2f}' for x in r.means)}; "
+                f"generation variance {r.var_generation:.3f}, judge variance {r.var_judge:.3f}"
+            ]
+            if (r := m.repeats) is not None
+            else []
+        ),
         f"lowest sample (#{lowest.index}, score {lowest.score}): {lowest.rationale}",
         "artifact excerpt:",
         *("    " + line for line in (m.excerpt or "(empty)").splitlines()),
@@ -149,8 +157,12 @@ class Judge:
         if record is not None:
             record.item_id = spec.item_id
         engine = self._state.engine()
+        group = parts[0] if len(parts) == 1 and isinstance(parts[0], Artifact) and parts[0].repeats else None
         try:
-            measurement = engine.measure(spec)
+            if group is None:
+                measurement = engine.measure(spec)
+            else:
+                measurement = self._measure_repeats(engine, spec, group)
         except NotJudged as exc:
             runtime.record_finding(
                 "budget",
@@ -186,6 +198,28 @@ class Judge:
                 excerpt=measurement.excerpt,
             )
         return measurement
+
+    def _measure_repeats(self, engine: JudgeEngine, spec: ItemSpec, group: Artifact) -> Measurement:
+        """Judge the repeats of ``group`` that no gate condemned (each N samples) and pool them."""
+        __tracebackhide__ = True
+        from pytest_aimeasure.judge.repeats import ameasure_repeats
+
+        registry = self._state.artifacts
+        live = [(i, r) for i, r in enumerate(group.repeats) if registry.failed_gate_for([r]) is None]
+        if not live:
+            pytest.skip(f"gate failed on every repeat of {group.key}")
+        if len(live) < len(group.repeats):
+            runtime.record_finding(
+                "gate_failed",
+                f"{spec.dimension}: judged {len(live)} of {len(group.repeats)} repeats of {group.key}; a gate "
+                "failed on the others",
+                subject=spec.item_id,
+                severity="info",
+                detail={"skipped": [r.key for r in group.repeats if all(r is not x for _, x in live)]},
+            )
+        return engine.run(
+            ameasure_repeats(engine, spec, live, generated=len(group.repeats), group_key=group.key)
+        )
 
     def _warn_self_preference(self, parts: tuple[Any, ...], spec: ItemSpec) -> None:
         """A warning when an artifact was written by the judge's own model family."""

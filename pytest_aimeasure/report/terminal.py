@@ -21,6 +21,7 @@ from tabulate import tabulate
 
 from pytest_aimeasure.models import Finding
 from pytest_aimeasure.options import RENAMED
+from pytest_aimeasure.report.repeat_lines import repeat_lines
 
 if TYPE_CHECKING:
     from pytest_aimeasure.compare import DimensionComparison, ItemComparison
@@ -260,6 +261,7 @@ def summary_lines(state: SessionState, outcome: Outcome, verbosity: int = 0) -> 
         lines.append(Styled(quiet_line(state, outcome, new_count), "green"))
     elif stable_dimensions(outcome):
         lines.append(Styled("stable: " + ", ".join(stable_dimensions(outcome)), "green"))
+    lines += repeat_lines(state.results.values())
     if verbosity > 0:
         lines += item_lines(state, outcome)
     if rows:

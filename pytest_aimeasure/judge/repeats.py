@@ -1,0 +1,55 @@
+"""Judging an item's generation repeats: each repeat N samples, pooled into one measurement.
+
+Each repeat gets the item's full N samples (not N/K): the judge noise must be estimated within each
+repeat to be told apart from the generator's, and with N/K a repeat may get a single sample. An item
+with K repeats therefore costs K·N judge calls (``--judge-dry-run`` counts them).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from dataclasses import replace
+from typing import TYPE_CHECKING
+
+from pytest_aimeasure.repeats import pool
+
+if TYPE_CHECKING:
+    from pytest_aimeasure.artifact import Artifact
+    from pytest_aimeasure.judge.engine import ItemSpec, JudgeEngine
+    from pytest_aimeasure.models import Measurement
+
+
+async def ameasure_repeats(
+    engine: JudgeEngine,
+    spec: ItemSpec,
+    repeats: Sequence[tuple[int, Artifact]],
+    *,
+    generated: int,
+    group_key: str | None,
+) -> Measurement:
+    """Judge ``repeats`` (``(0-based repeat index, artifact)``, those that passed their gates) and pool
+    them. ``generated`` is how many repeats there were in all."""
+    specs = [
+        (
+            index,
+            replace(
+                spec,
+                artifact=artifact.text,
+                artifact_key=artifact.key,
+                artifact_sha256=artifact.sha256,
+                sample_offset=index * spec.samples,
+            ),
+        )
+        for index, artifact in repeats
+    ]
+    outcomes = await asyncio.gather(*(engine.ameasure(s) for _, s in specs), return_exceptions=True)
+    for outcome in outcomes:
+        if isinstance(outcome, BaseException) and not isinstance(outcome, Exception):
+            raise outcome
+    for outcome in outcomes:
+        if isinstance(outcome, BaseException):
+            raise outcome  # the first problem, as for one artifact (a budget stop, a judge error)
+    parts = [(index, m) for (index, _), m in zip(specs, outcomes, strict=True) if not isinstance(m, BaseException)]
+    var_floor = engine.settings.var_floors.get(spec.dimension, engine.settings.var_floor)
+    return pool(parts, generated=generated, artifact_key=group_key, var_floor=var_floor)

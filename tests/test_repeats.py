@@ -1,0 +1,126 @@
+"""Generation repeats: K outputs per artifact, gates counted over them, the judge pooling them."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from pytest_aimeasure.repeats import RepeatCount, repeat_key, repeat_stats
+from tests.conftest import read_results
+
+
+# -- the two-level decomposition on hand-computed data ------------------------------------------------
+def test_variance_parts_on_known_data() -> None:
+    # Repeat means 13/3, 7/3, 3 (grand mean 29/9); their variance (ddof 1) is 28/27. Within repeats the
+    # sums of squares are 2/3, 2/3 and 0 over 6 df: judge variance 2/9. Generation variance is
+    # 28/27 − (2/9)/3 = 26/27. The item's SE is sqrt((28/27)/3) with K − 1 = 2 df.
+    s = repeat_stats([[4, 4, 5], [2, 3, 2], [3, 3, 3]])
+    assert s.means == pytest.approx((13 / 3, 7 / 3, 3.0))
+    assert s.mean == pytest.approx(29 / 9)
+    assert s.var_between == pytest.approx(28 / 27)
+    assert s.var_judge == pytest.approx(2 / 9)
+    assert s.var_generation == pytest.approx(26 / 27)
+    assert s.se == pytest.approx(math.sqrt(28 / 81))
+    assert s.df == 2.0 and s.source == "repeats"
+    # t(0.975, 2) = 4.302653: the generation variance widens the interval far beyond the judge's.
+    assert s.ci_high - s.mean == pytest.approx(4.302653 * math.sqrt(28 / 81), rel=1e-5)
+
+
+def test_identical_repeats_fall_back_to_the_judge_term() -> None:
+    # Repeats that agree exactly (s²_b = 0) are not infinitely precise: the judge's floored variance
+    # (1/12 here, the raw one is 0) over N·K samples bounds the SE from below, with df Σ(N_k − 1) = 4.
+    s = repeat_stats([[3, 3, 3], [3, 3, 3]])
+    assert s.var_between == 0.0 and s.var_generation == 0.0 and s.var_judge == 0.0
+    assert s.source == "judge" and s.df == 4.0
+    assert s.se == pytest.approx(math.sqrt((1 / 12) / 3 / 2))
+
+
+def test_judge_noise_alone_is_not_called_generation_variance() -> None:
+    # Repeat means 3.5 and 3.0: s²_b = 0.125; judge variance: (0.5 + 0.5 + 0 + 0)... computed by hand:
+    # [3, 4] has variance 0.5, [3, 3] has 0; pooled over 2 df: 0.25. σ²_judge/N = 0.125 = s²_b, so the
+    # generation part is 0 and the judge term sets the SE.
+    s = repeat_stats([[3, 4], [3, 3]])
+    assert s.var_between == pytest.approx(0.125)
+    assert s.var_judge == pytest.approx(0.25)
+    assert s.var_generation == pytest.approx(0.0)
+    assert s.source == "judge"
+    assert s.se == pytest.approx(math.sqrt(0.25 / 2 / 2))
+
+
+def test_repeat_keys_and_counts_read_as_documented() -> None:
+    assert repeat_key("story-7", 0) == "story-7#r1"
+    assert str(RepeatCount(2, 3)) == "2/3 valid"
+    with pytest.raises(ValueError, match="at least one score"):
+        repeat_stats([[3], []])
+
+
+# -- through the plugin ------------------------------------------------------------------------------
+CONFTEST = """
+import json
+import pytest
+
+CALLS = {"n": 0}
+
+def flaky_generator():
+    CALLS["n"] += 1
+    if CALLS["n"] % 3 == 0:  # fails one time in three
+        return "not json at all"
+    return json.dumps({"story": "good " * CALLS["n"]})
+
+@pytest.fixture(scope="module")
+def story(aimeasure_artifact):
+    return aimeasure_artifact("story", flaky_generator, repeats=3)
+
+def pytest_aimeasure_scripted_verdict(call, config):
+    # Repeat 1 ("good") scores 4, repeat 2 ("good good") 2: the generator moves the quality.
+    if call.dimension == "vivid":
+        return (4 if call.artifact.count("good") == 1 else 2), "counted the goods"
+    return None
+"""
+
+TESTS = """
+import json
+import pytest
+from pytest_aimeasure.repeats import each_repeat
+
+@pytest.mark.gate
+def test_is_json(story):
+    each_repeat(story, lambda r: json.loads(r.text))
+
+@pytest.mark.dimension("vivid", floor=2.5, rubric="5 = vivid")
+def test_vivid(story, judge):
+    judge.score(story)
+"""
+
+
+@pytest.mark.parametrize("xdist", [[], ["-n", "2"]], ids=["serial", "xdist"])
+def test_a_generator_that_fails_one_time_in_three_reads_two_of_three(
+    pytester: pytest.Pytester, xdist: list[str]
+) -> None:
+    pytester.makeconftest(CONFTEST)
+    pytester.makepyfile(test_story=TESTS)
+    result = pytester.runpytest(
+        "--ai-judge", "--judge-model", "scripted", "--judge-samples", "2", "--aimeasure-json", "out.json",
+        "-p", "no:randomly", *xdist,
+    )  # fmt: skip
+    result.assert_outcomes(passed=1, failed=1)
+    result.stdout.fnmatch_lines(["*story: 2/3 valid (1 failed: #3 story#r3: JSONDecodeError*"])
+    result.stdout.fnmatch_lines(["*Gates over repeats*", "*test_is_json*story*2/3*"])
+    data = read_results(pytester.path / "out.json")
+    gate = next(i for i in data["items"] if i["nodeid"].endswith("test_is_json"))
+    assert gate["extra"]["repeats"][0]["passed"] == 2 and gate["extra"]["repeats"][0]["total"] == 3
+    dim = next(i for i in data["items"] if i["nodeid"].endswith("test_vivid"))
+    m = dim["measurements"][0]
+    # The two valid repeats were judged (2 samples each) and pooled; the failed one was not paid for.
+    assert m["n"] == 4 and sorted(s["repeat"] for s in m["samples"]) == [1, 1, 2, 2]
+    assert [s["score"] for s in sorted(m["samples"], key=lambda s: s["repeat"])] == [4, 4, 2, 2]
+    rep = m["repeats"]
+    assert rep["k"] == 2 and rep["generated"] == 3 and rep["keys"] == ["story#r1", "story#r2"]
+    assert rep["means"] == [4.0, 2.0] and m["mean"] == pytest.approx(3.0)
+    assert rep["var_between"] == pytest.approx(2.0) and rep["var_judge"] == 0.0
+    assert rep["var_generation"] == pytest.approx(2.0)
+    # The interval carries the generation variance: SE = sqrt(2/2) = 1, t(0.975, 1) = 12.706.
+    assert m["ci_high"] - m["mean"] == pytest.approx(12.7062, rel=1e-4)
+    assert data["spend"]["calls"] == 4
+    result.stdout.fnmatch_lines(["*Repeats*", "*vivid::*test_vivid*2 of 3*3.00*2.000*0.000*"])
