@@ -210,8 +210,8 @@ class ArtifactRegistry:
         if known is not None:
             if len(known.repeats or (known,)) != repeats:
                 raise ArtifactError(
-                    f"artifact {key!r} was requested with repeats={len(known.repeats or (known,))} before and "
-                    f"repeats={repeats} now; one key has one number of repeats in a session"
+                    f"artifact {key!r} was requested with repeats={len(known.repeats or (known,))} before "
+                    f"and repeats={repeats} now; one key has one number of repeats in a session"
                 )
             return known
         if repeats == 1:

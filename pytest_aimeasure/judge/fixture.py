@@ -211,8 +211,8 @@ class Judge:
         if len(live) < len(group.repeats):
             runtime.record_finding(
                 "gate_failed",
-                f"{spec.dimension}: judged {len(live)} of {len(group.repeats)} repeats of {group.key}; a gate "
-                "failed on the others",
+                f"{spec.dimension}: judged {len(live)} of {len(group.repeats)} repeats of {group.key}; a "
+                "gate failed on the others",
                 subject=spec.item_id,
                 severity="info",
                 detail={"skipped": [r.key for r in group.repeats if all(r is not x for _, x in live)]},

@@ -8,9 +8,9 @@ with K repeats therefore costs K·N judge calls (``--judge-dry-run`` counts them
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from pytest_aimeasure.repeats import pool
 
@@ -27,6 +27,7 @@ async def ameasure_repeats(
     *,
     generated: int,
     group_key: str | None,
+    facts_of: Callable[[Artifact], dict[str, Any] | None] | None = None,
 ) -> Measurement:
     """Judge ``repeats`` (``(0-based repeat index, artifact)``, those that passed their gates) and pool
     them. ``generated`` is how many repeats there were in all."""
@@ -39,6 +40,7 @@ async def ameasure_repeats(
                 artifact_key=artifact.key,
                 artifact_sha256=artifact.sha256,
                 sample_offset=index * spec.samples,
+                facts=facts_of(artifact) if facts_of is not None else spec.facts,
             ),
         )
         for index, artifact in repeats
@@ -50,6 +52,8 @@ async def ameasure_repeats(
     for outcome in outcomes:
         if isinstance(outcome, BaseException):
             raise outcome  # the first problem, as for one artifact (a budget stop, a judge error)
-    parts = [(index, m) for (index, _), m in zip(specs, outcomes, strict=True) if not isinstance(m, BaseException)]
+    parts = [
+        (index, m) for (index, _), m in zip(specs, outcomes, strict=True) if not isinstance(m, BaseException)
+    ]
     var_floor = engine.settings.var_floors.get(spec.dimension, engine.settings.var_floor)
     return pool(parts, generated=generated, artifact_key=group_key, var_floor=var_floor)

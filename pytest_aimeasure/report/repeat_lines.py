@@ -69,14 +69,24 @@ def repeat_lines(results: Iterable[ItemResult]) -> list[str]:
     if gates:
         lines += ["", "Gates over repeats (valid outputs / generated):"]
         lines += tabulate(
-            gates, headers=["test", "artifact", "valid", "timed out"], tablefmt="simple", disable_numparse=True
+            gates,
+            headers=["test", "artifact", "valid", "timed out"],
+            tablefmt="simple",
+            disable_numparse=True,
         ).splitlines()
     pooled = pooled_rows(items)
     if pooled:
         lines += ["", "Repeats pooled per item (the 95% CI carries the generation variance):"]
         lines += tabulate(
             pooled,
-            headers=["item", "repeats judged", "mean (95% CI)", "repeat means", "generation var", "judge var"],
+            headers=[
+                "item",
+                "repeats judged",
+                "mean (95% CI)",
+                "repeat means",
+                "generation var",
+                "judge var",
+            ],
             tablefmt="simple",
             disable_numparse=True,
         ).splitlines()

@@ -19,7 +19,7 @@ import pytest
 from pytest_aimeasure import runtime
 from pytest_aimeasure.suites.callables import CallableError, load_callable
 from pytest_aimeasure.suites.model import LoadedSuite, load_suite
-from pytest_aimeasure.suites.run import Generation, JobPlan, JobResult, SuiteRunner
+from pytest_aimeasure.suites.run import Generation, JobPlan, JobResult, Output, SuiteRunner
 from pytest_aimeasure.suites.source import SuiteFormatError, SuiteProblem
 from pytest_aimeasure.suites.spec import PromptSpec, render_text
 from pytest_aimeasure.suites.targets import ResolvedTarget, TargetError, family_clash, resolve_target
@@ -214,6 +214,7 @@ class SuiteItem(pytest.Item):
                 facts=spec.facts,
                 callables=self.suite_node.callables,
                 wait_s=spec.timeout_s,
+                repeats=self.prompt.repeats or spec.repeats,
             )
         return self._plan
 
@@ -227,7 +228,8 @@ class SuiteItem(pytest.Item):
 
     def dimension_items(self, default_samples: int) -> list[tuple[str, str, int]]:
         """(nodeid, dimension, samples) for the judge's dry run (``--judge-dry-run``)."""
-        return [(self.plan.nodeid, d.name, d.samples or default_samples) for d in self.dimensions]
+        k = self.plan.repeats  # each repeat is judged N times
+        return [(self.plan.nodeid, d.name, (d.samples or default_samples) * k) for d in self.dimensions]
 
     # -- running ---------------------------------------------------------------------------------
     def setup(self) -> None:
@@ -240,17 +242,24 @@ class SuiteItem(pytest.Item):
             result = SuiteRunner.of(self.config).result_for(self, plan)
         except TimeoutError:
             # Still a row in the table: the target produced nothing in time.
-            result = JobResult(Generation(error=f"no result after {plan.wait_s:g}s (the suite's timeout_s)"))
+            timeout = Generation(
+                error=f"no result after {plan.wait_s:g}s (the suite's timeout_s)", timed_out=True
+            )
+            result = JobResult(timeout, outputs=[Output(timeout) for _ in range(plan.repeats)])
         self._result = result
         generation = result.generation
         if record is not None:
             record.extra["suite"] = self._extra(result)
-            if generation.artifact is not None and generation.artifact.key not in record.artifact_keys:
-                record.artifact_keys.append(generation.artifact.key)
+            for output in result.outputs or [Output(generation)]:
+                artifact = output.generation.artifact
+                if artifact is not None and artifact.key not in record.artifact_keys:
+                    record.artifact_keys.append(artifact.key)
         if generation.error is not None:
             message = (
                 f"generation failed for target {self.target.name} ({self.target.model}): {generation.error}"
             )
+            if plan.repeats > 1:
+                message = f"every one of {plan.repeats} repeats failed to generate; the first: " + message
             runtime.record_finding("generation_error", message, subject=plan.nodeid, severity="fail")
             raise GenerationFailed(message)
 
@@ -258,6 +267,9 @@ class SuiteItem(pytest.Item):
         result = self._result
         assert result is not None and result.generation.artifact is not None
         record = runtime.current()
+        if self.plan.repeats > 1:
+            self._run_repeats(result, record)
+            return
         text = result.generation.artifact.text
         if result.failed_gates:
             if self.dimensions and self.config.stash[_state_key()].judging:
@@ -322,9 +334,60 @@ class SuiteItem(pytest.Item):
         if breaches:
             raise SuiteFloorBreach("\n\n".join(floor_message(m) for m in breaches))
 
+    def _run_repeats(self, result: JobResult, record: runtime.ItemRecord | None) -> None:
+        """With repeats: the valid ones are judged and reported; any invalid one fails the item with
+        the count ("2/3 valid"), each failure named."""
+        counts = result.repeat_counts()
+        invalid = [(i, o) for i, o in enumerate(result.outputs) if not o.valid]
+        judging = self.config.stash[_state_key()].judging
+        if invalid and self.dimensions and judging:
+            runtime.record_finding(
+                "gate_failed",
+                f"judged {counts['valid']} of {counts['total']} repeats; the others failed generation or "
+                "gates",
+                subject=self.plan.nodeid,
+                severity="info",
+                detail={"repeats": [i + 1 for i, _ in invalid]},
+            )
+        quality: SuiteItemFailure | None = None
+        if self.dimensions and result.judged:
+            try:
+                self._report_measurements(result, record)
+            except SuiteItemFailure as exc:  # a floor breach: reported after the reliability failure
+                quality = exc
+        if invalid:
+            lines = [
+                f"{counts['valid']}/{counts['total']} valid for target {self.target.name} on prompt "
+                f"{self.prompt.id} ({counts['timed_out']}/{counts['total']} timed out):"
+            ]
+            for i, output in invalid:
+                if output.generation.error is not None:
+                    problem = f"generation failed: {output.generation.error}"
+                else:
+                    problem = "; ".join(
+                        f"{g.name}: {'; '.join(g.problems)}" for g in output.gates if not g.passed
+                    )
+                lines += textwrap.wrap(
+                    f"repeat {i + 1}: {problem}", 110, initial_indent="  - ", subsequent_indent="    "
+                )
+            if quality is not None:
+                lines += ["", str(quality)]
+            raise GatesFailed("\n".join(lines))
+        if quality is not None:
+            raise quality
+        if self.dimensions and not result.judged:
+            names = ", ".join(d.name for d in self.dimensions)
+            raise pytest.skip.Exception(
+                f"generated and gated; dimension(s) {names} are judged only with --ai-judge "
+                "(pytest --ai-judge --judge-model MODEL)",
+                _use_item_location=True,
+            )
+
     # -- pieces ----------------------------------------------------------------------------------
     def _extra(self, result: JobResult) -> dict[str, Any]:
+        repeats = {"repeats": result.repeat_counts()} if self.plan.repeats > 1 else {}
         return {
+            **repeats,
             "suite": self.plan.suite,
             "file": self.suite_node.parent.nodeid if self.suite_node.parent else "",
             "prompt_id": self.prompt.id,
@@ -336,9 +399,20 @@ class SuiteItem(pytest.Item):
             "dimensions": [d.name for d in self.dimensions],
             "generation": result.generation.as_dict(),
             "gates": {
-                "passed": not result.failed_gates and result.generation.artifact is not None,
-                "checked": len(result.gates),
-                "failed": [g.as_dict() for g in result.failed_gates],
+                "passed": all(o.valid for o in result.outputs)
+                if self.plan.repeats > 1
+                else not result.failed_gates and result.generation.artifact is not None,
+                "checked": sum(len(o.gates) for o in result.outputs)
+                if self.plan.repeats > 1
+                else len(result.gates),
+                "failed": [
+                    {**g.as_dict(), **({"repeat": i + 1} if self.plan.repeats > 1 else {})}
+                    for i, o in enumerate(result.outputs if self.plan.repeats > 1 else [])
+                    for g in o.gates
+                    if not g.passed
+                ]
+                if self.plan.repeats > 1
+                else [g.as_dict() for g in result.failed_gates],
             },
         }
 

@@ -70,7 +70,12 @@ class TableRow(BaseModel):
     gates_passed: int
     gate_failures: int
     judge_errors: int
-    reliability: float = Field(description="gates_passed / items: generation errors count as failures")
+    reliability: float = Field(
+        description="valid_outputs / outputs: generation errors and timeouts count as failures"
+    )
+    outputs: int = Field(default=0, description="outputs generated or attempted: items × repeats")
+    valid_outputs: int = Field(default=0, description="outputs that passed every gate")
+    timeouts: int = Field(default=0, description="outputs that timed out (their own column)")
     dimensions: dict[str, DimensionCell]
     quality: float | None = Field(description="mean of the dimension means; None when nothing was judged")
     quality_half_width: float | None = Field(
@@ -132,6 +137,22 @@ def _row(label: str, run: str | None, results: list[ItemResult], var_floor: floa
     generations = [i.get("generation") or {} for _, i in infos]
     errors = sum(1 for g in generations if g.get("error"))
     gates_passed = sum(1 for _, i in infos if (i.get("gates") or {}).get("passed"))
+    # Reliability counts outputs: with repeats, every repeat of an item is one (a suite's repeats: K).
+    outputs = valid = timeouts = 0
+    for _, info in infos:
+        counts = info.get("repeats")
+        if isinstance(counts, dict):
+            first_failed = 1 if (info.get("generation") or {}).get("error") else 0
+            errors += int(counts.get("generation_errors", 0)) - first_failed
+            outputs += int(counts.get("total", 0))
+            valid += int(counts.get("valid", 0))
+            timeouts += int(counts.get("timed_out", 0))
+        else:
+            outputs += 1
+            valid += 1 if (info.get("gates") or {}).get("passed") else 0
+            generation = info.get("generation") or {}
+            timed_out = generation.get("timed_out") or "timeout_s" in str(generation.get("error") or "")
+            timeouts += 1 if timed_out else 0
     by_dimension: dict[str, list[Measurement]] = {}
     for r, _ in infos:
         for m in r.measurements:
@@ -170,7 +191,10 @@ def _row(label: str, run: str | None, results: list[ItemResult], var_floor: floa
             if not g.get("error") and not (i.get("gates") or {}).get("passed")
         ),
         judge_errors=sum(1 for r in results if r.judge_error),
-        reliability=round(gates_passed / len(results), 4) if results else 0.0,
+        reliability=round(valid / outputs, 4) if outputs else 0.0,
+        outputs=outputs,
+        valid_outputs=valid,
+        timeouts=timeouts,
         dimensions=cells,
         quality=round(sum(c.mean for c in cells.values()) / len(cells), 4) if cells else None,
         quality_half_width=round(
@@ -340,7 +364,7 @@ def _cell(cell: DimensionCell | None) -> str:
 
 
 def _reliability(row: TableRow) -> str:
-    text = f"{row.gates_passed}/{row.items}"
+    text = f"{row.valid_outputs}/{row.outputs}" if row.outputs else f"{row.gates_passed}/{row.items}"
     notes = []
     if row.generation_errors:
         notes.append(f"{row.generation_errors} gen error{'s' if row.generation_errors > 1 else ''}")
@@ -380,12 +404,12 @@ def render_tables(tables: dict[str, Any]) -> list[str]:
             f"{len(table.dimensions)} dimension{'s' if len(table.dimensions) != 1 else ''} "
             "(mean ± 95% CI half-width)"
         )
-        headers = ["target", "model", "reliability (gates)"]
+        headers = ["target", "model", "reliability (gates)", "timed out"]
         headers += table.dimensions if inline else [f"quality ({len(table.dimensions)} dims)"]
         headers += ["breaches", "latency p50/p95", "tokens in/out", "$/gen", "verdict"]
         rows = []
         for row in table.rows:
-            cells = [row.label, row.model, _reliability(row)]
+            cells = [row.label, row.model, _reliability(row), f"{row.timeouts}/{row.outputs or row.items}"]
             if inline:
                 cells += [_cell(row.dimensions.get(d)) for d in table.dimensions]
             else:

@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any, Literal, TypeVar
 import pytest
 
 from pytest_aimeasure.loop import LoopThread
+from pytest_aimeasure.repeats import repeat_key
 from pytest_aimeasure.suites.gates import GateResult, run_gates, text_counts
 from pytest_aimeasure.suites.spec import DimensionSpec, GateSpec
 from pytest_aimeasure.suites.targets import ResolvedTarget
@@ -39,7 +40,7 @@ if TYPE_CHECKING:
     from pytest_aimeasure.models import ItemResult, Measurement
     from pytest_aimeasure.session import SessionState
 
-__all__ = ["Generation", "JobPlan", "JobResult", "SuiteRunner"]
+__all__ = ["Generation", "JobPlan", "JobResult", "Output", "SuiteRunner"]
 
 T = TypeVar("T")
 DEFAULT_GENERATION_TIMEOUT_S = 120.0
@@ -64,10 +65,15 @@ class JobPlan:
     facts: bool
     callables: dict[str, Callable[..., Any]]
     wait_s: float
+    repeats: int = 1
 
     @property
     def artifact_key(self) -> str:
         return f"suite:{self.nodeid}"
+
+    def output_key(self, index: int) -> str:
+        """The stored key of output ``index`` (0-based): the item's key, or ``…#rI`` with repeats."""
+        return self.artifact_key if self.repeats == 1 else repeat_key(self.artifact_key, index)
 
     def item_id(self, dimension: str) -> str:
         return f"{dimension}::{self.nodeid}"
@@ -85,9 +91,11 @@ class Generation:
     cost_usd: float | None = None
     model: str | None = None
     error: str | None = None
+    timed_out: bool = False
 
     def as_dict(self) -> dict[str, Any]:
         return {
+            "timed_out": self.timed_out,
             "source": self.source,
             "latency_s": None if self.latency_s is None else round(self.latency_s, 4),
             "input_tokens": self.input_tokens,
@@ -99,17 +107,47 @@ class Generation:
 
 
 @dataclass
+class Output:
+    """One generated output (one repeat) and its gates."""
+
+    generation: Generation
+    gates: list[GateResult] = field(default_factory=list)
+
+    @property
+    def valid(self) -> bool:
+        return self.generation.artifact is not None and all(g.passed for g in self.gates)
+
+
+@dataclass
 class JobResult:
     generation: Generation
+    """The first output's generation (the first that produced one, with repeats)."""
     gates: list[GateResult] = field(default_factory=list)
     measurements: list[Measurement] = field(default_factory=list)
     errors: list[tuple[str, BaseException]] = field(default_factory=list)
     not_judged: BaseException | None = None
     judged: bool = False
+    outputs: list[Output] = field(default_factory=list)
+    """Every repeat's output, in order (one without repeats)."""
 
     @property
     def failed_gates(self) -> list[GateResult]:
         return [g for g in self.gates if not g.passed]
+
+    def repeat_counts(self) -> dict[str, Any]:
+        """Counts over the repeats: the reliability column's numerator and denominator, and timeouts."""
+        outputs = self.outputs
+        return {
+            "total": len(outputs),
+            "valid": sum(1 for o in outputs if o.valid),
+            "generation_errors": sum(1 for o in outputs if o.generation.error is not None),
+            "timed_out": sum(1 for o in outputs if o.generation.timed_out),
+            "gate_failures": sum(
+                1 for o in outputs if o.generation.artifact is not None and not o.valid
+            ),
+            "keys": [o.generation.artifact.key if o.generation.artifact else None for o in outputs],
+            "generations": [o.generation.as_dict() for o in outputs],
+        }
 
 
 class _NeedsGeneration(Exception):
@@ -272,25 +310,35 @@ class SuiteRunner:
         return target.spec.timeout_s or self.state.settings.timeout or DEFAULT_GENERATION_TIMEOUT_S
 
     async def _job(self, plan: JobPlan) -> JobResult:
-        generation = await self._generation(plan)
-        result = JobResult(generation)
+        outputs = list(await asyncio.gather(*(self._output(plan, i) for i in range(plan.repeats))))
+        first = next((o for o in outputs if o.generation.artifact is not None), outputs[0])
+        result = JobResult(first.generation, gates=first.gates, outputs=outputs)
+        valid = [(i, o.generation.artifact) for i, o in enumerate(outputs) if o.valid]
+        if not valid or not plan.dimensions or not self.state.judging:
+            return result
+        if plan.repeats == 1 and result.failed_gates:
+            return result
+        await self._measure(plan, [(i, a) for i, a in valid if a is not None], result)
+        return result
+
+    async def _output(self, plan: JobPlan, index: int) -> Output:
+        generation = await self._generation(plan, index)
         artifact = generation.artifact
         if artifact is None:
-            return result
-        context = {
+            return Output(generation)
+        context: dict[str, Any] = {
             "prompt": plan.text,
             "prompt_id": plan.prompt_id,
             "category": plan.category,
             "target": plan.target.name,
             "variables": dict(plan.variables),
         }
-        result.gates = run_gates(
+        if plan.repeats > 1:
+            context["repeat"] = index + 1
+        gates = run_gates(
             list(plan.gates), artifact.text, context=context, resolve=plan.callables.__getitem__
         )
-        if result.failed_gates or not plan.dimensions or not self.state.judging:
-            return result
-        await self._measure(plan, artifact, result)
-        return result
+        return Output(generation, gates)
 
     # -- generation ------------------------------------------------------------------------------
     def _previous_generation(self, nodeid: str) -> dict[str, Any] | None:
@@ -309,19 +357,23 @@ class SuiteRunner:
                     suite = result.extra.get("suite")
                     if isinstance(suite, dict) and isinstance(suite.get("generation"), dict):
                         previous[result.nodeid] = suite["generation"]
+                    repeats = suite.get("repeats") if isinstance(suite, dict) else None
+                    generations = repeats.get("generations") if isinstance(repeats, dict) else None
+                    for i, figures in enumerate(generations if isinstance(generations, list) else []):
+                        if isinstance(figures, dict):
+                            previous[repeat_key(result.nodeid, i)] = figures
             with self._lock:
                 self._previous = previous
         return previous.get(nodeid)
 
-    async def _generation(self, plan: JobPlan) -> Generation:
+    async def _generation(self, plan: JobPlan, index: int = 0) -> Generation:
         from pytest_aimeasure.artifact import ArtifactMissing
 
         registry = self.state.artifacts
         label = plan.target.label
+        key = plan.output_key(index)
         try:
-            artifact = await asyncio.to_thread(
-                registry.get, plan.artifact_key, _needs_generation, label=label
-            )
+            artifact = await asyncio.to_thread(registry.get, key, _needs_generation, label=label)
         except _NeedsGeneration:
             pass
         except ArtifactMissing as exc:
@@ -329,7 +381,8 @@ class SuiteRunner:
         except Exception as exc:
             return Generation(source="stored", error=f"could not load the stored output: {exc}")
         else:
-            old = await asyncio.to_thread(self._previous_generation, plan.nodeid) or {}
+            figures_of = plan.nodeid if plan.repeats == 1 else repeat_key(plan.nodeid, index)
+            old = await asyncio.to_thread(self._previous_generation, figures_of) or {}
             return Generation(
                 source="stored",
                 artifact=artifact,
@@ -345,13 +398,12 @@ class SuiteRunner:
             raise
         except BaseException as exc:
             detail = str(exc) or "no message"
-            if isinstance(exc, (TimeoutError, asyncio.TimeoutError)):
+            timed_out = isinstance(exc, (TimeoutError, asyncio.TimeoutError))
+            if timed_out:
                 detail = f"no output after {self._timeout(plan.target):g}s (timeout_s)"
-            return Generation(error=f"{type(exc).__name__}: {detail}")
+            return Generation(error=f"{type(exc).__name__}: {detail}", timed_out=timed_out)
         try:
-            generation.artifact = await asyncio.to_thread(
-                registry.get, plan.artifact_key, lambda: value, label=label
-            )
+            generation.artifact = await asyncio.to_thread(registry.get, key, lambda: value, label=label)
         except Exception as exc:
             generation.error = f"the output could not be recorded: {type(exc).__name__}: {exc}"
         return generation
@@ -422,10 +474,13 @@ class SuiteRunner:
         return value, latency
 
     # -- judging ---------------------------------------------------------------------------------
-    async def _measure(self, plan: JobPlan, artifact: Artifact, result: JobResult) -> None:
+    async def _measure(self, plan: JobPlan, valid: list[tuple[int, Artifact]], result: JobResult) -> None:
+        """Judge every dimension: the one output, or (with repeats) each valid repeat, pooled."""
         from pytest_aimeasure.judge.engine import ItemSpec, NotJudged
+        from pytest_aimeasure.judge.repeats import ameasure_repeats
 
         engine = self.state.engine()
+        artifact = valid[0][1]
         facts = text_counts(artifact.text) if plan.facts else None
         specs = [
             ItemSpec(
@@ -438,13 +493,32 @@ class SuiteRunner:
                 floor=dim.floor,
                 tolerance=dim.tolerance,
                 facts=facts,
+                phase=dim.phase,
                 artifact_key=artifact.key,
                 artifact_sha256=artifact.sha256,
             )
             for dim in plan.dimensions
         ]
         result.judged = True
-        outcomes = await asyncio.gather(*(engine.ameasure(spec) for spec in specs), return_exceptions=True)
+
+        def facts_of(a: Artifact) -> dict[str, Any] | None:
+            return text_counts(a.text) if plan.facts else None
+
+        if plan.repeats == 1:
+            jobs = [engine.ameasure(spec) for spec in specs]
+        else:
+            jobs = [
+                ameasure_repeats(
+                    engine,
+                    spec,
+                    valid,
+                    generated=plan.repeats,
+                    group_key=plan.artifact_key,
+                    facts_of=facts_of,
+                )
+                for spec in specs
+            ]
+        outcomes = await asyncio.gather(*jobs, return_exceptions=True)
         for spec, outcome in zip(specs, outcomes, strict=False):
             if isinstance(outcome, NotJudged):
                 result.not_judged = result.not_judged or outcome

@@ -169,6 +169,8 @@ class DimensionSpec(_Strict):
     floor: float = Field(default=3.0, ge=1, le=5)
     tolerance: float = Field(default=0.5, gt=0)
     samples: int | None = Field(default=None, ge=1)
+    phase: str | None = Field(default=None, min_length=1)
+    """The report groups dimensions by phase (e.g. structure, content): one table per phase."""
     # Calibration (--judge-calibrate), as on @pytest.mark.dimension: anchor files relative to the suite
     # file, and this dimension's thresholds (else --judge-min-kappa / --judge-max-abs-bias).
     anchors: Annotated[list[Annotated[str, Field(min_length=1)]] | None, BeforeValidator(_as_list)] = Field(
@@ -187,6 +189,7 @@ class DimensionRef(_Strict):
     floor: float | None = Field(default=None, ge=1, le=5)
     tolerance: float | None = Field(default=None, gt=0)
     samples: int | None = Field(default=None, ge=1)
+    phase: str | None = Field(default=None, min_length=1)
 
 
 # -- targets and prompts -----------------------------------------------------------------------------
@@ -243,6 +246,7 @@ class PromptSpec(_Strict):
     system: str | None = None
     gates: list[GateSpec] = Field(default_factory=list)
     dimensions: list[Annotated[DimensionRef, BeforeValidator(_as_dimension_ref)]] | None = None
+    repeats: int | None = Field(default=None, ge=1, le=100)
 
 
 class SuiteSpec(_Strict):
@@ -259,6 +263,8 @@ class SuiteSpec(_Strict):
     dimensions: list[DimensionSpec] = Field(default_factory=list)
     facts: bool = True
     timeout_s: float = Field(default=DEFAULT_WAIT_S, gt=0)
+    repeats: int = Field(default=1, ge=1, le=100)
+    """Outputs generated per prompt × target; gates count over them, dimensions pool them."""
 
     def dimensions_for(self, prompt: PromptSpec) -> list[DimensionSpec]:
         """The dimensions one prompt's outputs are graded on (resolved; call after validation)."""
