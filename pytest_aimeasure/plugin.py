@@ -43,8 +43,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers",
-        "gate: a hard, deterministic check of an artifact; when it fails, the dimensions of the same "
-        "artifact are skipped and the judge is never called for them.",
+        "gate(*, phase=None): a hard, deterministic check of an artifact; when it fails, the dimensions "
+        "of the same artifact are skipped and the judge is never called for them.",
     )
     config.addinivalue_line(
         "markers",
@@ -116,8 +116,11 @@ def marker_problem(item: pytest.Item) -> str | None:
         return "a test is either a gate or a dimension, not both: remove one of the markers"
     if len(dims) > 1:
         return "more than one @pytest.mark.dimension applies (module, class or function); keep one"
-    if gates and (gates[0].args or gates[0].kwargs):
-        return "@pytest.mark.gate takes no arguments"
+    if gates and (gates[0].args or set(gates[0].kwargs) - {"phase"}):
+        return "@pytest.mark.gate takes no arguments but phase= (e.g. @pytest.mark.gate(phase='structure'))"
+    phase = gates[0].kwargs.get("phase") if gates else None
+    if gates and "phase" in gates[0].kwargs and not (isinstance(phase, str) and phase.strip()):
+        return f"@pytest.mark.gate phase={phase!r} must be a non-empty string"
     if not dims:
         return None
     mark = dims[0]
@@ -317,6 +320,9 @@ class MeasurePlugin:
         if call.when == "call" or (call.when == "setup" and not report.passed):
             if kind == "gate" and report.failed:
                 self.state.artifacts.gate_failed(item_nodeid(item), self._artifact_values(item))
+            gate = item.get_closest_marker("gate") if kind == "gate" else None
+            if record is not None and gate is not None and gate.kwargs.get("phase"):
+                record.extra["phase"] = gate.kwargs["phase"]  # the report groups gates by phase
             if record is not None:
                 payload["measurements"] = [m.model_dump(mode="json") for m in record.measurements]
                 payload["findings"] = [f.model_dump(mode="json") for f in record.findings]

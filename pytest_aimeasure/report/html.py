@@ -22,6 +22,7 @@ from pytest_aimeasure.fileio import atomic_write
 from pytest_aimeasure.report import charts
 from pytest_aimeasure.report.charts import REPORT_EXTRA, DimensionPoint, ReportDependencyError
 from pytest_aimeasure.report.markdown import SEVERITY_ORDER, next_command
+from pytest_aimeasure.report.phases import phases
 from pytest_aimeasure.report.results import CalibrationFigure, SessionResults
 from pytest_aimeasure.report.trends import DimensionTrend
 
@@ -106,6 +107,17 @@ def _items(results: SessionResults) -> list[dict[str, Any]]:
     return rows
 
 
+def _phase_groups(
+    results: SessionResults, rows: list[dict[str, Any]]
+) -> list[tuple[str | None, str | None, list[dict[str, Any]]]]:
+    """(heading, gates text, rows) per phase; one untitled group when no phase is set."""
+    groups = phases(results.items, [r["name"] for r in rows])
+    if not groups:
+        return [(None, None, rows)]
+    by_name = {r["name"]: r for r in rows}
+    return [(g.title.capitalize(), g.gate_text(), [by_name[n] for n in g.dimensions]) for g in groups]
+
+
 def render_html(
     results: SessionResults,
     *,
@@ -166,6 +178,7 @@ def render_html(
             findings=findings,
             counts={s: sum(1 for f in findings if f.severity == s) for s in SEVERITY_ORDER},
             dimension_rows=dimension_rows,
+            dimension_groups=_phase_groups(results, dimension_rows),
             overview=overview,
             trends=trend_views,
             tables=(results.comparison_tables or {}).get("suites", {}),

@@ -8,6 +8,7 @@ characters that would open HTML or break a table (``<``, ``>``, ``|``, backticks
 from __future__ import annotations
 
 from pytest_aimeasure.compare import REBASELINE, DimensionComparison
+from pytest_aimeasure.report.phases import phases
 from pytest_aimeasure.report.results import SessionResults
 
 SEVERITY_ORDER = {"fail": 0, "warn": 1, "info": 2}
@@ -74,15 +75,24 @@ def summary_markdown(results: SessionResults) -> str:
         lines += ["", "**Why it failed:**"]
         lines += [f"- {escape(reason)}" for reason in results.failed_because]
 
-    if results.dimensions:
+    groups = phases(results.items, sorted(results.dimensions))
+    # A table per phase (when any dimension or gate has one), each headed by its gates' count.
+    sections = (
+        [(f"### Dimensions: {g.title}", g.gate_text(), g.dimensions) for g in groups]
+        if groups
+        else [("### Dimensions", None, sorted(results.dimensions))]
+    )
+    for heading, gates, names in sections if results.dimensions or groups else []:
+        lines += ["", heading, ""]
+        if gates:
+            lines += [f"Gates: {escape(gates)}", ""]
+        if not names:
+            continue
         lines += [
-            "",
-            "### Dimensions",
-            "",
             "| dimension | now (95% CI) | baseline | Δ (95% CI) | items | verdict |",
             "|---|---|---|---|---|---|",
         ]
-        for name, d in sorted(results.dimensions.items()):
+        for name, d in ((n, results.dimensions[n]) for n in names if n in results.dimensions):
             now = "—" if d.now_mean is None else f"{d.now_mean:.2f}{_half(d.now_ci)}"
             base = results.baseline_dimensions.get(name)
             if base is not None:

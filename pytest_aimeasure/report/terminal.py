@@ -262,6 +262,7 @@ def summary_lines(state: SessionState, outcome: Outcome, verbosity: int = 0) -> 
     elif stable_dimensions(outcome):
         lines.append(Styled("stable: " + ", ".join(stable_dimensions(outcome)), "green"))
     lines += repeat_lines(state.results.values())
+    lines += phase_lines(state, outcome)
     if verbosity > 0:
         lines += item_lines(state, outcome)
     if rows:
@@ -339,6 +340,40 @@ def item_lines(state: SessionState, outcome: Outcome) -> list[str]:
     if not rows:
         return []
     return ["", "Items measured:", *_table(rows, ["item", "mean (95% CI)", "n", "verdict"], _item_colour)]
+
+
+def phase_lines(state: SessionState, outcome: Outcome) -> list[str]:
+    """A table per phase (only when some dimension or gate has a phase): its gates' count and each of
+    its dimensions' mean, floor breaches and verdict against the baseline."""
+    from pytest_aimeasure.report.phases import phases
+
+    results = list(state.results.values())
+    groups = phases(results)
+    if not groups:
+        return []
+    comparison = outcome.comparison
+    lines: list[str] = []
+    for group in groups:
+        gates = group.gate_text()
+        lines += ["", f"Phase {group.name}:" if group.name is not None else "No phase:"]
+        if gates:
+            lines.append(f"  gates: {gates}")
+        rows: list[list[str]] = []
+        for name in group.dimensions:
+            ms = [m for r in results for m in r.measurements if m.dimension == name]
+            dim = comparison.dimensions.get(name) if comparison is not None else None
+            if dim is not None and dim.now_mean is not None:
+                now = _fmt_ci(dim.now_mean, dim.now_ci)
+            else:
+                now = _fmt_ci(sum(m.mean for m in ms) / len(ms), None)
+            verdict = _verdict_text(dim) if dim is not None else "not compared"
+            breaches = sum(1 for m in ms if m.breached)
+            if breaches:
+                verdict = f"below the floor ({breaches} items); {verdict}"
+            rows.append([name, str(len(ms)), now, str(breaches), verdict])
+        if rows:
+            lines += _table(rows, ["dimension", "items", "now (95% CI)", "below floor", "verdict"])
+    return ["", "By phase:", *lines[1:]] if lines else []
 
 
 def stable_dimensions(outcome: Outcome) -> list[str]:
