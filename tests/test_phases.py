@@ -56,7 +56,10 @@ def test_the_report_has_a_table_per_phase(pytester: pytest.Pytester, xdist: list
     assert "gates: 2 gates (1 failed)" in structure
     assert re.search(r"valid_scenes\s+1\s+4\.00 ± [\d.]+\s+0\s+new", structure) and "voice" not in structure
     assert re.search(r"voice\s+1\s+2\.00 ± [\d.]+\s+1\s+below the floor", content)
-    assert re.search(r"pacing\s+1\s+4\.00 ± [\d.]+\s+0\s+new", content) and "gates:" not in content.split("\n\n")[0]
+    assert (
+        re.search(r"pacing\s+1\s+4\.00 ± [\d.]+\s+0\s+new", content)
+        and "gates:" not in content.split("\n\n")[0]
+    )
 
     results = read_results(pytester.path / "out.json")
     markdown = summary_markdown(results)

@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any, Literal, TypeVar
 import pytest
 
 from pytest_aimeasure.loop import LoopThread
+from pytest_aimeasure.progress import ProgressLine
 from pytest_aimeasure.repeats import repeat_key
 from pytest_aimeasure.suites.gates import GateResult, run_gates, text_counts
 from pytest_aimeasure.suites.spec import DimensionSpec, GateSpec
@@ -44,6 +45,7 @@ __all__ = ["Generation", "JobPlan", "JobResult", "Output", "SuiteRunner"]
 
 T = TypeVar("T")
 DEFAULT_GENERATION_TIMEOUT_S = 120.0
+PROGRESS_EVERY_S = 0.25
 _CLOSE_S = 5.0
 
 
@@ -198,6 +200,7 @@ class SuiteRunner:
         self._positions: dict[int, int] | None = None
         self._previous: dict[str, dict[str, Any]] | None = None
         self._closed = False
+        self._progress = ProgressLine.for_session(config, state.spend) if state.judging else None
 
     # -- lifecycle -------------------------------------------------------------------------------
     @classmethod
@@ -268,6 +271,9 @@ class SuiteRunner:
             future = self._submit(self._job(plan))
             with self._lock:
                 self._futures[plan.nodeid] = future
+            if self._progress is not None:
+                default = self.state.settings.samples
+                self._progress.plan(sum((d.samples or default) * plan.repeats for d in plan.dimensions))
 
     def result_for(self, item: pytest.Item, plan: JobPlan) -> JobResult:
         """Schedule this item's job and the upcoming ones of its file, then wait for this one."""
@@ -280,13 +286,31 @@ class SuiteRunner:
         with self._lock:
             future = self._futures[plan.nodeid]
         try:
-            return future.result(timeout=plan.wait_s)
+            return self._wait(future, plan.wait_s)
         except FutureTimeout:  # not the builtin TimeoutError on 3.10
             future.cancel()
             raise TimeoutError(f"no result after {plan.wait_s:g}s") from None
         except BaseException:
             future.cancel()
             raise
+
+    def _wait(self, future: Future[JobResult], wait_s: float) -> JobResult:
+        """The job's result; with a progress line, redrawn every PROGRESS_EVERY_S while waiting."""
+        progress = self._progress
+        if progress is None:
+            return future.result(timeout=wait_s)
+        deadline = time.monotonic() + wait_s
+        try:
+            while True:
+                left = deadline - time.monotonic()
+                try:
+                    return future.result(timeout=max(0.0, min(PROGRESS_EVERY_S, left)))
+                except FutureTimeout:
+                    if left <= PROGRESS_EVERY_S:
+                        raise
+                    progress.tick()
+        finally:
+            progress.clear()
 
     # -- the job ---------------------------------------------------------------------------------
     def _semaphore(self, target: ResolvedTarget) -> asyncio.Semaphore:
