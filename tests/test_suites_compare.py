@@ -172,7 +172,7 @@ def test_rows_reliability_dimensions_latency_tokens_cost_and_verdicts() -> None:
     text = "\n".join(lines)
     assert lines[0] == "Suite s: 3 rows, 3 prompts, 1 dimension (mean ± 95% CI half-width)"
     header = lines[1].split()
-    assert header[:6] == ["target", "model", "reliability", "(gates)", "tone", "breaches"]
+    assert header[:8] == ["target", "model", "reliability", "(gates)", "timed", "out", "tone", "breaches"]
     assert "1/3 (1 gen error)" in text
     assert "unknown" in text and "$0 " in text and "$0.0010" in text
     assert "0.60s / 0.69s" in text

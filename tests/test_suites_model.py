@@ -123,7 +123,7 @@ def test_schema_errors_list_every_problem_with_line_and_field() -> None:
             7,
             "prompts[0].txt",
             "unknown field 'txt' (did you mean 'text'?); known fields: id, text, category, "
-            "notes, variables, system, gates, dimensions",
+            "notes, variables, system, gates, dimensions, repeats",
         ),
         (
             8,
