@@ -12,10 +12,11 @@ The item's error bar is a two-level (one-way random effects) decomposition. With
 - judge noise σ²_judge: the pooled within-repeat sample variance (df Σ(N_k − 1));
 - between repeats s²_b: the sample variance of the repeat means; its expectation is
   σ²_gen + σ²_judge/N, so the generation part is σ²_gen = max(0, s²_b − σ²_judge/N);
-- the item mean is the mean of the repeat means, with SE = sqrt(s²_b / K) (df K − 1): it carries
-  the generation variance. Its lower bound is the judge's own term sqrt(max(σ²_judge, floor)/N/K)
-  (df Σ(N_k − 1)), used when the repeats agree more than the judge does (a temperature-0 judge on a
-  deterministic generator gives s²_b = 0, which is luck, not precision).
+- the item mean is the mean of the repeat means, with SE = sqrt(max(s²_b, floor) / K) (df K − 1): it
+  carries the generation variance. The variance floor (1/12, the rounding variance of one integer
+  score) applies to the repeat means too: three repeats a temperature-0 judge scores 3, 3, 3 agree
+  by luck as often as not, and s²_b = 0 would claim a precision nobody measured. When the judge's
+  own term sqrt(max(σ²_judge, floor)/N/K) is larger it is used, with df Σ(N_k − 1).
 """
 
 from __future__ import annotations
@@ -59,7 +60,8 @@ class RepeatStats:
     ci_low: float
     ci_high: float
     source: str
-    """Which term set the SE: "repeats" (between-repeat spread) or "judge" (the lower bound)."""
+    """Which term set the SE: "repeats" (between-repeat spread), "floor" (the variance floor on the
+    repeat means) or "judge" (the judge's within-repeat term)."""
 
 
 def _mean_var(values: Sequence[float]) -> tuple[float, float]:
@@ -86,8 +88,12 @@ def repeat_stats(
     inv_n = math.fsum(1.0 / len(g) for g in groups) / k
     var_generation = max(0.0, var_between - var_judge * inv_n)
     judge_term = max(var_judge, var_floor) * inv_n
-    if k > 1 and var_between > judge_term:
-        se, df, source = math.sqrt(var_between / k), float(k - 1), "repeats"
+    # A repeat's mean is one draw of the generator scored in integers: repeats that agree by luck
+    # (all 3s from a temperature-0 judge) still carry at least the rounding variance of one draw.
+    between = max(var_between, var_floor) if k > 1 else 0.0
+    if k > 1 and between > judge_term:
+        se, df = math.sqrt(between / k), float(k - 1)
+        source = "repeats" if var_between >= var_floor else "floor"
     else:
         se, df, source = math.sqrt(judge_term / k), float(max(df_within, 1)), "judge"
     half = t_ppf(0.5 + confidence / 2.0, df) * se

@@ -23,17 +23,18 @@ def test_variance_parts_on_known_data() -> None:
     assert s.var_generation == pytest.approx(26 / 27)
     assert s.se == pytest.approx(math.sqrt(28 / 81))
     assert s.df == 2.0 and s.source == "repeats"
+    assert s.var_generation + s.var_judge / 3 == pytest.approx(s.var_between)  # the parts add up
     # t(0.975, 2) = 4.302653: the generation variance widens the interval far beyond the judge's.
     assert s.ci_high - s.mean == pytest.approx(4.302653 * math.sqrt(28 / 81), rel=1e-5)
 
 
-def test_identical_repeats_fall_back_to_the_judge_term() -> None:
-    # Repeats that agree exactly (s²_b = 0) are not infinitely precise: the judge's floored variance
-    # (1/12 here, the raw one is 0) over N·K samples bounds the SE from below, with df Σ(N_k − 1) = 4.
+def test_identical_repeats_are_floored_not_infinitely_precise() -> None:
+    # Repeats that agree exactly (s²_b = 0) agree by luck as often as not: the repeat means' variance
+    # is floored at 1/12 (one integer score's rounding), SE = sqrt((1/12)/2) with K − 1 = 1 df.
     s = repeat_stats([[3, 3, 3], [3, 3, 3]])
     assert s.var_between == 0.0 and s.var_generation == 0.0 and s.var_judge == 0.0
-    assert s.source == "judge" and s.df == 4.0
-    assert s.se == pytest.approx(math.sqrt((1 / 12) / 3 / 2))
+    assert s.source == "floor" and s.df == 1.0
+    assert s.se == pytest.approx(math.sqrt((1 / 12) / 2))
 
 
 def test_judge_noise_alone_is_not_called_generation_variance() -> None:
