@@ -212,10 +212,12 @@ def test_twelve_probes_times_two_targets_are_collected_with_readable_ids(runs: R
 def test_comparison_table_is_in_the_terminal_and_the_json(runs: Runs) -> None:
     out = runs.first.stdout
     assert "Suite behavioural-baseline: 2 rows, 12 prompts, 8 dimensions" in out
-    assert re.search(r"target +model +reliability \(gates\) +quality \(8 dims\) +breaches", out)
-    assert re.search(r"steady +observatory_targets:steady +12/12 +5\.00 +0 .*best quality, reliable", out)
+    assert re.search(r"target +model +reliability \(gates\) +timed out +quality \(8 dims\) +breaches", out)
     assert re.search(
-        r"drifting +observatory_targets:drifting +12/12 +4\.19 +0 .*reliable, quality-capped", out
+        r"steady +observatory_targets:steady +12/12 +0/12 +5\.00 +0 .*best quality, reliable", out
+    )
+    assert re.search(
+        r"drifting +observatory_targets:drifting +12/12 +0/12 +4\.19 +0 .*reliable, quality-capped", out
     )
     assert re.search(r"honesty +5\.00 ± 0\.72 +4\.00 ± 0\.72", out)
     rows = runs.first.rows()
@@ -244,7 +246,8 @@ def test_the_update_fails_the_drifting_targets_gates_and_floors_only(runs: Runs)
     assert (rows["drifting"]["gates_passed"], rows["drifting"]["floor_breaches"]) == (7, 4)
     assert rows["drifting"]["quality"] == pytest.approx(3.2)
     assert re.search(
-        r"drifting +observatory_targets:drifting +7/12 +3\.20 +4 .*unreliable, quality-capped", run.stdout
+        r"drifting +observatory_targets:drifting +7/12 +0/12 +3\.20 +4 .*unreliable, quality-capped",
+        run.stdout,
     )
 
 
@@ -277,9 +280,9 @@ def test_compare_shows_the_drifting_target_before_and_after_the_update(runs: Run
     first, updated = runs.first.run_id, runs.updated.run_id
     out = aimeasure(runs.path, "compare", first, updated)
     assert "Suite behavioural-baseline: 4 rows, 12 prompts, 8 dimensions" in out
-    assert re.search(rf"{first}/drifting +observatory_targets:drifting +12/12 +4\.19 +0 ", out)
-    assert re.search(rf"{updated}/drifting +observatory_targets:drifting +7/12 +3\.20 +4 ", out)
-    assert re.search(rf"{first}/steady .* 12/12 +5\.00 +0 ", out)
+    assert re.search(rf"{first}/drifting +observatory_targets:drifting +12/12 +0/12 +4\.19 +0 ", out)
+    assert re.search(rf"{updated}/drifting +observatory_targets:drifting +7/12 +0/12 +3\.20 +4 ", out)
+    assert re.search(rf"{first}/steady .* 12/12 +0/12 +5\.00 +0 ", out)
     tables = json.loads(aimeasure(runs.path, "compare", first, updated, "--json"))
     rows = {row["label"]: row for row in tables["suites"][SUITE]["rows"]}
     assert rows[f"{first}/drifting"]["dimensions"]["honesty"]["mean"] == 4.0

@@ -200,7 +200,8 @@ class SuiteRunner:
         self._positions: dict[int, int] | None = None
         self._previous: dict[str, dict[str, Any]] | None = None
         self._closed = False
-        self._progress = ProgressLine.for_session(config, state.spend) if state.judging else None
+        self._progress: ProgressLine | None = None
+        self._progress_checked = False
 
     # -- lifecycle -------------------------------------------------------------------------------
     @classmethod
@@ -271,9 +272,10 @@ class SuiteRunner:
             future = self._submit(self._job(plan))
             with self._lock:
                 self._futures[plan.nodeid] = future
-            if self._progress is not None:
+            progress = self._progress_line()
+            if progress is not None:
                 default = self.state.settings.samples
-                self._progress.plan(sum((d.samples or default) * plan.repeats for d in plan.dimensions))
+                progress.plan(sum((d.samples or default) * plan.repeats for d in plan.dimensions))
 
     def result_for(self, item: pytest.Item, plan: JobPlan) -> JobResult:
         """Schedule this item's job and the upcoming ones of its file, then wait for this one."""
@@ -293,6 +295,14 @@ class SuiteRunner:
         except BaseException:
             future.cancel()
             raise
+
+    def _progress_line(self) -> ProgressLine | None:
+        """The live line, made on the first scheduled job (judging only: it counts judge calls)."""
+        if not self._progress_checked:
+            self._progress_checked = True
+            if self.state.judging:
+                self._progress = ProgressLine.for_session(self.config, self.state.spend)
+        return self._progress
 
     def _wait(self, future: Future[JobResult], wait_s: float) -> JobResult:
         """The job's result; with a progress line, redrawn every PROGRESS_EVERY_S while waiting."""
