@@ -6,12 +6,13 @@ ini value of the project's pytest config, found in this folder or a parent as py
 rootdir, else ``.aimeasure`` at that rootdir).
 
 Adding a subcommand from another module (``compare``, ``init``...): define a module-level
-``SUBCOMMANDS`` sequence of :class:`Subcommand` and list the module in :data:`EXTENSION_MODULES`.
+``SUBCOMMANDS`` sequence of :class:`~pytest_aimeasure.subcommand.Subcommand` and list the module in
+:data:`EXTENSION_MODULES`; the module imports :mod:`pytest_aimeasure.subcommand`, never this one.
 :func:`commands` imports each listed module when the command line is parsed; a module that does not
 exist yet is skipped, a module that fails to import for another reason is an error. For example::
 
     # pytest_aimeasure/suites_cli.py
-    from pytest_aimeasure.cli import CliContext, Subcommand
+    from pytest_aimeasure.subcommand import CliContext, Subcommand
 
     def _add(parser: argparse.ArgumentParser) -> None:
         parser.add_argument("--force", action="store_true")
@@ -33,20 +34,21 @@ import importlib
 import json
 import os
 import sys
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Sequence
 from datetime import datetime
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any
 
 from tabulate import tabulate
 
 from pytest_aimeasure.models import Fingerprint, ItemResult, Measurement, RunMeta
 from pytest_aimeasure.rootdir import ConfigFileError, locate
 from pytest_aimeasure.stats import dimension_stats
-from pytest_aimeasure.store import Run, RunStore, StoreError
+from pytest_aimeasure.store import Run, StoreError
+from pytest_aimeasure.subcommand import EXIT_OK, EXIT_STORE, EXIT_USAGE, CliContext, Subcommand, UsageError
 
-__all__ = ["EXTENSION_MODULES", "CliContext", "Subcommand", "commands", "main"]
+# CliContext, Subcommand, UsageError and the exit codes stay importable from here too.
+__all__ = ["EXTENSION_MODULES", "CliContext", "Subcommand", "UsageError", "commands", "main"]
 
 EXTENSION_MODULES: tuple[str, ...] = (
     "pytest_aimeasure.suites_cli",
@@ -57,34 +59,6 @@ EXTENSION_MODULES: tuple[str, ...] = (
 DEFAULT_STORE = ".aimeasure"
 INI_KEY = "aimeasure_store"
 RATIONALE_CHARS = 70
-EXIT_OK, EXIT_STORE, EXIT_USAGE = 0, 1, 2
-
-
-class UsageError(Exception):
-    """Bad input from the user (unknown run id or dimension): exit 2 with the message."""
-
-
-@dataclass
-class CliContext:
-    """What a subcommand gets besides its arguments."""
-
-    store_path: Path
-    out: TextIO = field(default_factory=lambda: sys.stdout)
-    err: TextIO = field(default_factory=lambda: sys.stderr)
-
-    def store(self) -> RunStore:
-        return RunStore(self.store_path)
-
-    def print(self, *parts: object) -> None:
-        print(*parts, file=self.out)
-
-
-@dataclass(frozen=True)
-class Subcommand:
-    name: str
-    help: str
-    add_arguments: Callable[[argparse.ArgumentParser], None]
-    run: Callable[[argparse.Namespace, CliContext], int]
 
 
 # --------------------------------------------------------------------------------------------------
@@ -544,8 +518,6 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":  # pragma: no cover
-    # Run as ``python -m pytest_aimeasure.cli``: use the importable module, so the Subcommand class
-    # that extension modules import is the one the registry checks against.
-    from pytest_aimeasure.cli import main as _main
-
-    sys.exit(_main())
+    # ``python -m pytest_aimeasure.cli``: Subcommand lives in its own module, so the class the
+    # extension modules import is the one the registry checks against even when this runs as __main__.
+    sys.exit(main())

@@ -22,9 +22,9 @@ from pathlib import Path
 from pydantic import TypeAdapter, ValidationError
 from tabulate import tabulate
 
-from pytest_aimeasure.cli import CliContext, Subcommand, UsageError
 from pytest_aimeasure.report.results import CalibrationFigure, SessionResults, read_results, write_results
 from pytest_aimeasure.store import Run, RunStore, StoreError
+from pytest_aimeasure.subcommand import CliContext, Subcommand, UsageError
 
 __all__ = ["SUBCOMMANDS"]
 

@@ -16,8 +16,8 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from pytest_aimeasure.cli import CliContext, Subcommand, UsageError
 from pytest_aimeasure.store import RunStore, StoreError
+from pytest_aimeasure.subcommand import CliContext, Subcommand, UsageError
 
 if TYPE_CHECKING:
     from pytest_aimeasure.compare import Comparison

@@ -18,8 +18,8 @@ from pytest_aimeasure.calibrate.report import calibration_lines, summarise
 from pytest_aimeasure.calibrate.results import MAX_ABS_BIAS_DEFAULT, MIN_KAPPA_DEFAULT
 from pytest_aimeasure.calibrate.runner import calibrate
 from pytest_aimeasure.calibrate.targets import build_targets
-from pytest_aimeasure.cli import CliContext, Subcommand, UsageError
 from pytest_aimeasure.fileio import atomic_write
+from pytest_aimeasure.subcommand import CliContext, Subcommand, UsageError
 
 __all__ = ["SUBCOMMANDS"]
 
