@@ -10,26 +10,21 @@ from __future__ import annotations
 import json
 import os
 import sys
-from collections.abc import Callable, Generator, Iterator, Mapping
+from collections.abc import Callable, Generator, Iterator
 from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from pytest_aimeasure import hookspecs, options, runtime
+from pytest_aimeasure import hookspecs, markers, options, runtime
+from pytest_aimeasure.keys import PAYLOAD, item_nodeid, report_payload, state_key
+from pytest_aimeasure.linking import ArtifactLinks
+from pytest_aimeasure.markers import declared_dimensions, item_kind, marker_problem, order_gates_first
 
 if TYPE_CHECKING:
     from pytest_aimeasure.artifact import Artifact
     from pytest_aimeasure.judge.fixture import Judge
     from pytest_aimeasure.session import SessionState
     from pytest_aimeasure.testing.server import ProviderServer
-
-PAYLOAD = "aimeasure"
-DIMENSION_KWARGS = (
-    *("floor", "samples", "tolerance", "rubric", "phase"),
-    *("anchors", "min_kappa", "max_abs_bias"),  # calibration
-)
-
-state_key = pytest.StashKey["SessionState"]()
 
 
 def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
@@ -41,16 +36,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    config.addinivalue_line(
-        "markers",
-        "gate(*, phase=None): a hard, deterministic check of an artifact; when it fails, the dimensions "
-        "of the same artifact are skipped and the judge is never called for them.",
-    )
-    config.addinivalue_line(
-        "markers",
-        "dimension(name, *, floor=3.0, samples=None, tolerance=0.5, rubric=None, phase=None): a quality "
-        "graded 1-5 by the LLM judge against a floor (needs --ai-judge).",
-    )
+    for line in markers.MARKER_LINES:
+        config.addinivalue_line("markers", line)
     from pytest_aimeasure.session import SessionState
 
     options.warn_deprecated(config)
@@ -79,22 +66,7 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
     return header_lines(state.settings, config.rootpath)
 
 
-def item_nodeid(item: pytest.Item) -> str:
-    """The item's node id without the ``@group`` suffix xdist's loadgroup appends, so item ids (and
-    the baseline) are the same with and without ``-n``."""
-    if not getattr(item.config.option, "loadgroup", False):
-        return item.nodeid
-    names = sorted(
-        {
-            str(m.args[0] if m.args else m.kwargs.get("name", "default"))
-            for m in item.iter_markers("xdist_group")
-        }
-    )
-    return item.nodeid.removesuffix("@" + "_".join(names)) if names else item.nodeid
-
-
 SUITE_SUFFIXES = (".aimeasure.yaml", ".aimeasure.yml")
-INFRASTRUCTURE_MODULES = ("_pytest", "pytest", "xdist", "pytest_aimeasure")
 
 
 def pytest_collect_file(file_path: Any, parent: pytest.Collector) -> pytest.Collector | None:
@@ -107,114 +79,13 @@ def pytest_collect_file(file_path: Any, parent: pytest.Collector) -> pytest.Coll
     return None
 
 
-# -- marker validation --------------------------------------------------------------------------
-def marker_problem(item: pytest.Item) -> str | None:
-    """Why the item's aimeasure markers are invalid, or None."""
-    dims = list(item.iter_markers("dimension"))
-    gates = list(item.iter_markers("gate"))
-    if dims and gates:
-        return "a test is either a gate or a dimension, not both: remove one of the markers"
-    if len(dims) > 1:
-        return "more than one @pytest.mark.dimension applies (module, class or function); keep one"
-    if gates and (gates[0].args or set(gates[0].kwargs) - {"phase"}):
-        return "@pytest.mark.gate takes no arguments but phase= (e.g. @pytest.mark.gate(phase='structure'))"
-    phase = gates[0].kwargs.get("phase") if gates else None
-    if gates and "phase" in gates[0].kwargs and not (isinstance(phase, str) and phase.strip()):
-        return f"@pytest.mark.gate phase={phase!r} must be a non-empty string"
-    if not dims:
-        return None
-    mark = dims[0]
-    if len(mark.args) != 1 or not isinstance(mark.args[0], str) or not mark.args[0].strip():
-        return (
-            "@pytest.mark.dimension needs the dimension's name as its one positional argument, e.g. "
-            "@pytest.mark.dimension('tone', floor=3.0)"
-        )
-    unknown = sorted(set(mark.kwargs) - set(DIMENSION_KWARGS))
-    if unknown:
-        return (
-            f"@pytest.mark.dimension got unknown keyword {unknown[0]!r}; known: {', '.join(DIMENSION_KWARGS)}"
-        )
-    floor = mark.kwargs.get("floor", 3.0)
-    if isinstance(floor, bool) or not isinstance(floor, (int, float)) or not 1 <= floor <= 5:
-        return f"@pytest.mark.dimension floor={floor!r} must be a number from 1 to 5"
-    samples = mark.kwargs.get("samples")
-    if samples is not None and (isinstance(samples, bool) or not isinstance(samples, int) or samples < 1):
-        return f"@pytest.mark.dimension samples={samples!r} must be a whole number >= 1"
-    tolerance = mark.kwargs.get("tolerance", 0.5)
-    if isinstance(tolerance, bool) or not isinstance(tolerance, (int, float)) or tolerance <= 0:
-        return f"@pytest.mark.dimension tolerance={tolerance!r} must be a number > 0"
-    for key in ("rubric", "phase"):
-        value = mark.kwargs.get(key)
-        if value is not None and not (isinstance(value, str) and value.strip()):
-            return f"@pytest.mark.dimension {key}={value!r} must be a non-empty string"
-    return calibration_marker_problem(mark.kwargs)
-
-
-def calibration_marker_problem(kwargs: Mapping[str, Any]) -> str | None:
-    """Why the marker's calibration keywords (anchors=, min_kappa=, max_abs_bias=) are invalid."""
-    anchors = kwargs.get("anchors")
-    names = [anchors] if isinstance(anchors, str) else anchors
-    if anchors is not None and not (
-        isinstance(names, (list, tuple)) and names and all(isinstance(n, str) and n.strip() for n in names)
-    ):
-        return (
-            f"@pytest.mark.dimension anchors={anchors!r} must be an anchor file path (or a list of them), "
-            "relative to the test file"
-        )
-    for key, low in (("min_kappa", -1.0), ("max_abs_bias", 0.0)):
-        value = kwargs.get(key)
-        number = isinstance(value, (int, float)) and not isinstance(value, bool)
-        if value is not None and (not number or value < low):
-            return f"@pytest.mark.dimension {key}={value!r} must be a number >= {low:g}"
-    return None
-
-
-def item_kind(item: pytest.Item) -> str:
-    if item.get_closest_marker("gate") is not None:
-        return "gate"
-    if item.get_closest_marker("dimension") is not None:
-        return "dimension"
-    return "other"
-
-
-def _ordering_group(item: pytest.Item) -> tuple[Any, ...]:
-    """Items of one module that share the parameters of their higher-scoped fixtures: one artifact."""
-    callspec = getattr(item, "callspec", None)
-    fixtureinfo = getattr(item, "_fixtureinfo", None)
-    key: list[tuple[str, Any]] = []
-    if callspec is not None and fixtureinfo is not None:
-        for name, index in sorted(callspec.indices.items()):
-            defs = fixtureinfo.name2fixturedefs.get(name)
-            if defs and defs[-1].scope != "function":
-                key.append((name, index))
-    module = item.getparent(pytest.Module)
-    return (module.nodeid if module else "", tuple(key))
-
-
-def order_gates_first(items: list[pytest.Item]) -> None:
-    """Within each artifact group, move gates ahead of the other tests, keeping order otherwise."""
-    groups: dict[tuple[Any, ...], list[pytest.Item]] = {}
-    for item in items:
-        groups.setdefault(_ordering_group(item), []).append(item)
-    placed: set[tuple[Any, ...]] = set()
-    ordered: list[pytest.Item] = []
-    for item in items:
-        group = _ordering_group(item)
-        if group in placed:
-            continue
-        placed.add(group)
-        members = groups[group]
-        ordered += [i for i in members if item_kind(i) == "gate"]
-        ordered += [i for i in members if item_kind(i) != "gate"]
-    items[:] = ordered
-
-
 class MeasurePlugin:
     """The session's hooks. Registered once per process in pytest_configure."""
 
     def __init__(self, config: pytest.Config, state: SessionState) -> None:
         self.config = config
         self.state = state
+        self.links = ArtifactLinks(state.artifacts)
         self._logging_failures = False
 
     # -- collection ------------------------------------------------------------------------------
@@ -341,34 +212,22 @@ class MeasurePlugin:
         return report
 
     def _artifact_values(self, item: pytest.Item) -> list[object]:
-        """What identifies the item's artifact: Artifact objects among its fixture values, and the
-        values of the test's own arguments that come from the user's fixtures scoped above the
-        function (the same object is handed to every test of that scope). Infrastructure fixtures
-        (pytest's, xdist's, ours) never link tests."""
-        funcargs: dict[str, object] = getattr(item, "funcargs", {})
-        fixtureinfo = getattr(item, "_fixtureinfo", None)
-        argnames = set(fixtureinfo.argnames) if fixtureinfo is not None else set()
-        values: list[object] = []
-        from pytest_aimeasure.artifact import Artifact
-
-        for name, value in funcargs.items():
-            if isinstance(value, Artifact):
-                values.append(value)
-                continue
-            if name not in argnames or value is None:
-                continue
-            defs = fixtureinfo.name2fixturedefs.get(name) if fixtureinfo is not None else None
-            if not defs or defs[-1].scope == "function":
-                continue
-            module = getattr(defs[-1].func, "__module__", "") or ""
-            if not module.startswith(INFRASTRUCTURE_MODULES):
-                values.append(value)
         record = runtime.current()
-        for key in record.artifact_keys if record is not None else ():
-            artifact = self.state.artifacts.by_key(key)
-            if artifact is not None:
-                values.append(artifact)
-        return values
+        return self.links.values(item, record.artifact_keys if record is not None else ())
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_fixture_setup(
+        self, fixturedef: pytest.FixtureDef[Any], request: pytest.FixtureRequest
+    ) -> Generator[None, Any, Any]:
+        value = yield
+        if self.state.active:
+            self.links.fixture_set_up(fixturedef, value)
+        return value
+
+    def pytest_fixture_post_finalizer(
+        self, fixturedef: pytest.FixtureDef[Any], request: pytest.FixtureRequest
+    ) -> None:
+        self.links.fixture_torn_down(fixturedef)
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_report_teststatus(self, report: pytest.TestReport, config: pytest.Config) -> Any:
@@ -422,23 +281,6 @@ class MeasurePlugin:
 
     def pytest_unconfigure(self, config: pytest.Config) -> None:
         self.state.close()
-
-
-def declared_dimensions(item: pytest.Item, samples: int) -> list[tuple[str, str]]:
-    """(node id, dimension) of each item the test declares it measures (marker or suite)."""
-    mark = item.get_closest_marker("dimension")
-    if mark is not None:
-        return [(item_nodeid(item), str(mark.args[0]))]
-    if hasattr(item, "dimension_items"):
-        return [(nodeid, dimension) for nodeid, dimension, _ in item.dimension_items(samples)]
-    return []
-
-
-def report_payload(report: pytest.TestReport) -> dict[str, Any] | None:
-    for name, value in getattr(report, "user_properties", ()):
-        if name == PAYLOAD:
-            return json.loads(value) if isinstance(value, str) else dict(value)
-    return None
 
 
 class XdistGlue:

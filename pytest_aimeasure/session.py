@@ -440,7 +440,7 @@ class SessionState:
 
     # -- collection and reports ------------------------------------------------------------------
     def note_collected(self, items: list[pytest.Item]) -> None:
-        from pytest_aimeasure.plugin import item_nodeid
+        from pytest_aimeasure.keys import item_nodeid
 
         self.collected = {item_nodeid(i) for i in items}
         self.dimension_items = []

@@ -22,7 +22,7 @@ import pytest
 import pytest_aimeasure.hookspecs
 from pytest_aimeasure import options
 from pytest_aimeasure.cli import BUILTIN, build_parser, commands
-from pytest_aimeasure.plugin import DIMENSION_KWARGS
+from pytest_aimeasure.markers import DIMENSION_KWARGS
 
 REFERENCE = Path(__file__).resolve().parent.parent / "docs" / "reference.md"
 GROUP_TITLE = "AI measurement (pytest-aimeasure):"

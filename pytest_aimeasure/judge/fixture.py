@@ -12,8 +12,8 @@ from pytest_aimeasure import runtime
 from pytest_aimeasure.artifact import Artifact, invalid_text_message, join_parts, unicode_problem
 from pytest_aimeasure.judge.engine import ItemSpec, JudgeEngine, NotJudged
 from pytest_aimeasure.judge.families import family_clash, model_families
+from pytest_aimeasure.keys import item_nodeid
 from pytest_aimeasure.models import Measurement, item_id
-from pytest_aimeasure.plugin import item_nodeid
 
 if TYPE_CHECKING:
     from pytest_aimeasure.session import SessionState

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from pytest_aimeasure import runtime
+from pytest_aimeasure.keys import item_nodeid, state_key
 from pytest_aimeasure.suites.callables import CallableError, load_callable
 from pytest_aimeasure.suites.model import LoadedSuite, load_suite
 from pytest_aimeasure.suites.run import Generation, JobPlan, JobResult, Output, SuiteRunner
@@ -194,8 +195,6 @@ class SuiteItem(pytest.Item):
     def plan(self) -> JobPlan:
         """The job; built on first use, because the node id is final only after collection (xdist)."""
         if self._plan is None:
-            from pytest_aimeasure.plugin import item_nodeid
-
             spec = self.suite_node.loaded.spec
             self._plan = JobPlan(
                 nodeid=item_nodeid(self),
@@ -272,7 +271,7 @@ class SuiteItem(pytest.Item):
             return
         text = result.generation.artifact.text
         if result.failed_gates:
-            if self.dimensions and self.config.stash[_state_key()].judging:
+            if self.dimensions and self.config.stash[state_key].judging:
                 runtime.record_finding(
                     "gate_failed",
                     f"not judged: gate failed: {', '.join(g.name for g in result.failed_gates)}",
@@ -321,7 +320,7 @@ class SuiteItem(pytest.Item):
                 record.item_id = self.plan.item_id(dimension)
             raise error
         if result.not_judged is not None:
-            state = self.config.stash[_state_key()]
+            state = self.config.stash[state_key]
             reason = getattr(result.not_judged, "reason", "budget")
             runtime.record_finding(
                 "budget",
@@ -339,7 +338,7 @@ class SuiteItem(pytest.Item):
         the count ("2/3 valid"), each failure named."""
         counts = result.repeat_counts()
         invalid = [(i, o) for i, o in enumerate(result.outputs) if not o.valid]
-        judging = self.config.stash[_state_key()].judging
+        judging = self.config.stash[state_key].judging
         if invalid and self.dimensions and judging:
             runtime.record_finding(
                 "gate_failed",
@@ -433,7 +432,7 @@ class SuiteItem(pytest.Item):
         return "\n".join(lines)
 
     def _warn_self_preference(self) -> None:
-        state = self.config.stash[_state_key()]
+        state = self.config.stash[state_key]
         judge = state.settings.model
         if not state.judging or judge is None or self.target.kind in ("callable",):
             return
@@ -454,12 +453,6 @@ class SuiteItem(pytest.Item):
         if isinstance(excinfo.value, (SuiteItemFailure, GenerationFailed)):
             return str(excinfo.value)
         return super().repr_failure(excinfo, style=style)
-
-
-def _state_key() -> Any:
-    from pytest_aimeasure.plugin import state_key
-
-    return state_key
 
 
 def _first_item_of_target(item: SuiteItem) -> SuiteItem | None:

@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 import pytest
 
+from pytest_aimeasure.keys import state_key
 from pytest_aimeasure.loop import LoopThread
 from pytest_aimeasure.progress import ProgressLine
 from pytest_aimeasure.repeats import repeat_key
@@ -206,8 +207,6 @@ class SuiteRunner:
     # -- lifecycle -------------------------------------------------------------------------------
     @classmethod
     def of(cls, config: pytest.Config) -> SuiteRunner:
-        from pytest_aimeasure.plugin import state_key
-
         runner = config.stash.get(runner_key, None)
         if runner is None:
             runner = cls(config, config.stash[state_key])

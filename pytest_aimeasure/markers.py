@@ -1,0 +1,145 @@
+"""The aimeasure markers: what they mean, whether an item's are valid, what kind of test an item is,
+what it declares it measures, and the order that puts each artifact's gates before its dimensions."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import pytest
+
+from pytest_aimeasure.keys import item_nodeid
+
+__all__ = [
+    "DIMENSION_KWARGS",
+    "MARKER_LINES",
+    "calibration_marker_problem",
+    "declared_dimensions",
+    "item_kind",
+    "marker_problem",
+    "order_gates_first",
+]
+
+MARKER_LINES = (
+    "gate(*, phase=None): a hard, deterministic check of an artifact; when it fails, the dimensions "
+    "of the same artifact are skipped and the judge is never called for them.",
+    "dimension(name, *, floor=3.0, samples=None, tolerance=0.5, rubric=None, phase=None): a quality "
+    "graded 1-5 by the LLM judge against a floor (needs --ai-judge).",
+)
+"""The ``markers`` ini lines (``pytest --markers``)."""
+
+DIMENSION_KWARGS = (
+    *("floor", "samples", "tolerance", "rubric", "phase"),
+    *("anchors", "min_kappa", "max_abs_bias"),  # calibration
+)
+
+
+def marker_problem(item: pytest.Item) -> str | None:
+    """Why the item's aimeasure markers are invalid, or None."""
+    dims = list(item.iter_markers("dimension"))
+    gates = list(item.iter_markers("gate"))
+    if dims and gates:
+        return "a test is either a gate or a dimension, not both: remove one of the markers"
+    if len(dims) > 1:
+        return "more than one @pytest.mark.dimension applies (module, class or function); keep one"
+    if gates and (gates[0].args or set(gates[0].kwargs) - {"phase"}):
+        return "@pytest.mark.gate takes no arguments but phase= (e.g. @pytest.mark.gate(phase='structure'))"
+    phase = gates[0].kwargs.get("phase") if gates else None
+    if gates and "phase" in gates[0].kwargs and not (isinstance(phase, str) and phase.strip()):
+        return f"@pytest.mark.gate phase={phase!r} must be a non-empty string"
+    if not dims:
+        return None
+    mark = dims[0]
+    if len(mark.args) != 1 or not isinstance(mark.args[0], str) or not mark.args[0].strip():
+        return (
+            "@pytest.mark.dimension needs the dimension's name as its one positional argument, e.g. "
+            "@pytest.mark.dimension('tone', floor=3.0)"
+        )
+    unknown = sorted(set(mark.kwargs) - set(DIMENSION_KWARGS))
+    if unknown:
+        return (
+            f"@pytest.mark.dimension got unknown keyword {unknown[0]!r}; known: {', '.join(DIMENSION_KWARGS)}"
+        )
+    floor = mark.kwargs.get("floor", 3.0)
+    if isinstance(floor, bool) or not isinstance(floor, (int, float)) or not 1 <= floor <= 5:
+        return f"@pytest.mark.dimension floor={floor!r} must be a number from 1 to 5"
+    samples = mark.kwargs.get("samples")
+    if samples is not None and (isinstance(samples, bool) or not isinstance(samples, int) or samples < 1):
+        return f"@pytest.mark.dimension samples={samples!r} must be a whole number >= 1"
+    tolerance = mark.kwargs.get("tolerance", 0.5)
+    if isinstance(tolerance, bool) or not isinstance(tolerance, (int, float)) or tolerance <= 0:
+        return f"@pytest.mark.dimension tolerance={tolerance!r} must be a number > 0"
+    for key in ("rubric", "phase"):
+        value = mark.kwargs.get(key)
+        if value is not None and not (isinstance(value, str) and value.strip()):
+            return f"@pytest.mark.dimension {key}={value!r} must be a non-empty string"
+    return calibration_marker_problem(mark.kwargs)
+
+
+def calibration_marker_problem(kwargs: Mapping[str, Any]) -> str | None:
+    """Why the marker's calibration keywords (anchors=, min_kappa=, max_abs_bias=) are invalid."""
+    anchors = kwargs.get("anchors")
+    names = [anchors] if isinstance(anchors, str) else anchors
+    if anchors is not None and not (
+        isinstance(names, (list, tuple)) and names and all(isinstance(n, str) and n.strip() for n in names)
+    ):
+        return (
+            f"@pytest.mark.dimension anchors={anchors!r} must be an anchor file path (or a list of them), "
+            "relative to the test file"
+        )
+    for key, low in (("min_kappa", -1.0), ("max_abs_bias", 0.0)):
+        value = kwargs.get(key)
+        number = isinstance(value, (int, float)) and not isinstance(value, bool)
+        if value is not None and (not number or value < low):
+            return f"@pytest.mark.dimension {key}={value!r} must be a number >= {low:g}"
+    return None
+
+
+def item_kind(item: pytest.Item) -> str:
+    if item.get_closest_marker("gate") is not None:
+        return "gate"
+    if item.get_closest_marker("dimension") is not None:
+        return "dimension"
+    return "other"
+
+
+def _ordering_group(item: pytest.Item) -> tuple[Any, ...]:
+    """Items of one module that share the parameters of their higher-scoped fixtures: one artifact."""
+    callspec = getattr(item, "callspec", None)
+    fixtureinfo = getattr(item, "_fixtureinfo", None)
+    key: list[tuple[str, Any]] = []
+    if callspec is not None and fixtureinfo is not None:
+        for name, index in sorted(callspec.indices.items()):
+            defs = fixtureinfo.name2fixturedefs.get(name)
+            if defs and defs[-1].scope != "function":
+                key.append((name, index))
+    module = item.getparent(pytest.Module)
+    return (module.nodeid if module else "", tuple(key))
+
+
+def order_gates_first(items: list[pytest.Item]) -> None:
+    """Within each artifact group, move gates ahead of the other tests, keeping order otherwise."""
+    groups: dict[tuple[Any, ...], list[pytest.Item]] = {}
+    for item in items:
+        groups.setdefault(_ordering_group(item), []).append(item)
+    placed: set[tuple[Any, ...]] = set()
+    ordered: list[pytest.Item] = []
+    for item in items:
+        group = _ordering_group(item)
+        if group in placed:
+            continue
+        placed.add(group)
+        members = groups[group]
+        ordered += [i for i in members if item_kind(i) == "gate"]
+        ordered += [i for i in members if item_kind(i) != "gate"]
+    items[:] = ordered
+
+
+def declared_dimensions(item: pytest.Item, samples: int) -> list[tuple[str, str]]:
+    """(node id, dimension) of each item the test declares it measures (marker or suite)."""
+    mark = item.get_closest_marker("dimension")
+    if mark is not None:
+        return [(item_nodeid(item), str(mark.args[0]))]
+    if hasattr(item, "dimension_items"):
+        return [(nodeid, dimension) for nodeid, dimension, _ in item.dimension_items(samples)]
+    return []
