@@ -8,9 +8,10 @@ from typing import TYPE_CHECKING
 import pytest
 
 from pytest_aimeasure.models import Finding, Measurement
+from pytest_aimeasure.outcome import Outcome, SessionFailure
 
 if TYPE_CHECKING:
-    from pytest_aimeasure.session import Outcome, SessionFailure, SessionState
+    from pytest_aimeasure.session import SessionState
 
 # Session-level failures no test's own outcome shows, in the order the summary names them:
 # (the JUnit case's kind, the finding kind, the reason in failed_because).
@@ -90,10 +91,18 @@ def _one_per_subject(findings: list[Finding], kind: str) -> list[Finding]:
     return out
 
 
+def preload() -> None:
+    """Import what the session's end needs now, on the main thread, before any judging: on CPython
+    < 3.13 an import that compiles source while the judge thread formats a traceback can crash
+    ast.parse."""
+    import pytest_aimeasure.compare
+    import pytest_aimeasure.report.publish
+    import pytest_aimeasure.report.results
+    import pytest_aimeasure.report.terminal  # noqa: F401
+
+
 def conclude(state: SessionState, session: pytest.Session) -> Outcome:
     from pytest_aimeasure.baseline import coverage_from_results, gone_entries
-    from pytest_aimeasure.session import Outcome, SessionFailure
-
     s = state.settings
     outcome = Outcome(interrupted=session.exitstatus == pytest.ExitCode.INTERRUPTED)
     whole = state.whole_suite(session)
@@ -200,5 +209,12 @@ def conclude(state: SessionState, session: pytest.Session) -> Outcome:
         store=s.store if state.recording is not None else None,
     )
     if state.recording is not None:
-        state.recording.finish(state, outcome, interrupted=outcome.interrupted)
+        state.recording.finish(
+            list(state.results.values()),
+            spend=state.spend(),
+            generators=state.artifacts.labels(),
+            interrupted=outcome.interrupted,
+            passed=outcome.passed,
+            failed_because=outcome.failed_because,
+        )
     return outcome

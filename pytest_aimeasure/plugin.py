@@ -135,7 +135,9 @@ class MeasurePlugin:
     @pytest.hookimpl(tryfirst=True)
     def pytest_runtestloop(self, session: pytest.Session) -> bool | None:
         if self.state.dry_run:
-            self.state.dry_run_report(session)
+            from pytest_aimeasure.report.terminal import write_dry_run
+
+            write_dry_run(self.config, self.state.settings, self.state.dimension_items)
             return True
         return None
 
@@ -257,6 +259,10 @@ class MeasurePlugin:
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_sessionstart(self, session: pytest.Session) -> None:
+        if self.state.judging and not self.state.dry_run:
+            from pytest_aimeasure.conclude import preload
+
+            preload()
         self.state.start()
 
     # -- session end -----------------------------------------------------------------------------
@@ -264,6 +270,10 @@ class MeasurePlugin:
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
         # First: the session's own failures must reach junitxml before it writes its file.
         self.state.finish(session)
+        if self.state.concludes:
+            from pytest_aimeasure.conclude import conclude
+
+            self.state.outcome = conclude(self.state, session)
         outcome = self.state.outcome
         if outcome is not None and outcome.failures:
             from pytest_aimeasure.report.junit import failure_reports
@@ -277,7 +287,10 @@ class MeasurePlugin:
                 self._logging_failures = False
 
     def pytest_terminal_summary(self, terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
-        self.state.terminal_summary(terminalreporter)
+        if self.state.outcome is not None and not self.state.is_worker:
+            from pytest_aimeasure.report.terminal import write_summary
+
+            write_summary(terminalreporter, self.state, self.state.outcome)
 
     def pytest_unconfigure(self, config: pytest.Config) -> None:
         self.state.close()

@@ -31,7 +31,7 @@ from pytest_aimeasure.store import (
 
 if TYPE_CHECKING:
     from pytest_aimeasure.cost import Budget, SharedBudget
-    from pytest_aimeasure.session import Outcome, SessionState
+    from pytest_aimeasure.settings import Settings
 
 RUN_ID_KEY = "aimeasure_run_id"
 RESUMING_KEY = "aimeasure_resuming"
@@ -109,11 +109,11 @@ def _under(nodeid: str, prefixes: list[str] | None) -> bool:
 class _RunChoice:
     """What a bare ``--rejudge`` / ``--resume`` needs of a run (see :meth:`RunStore.latest`)."""
 
-    def __init__(self, store: RunStore, state: SessionState) -> None:
+    def __init__(self, store: RunStore, s: Settings, config: pytest.Config) -> None:
         self.store = store
-        self.rootdir = rootdir_key(state.config.rootpath, store)
-        self.model = state.settings.model
-        self.prefixes = _selected_prefixes(state.config)
+        self.rootdir = rootdir_key(config.rootpath, store)
+        self.model = s.model
+        self.prefixes = _selected_prefixes(config)
         self.where = "these tests" if self.prefixes is None else ", ".join(self.prefixes)
 
     def _common(self, meta: RunMeta) -> str | None:
@@ -176,8 +176,7 @@ class Recording:
 
     # -- opening ---------------------------------------------------------------------------------
     @classmethod
-    def open(cls, state: SessionState) -> Recording:
-        s, config = state.settings, state.config
+    def open(cls, s: Settings, config: pytest.Config) -> Recording:
         store = RunStore(s.store)
         workerinput: dict[str, Any] | None = getattr(config, "workerinput", None)
         if workerinput is None and s.budget_usd is not None:
@@ -194,10 +193,10 @@ class Recording:
                 resuming = bool(workerinput.get(RESUMING_KEY))
                 rejudge_id = workerinput.get(REJUDGE_KEY)
             else:
-                choice = _RunChoice(store, state)
+                choice = _RunChoice(store, s, config)
                 rejudge_id = None
                 if s.rejudge is not None:
-                    wanted = f"stored artifacts of {choice.where} under rootdir {state.config.rootpath}"
+                    wanted = f"stored artifacts of {choice.where} under rootdir {config.rootpath}"
                     rejudge_id = store.resolve(s.rejudge, choice.for_rejudge, wanted=wanted)
                 resuming = s.resume is not None
                 if resuming:
@@ -208,7 +207,7 @@ class Recording:
                         # A resumed --aimeasure-rejudge run goes on scoring the artifacts of the run it
                         # rejudges: what it had not loaded before the interruption must not be generated.
                         rejudge_id = before.rejudge_of
-                run = cls._controller_run(store, state, rejudge_id, before)
+                run = cls._controller_run(store, s, config, rejudge_id, before)
             try:
                 rejudge = store.open_run(rejudge_id, writer=run.writer) if rejudge_id else None
                 lookup = SampleLookup(
@@ -255,9 +254,8 @@ class Recording:
 
     @staticmethod
     def _controller_run(
-        store: RunStore, state: SessionState, rejudge_id: str | None, before: RunMeta | None
+        store: RunStore, s: Settings, config: pytest.Config, rejudge_id: str | None, before: RunMeta | None
     ) -> Run:
-        s = state.settings
         if before is not None:
             run = store.open_run(before.run_id, writer=CONTROLLER)
             recorded = run.meta.judge_model
@@ -271,18 +269,18 @@ class Recording:
                 )
             run.write_meta(run.meta.model_copy(update={"status": "running", "ended_at": None}))
             return run
-        commit, dirty = git_info(state.config.rootpath)
+        commit, dirty = git_info(config.rootpath)
         meta = RunMeta(
             run_id=store.new_run_id(),
             started_at=utc_now(),
             # The command that reproduces the run (sys.argv is another program's when pytest is
             # started from Python, e.g. pytest.main or pytester).
-            argv=["pytest", *state.config.invocation_params.args],
+            argv=["pytest", *config.invocation_params.args],
             git_commit=commit,
             git_dirty=dirty,
             plugin_version=__version__,
             judge_model=s.model,
-            rootdir=rootdir_key(state.config.rootpath, store),
+            rootdir=rootdir_key(config.rootpath, store),
             rejudge_of=rejudge_id,
         )
         return store.start_run(meta, writer=CONTROLLER)
@@ -400,8 +398,17 @@ class Recording:
         cache = [Finding(kind="cache", severity="warn", subject="cache", message=p) for p in problems]
         return [*self._findings, *cache]
 
-    def finish(self, state: SessionState, outcome: Outcome, *, interrupted: bool = False) -> None:
-        results = list(state.results.values())
+    def finish(
+        self,
+        results: list[ItemResult],
+        *,
+        spend: dict[str, Any],
+        generators: list[str],
+        interrupted: bool,
+        passed: bool,
+        failed_because: list[str],
+    ) -> None:
+        """Close the run's record: when it ended, how, and what it measured and cost."""
         self._finished = True
         if not results and (self._before is not None or self.run.meta.rejudge_of):
             # A rejudge or resume that ran no test (a collection error, Ctrl-C before the first
@@ -412,7 +419,6 @@ class Recording:
         for m in (m for r in results for m in r.measurements):
             if m.fingerprint not in fingerprints:
                 fingerprints.append(m.fingerprint)
-        spend = state.spend()
         # Samples this session took from the resumed run's own journal were counted when judged.
         own = sum(1 for r in results for m in r.measurements for x in m.samples if x.source == "journal")
         prior = self._prior
@@ -424,15 +430,15 @@ class Recording:
                 # Ctrl-C: the run can be continued with --aimeasure-resume, and history says so.
                 "status": "interrupted" if interrupted else "finished",
                 "fingerprints": fingerprints,
-                "generators": state.artifacts.labels(),
+                "generators": generators,
                 "items": len(results),
                 "failures": sum(1 for r in results if r.outcome in ("failed", "error")),
                 "judge_calls": prior.calls + spend["calls"],
                 "reused_samples": prior.reused + max(spend["cached"] - own, 0),
                 "spend_usd": total,
                 # history shows a run that failed with every test passed (drift, budget...) as failed
-                "passed": outcome.passed,
-                "failed_because": list(outcome.failed_because),
+                "passed": passed,
+                "failed_because": list(failed_because),
             }
         )
         self.run.write_meta(meta)

@@ -7,172 +7,21 @@ Workers (xdist) judge and journal; only the controller reads or writes the basel
 
 from __future__ import annotations
 
-import os
 import threading
-from dataclasses import dataclass, field
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from pytest_aimeasure import options
 from pytest_aimeasure.artifact import ArtifactRegistry
+from pytest_aimeasure.outcome import Outcome, SessionFailure
+from pytest_aimeasure.settings import Settings
+
+__all__ = ["Outcome", "SessionFailure", "SessionState", "Settings"]
 
 if TYPE_CHECKING:
-    from pytest_aimeasure.compare import Comparison
     from pytest_aimeasure.judge.engine import JudgeEngine
     from pytest_aimeasure.models import Finding, ItemResult, Measurement
     from pytest_aimeasure.recording import Recording
-
-
-@dataclass(frozen=True)
-class Settings:
-    judging: bool
-    model: str | None
-    samples: int
-    concurrency: int
-    timeout: float
-    retries: int
-    cache: str
-    budget_usd: float | None
-    dry_run: bool
-    baseline: Path
-    update_baseline: bool
-    prune_baseline: bool
-    baseline_pool: int
-    drift: str
-    json_path: Path | None
-    html_path: Path | None
-    store: Path
-    rejudge: str | None
-    resume: str | None
-    var_floor: float
-    calibrate: str | None = None  # "report" or "fail" (--judge-calibrate)
-    judge_bias: bool = False
-    anchor_globs: tuple[str, ...] = ()
-    min_kappa: float = 0.6
-    max_abs_bias: float = 0.5
-
-    @classmethod
-    def from_config(cls, config: pytest.Config) -> Settings:
-        root = config.rootpath
-
-        def path(dest: str) -> Path | None:
-            value = options.get(config, dest)
-            if value is None:
-                return None
-            p = Path(os.path.expanduser(str(value)))
-            return p if p.is_absolute() else root / p
-
-        rejudge, resume = options.get(config, "rejudge"), options.get(config, "resume")
-        dry_run = bool(options.get(config, "judge_dry_run"))
-        judging = (
-            bool(options.get(config, "ai_judge")) or rejudge is not None or resume is not None or dry_run
-        )
-        model = options.get(config, "judge_model")
-        if judging and model is None:
-            from pytest_aimeasure.judge.resolve import CONFIGURE_HELP, default_model
-
-            model = default_model() or options.get(config, "offline_judge_model")
-            if model is None and not dry_run:
-                raise pytest.UsageError(f"--ai-judge: {CONFIGURE_HELP}")
-        if judging and model is not None:
-            from pytest_aimeasure.judge.resolve import ModelError, check_provider, require_available, route
-
-            try:
-                route(model)
-                try:
-                    check_provider(model)
-                    require_available(model)
-                except ModelError:
-                    # An unknown provider, or litellm missing, is a usage error before any call,
-                    # unless a plugin serves the model (pytest_aimeasure_make_backend).
-                    if config.hook.pytest_aimeasure_make_backend(model=model, config=config) is None:
-                        raise
-            except ModelError as exc:
-                raise pytest.UsageError(f"--judge-model {model}: {exc}") from None
-        for flag, value in (("--aimeasure-rejudge", rejudge), ("--aimeasure-resume", resume)):
-            if value is not None and value != "latest" and os.path.exists(value) and os.sep in value:
-                raise pytest.UsageError(
-                    f"{flag} took {value!r} as a run id, but it is a path: write {flag}=latest (or "
-                    f"{flag}=RUN_ID) before the test paths"
-                )
-        if bool(options.get(config, "update_baseline")) and not judging:
-            raise pytest.UsageError(
-                "--update-baseline needs measurements: add --ai-judge (without it no dimension is "
-                "judged, and a whole-suite update would empty the baseline)"
-            )
-        calibrate = options.get(config, "calibrate")
-        judge_bias = bool(options.get(config, "judge_bias"))
-        if (calibrate or judge_bias) and not judging:
-            raise pytest.UsageError(
-                f"{'--judge-calibrate' if calibrate else '--judge-bias'} judges the anchors: add --ai-judge"
-            )
-        if judge_bias and not calibrate:
-            calibrate = "report"  # the probes run on the anchors
-        if rejudge is not None and resume is not None:
-            raise pytest.UsageError("--aimeasure-rejudge and --aimeasure-resume do not combine: pick one")
-        if dry_run and getattr(config.option, "numprocesses", None):
-            raise pytest.UsageError("--judge-dry-run does not combine with -n: it runs no test anyway")
-        return cls(
-            judging=judging,
-            model=model,
-            samples=options.get(config, "judge_samples"),
-            concurrency=options.get(config, "judge_concurrency"),
-            timeout=options.get(config, "judge_timeout"),
-            retries=options.get(config, "judge_retries"),
-            cache=options.get(config, "judge_cache"),
-            budget_usd=options.get(config, "judge_budget_usd"),
-            dry_run=dry_run,
-            baseline=path("baseline") or root / "aimeasure-baseline.json",
-            update_baseline=bool(options.get(config, "update_baseline")),
-            prune_baseline=bool(options.get(config, "prune_baseline")),
-            baseline_pool=options.get(config, "baseline_pool"),
-            drift=options.get(config, "drift"),
-            json_path=path("aimeasure_json"),
-            html_path=path("aimeasure_html"),
-            store=path("aimeasure_store") or root / ".aimeasure",
-            rejudge=rejudge,
-            resume=resume,
-            var_floor=options.get(config, "judge_var_floor"),
-            calibrate=calibrate,
-            judge_bias=judge_bias,
-            anchor_globs=tuple(config.getini(options.ANCHORS_INI) or ()),
-            min_kappa=options.get(config, "min_kappa"),
-            max_abs_bias=options.get(config, "max_abs_bias"),
-        )
-
-    @property
-    def calibration_file(self) -> Path:
-        """``aimeasure-calibration.json`` next to the baseline."""
-        return self.baseline.parent / "aimeasure-calibration.json"
-
-
-@dataclass(frozen=True)
-class SessionFailure:
-    """One reason the session failed that no test's own outcome shows: a drift, a changed judge, a
-    budget stop, a baseline that could not be written. Each becomes a failing JUnit test case."""
-
-    kind: str  # "drift", "not_comparable", "budget", "baseline"
-    subject: str  # the dimension, item id or file concerned
-    message: str
-
-
-@dataclass
-class Outcome:
-    """What the session concluded (controller only)."""
-
-    findings: list[Finding] = field(default_factory=list)
-    comparison: Comparison | None = None
-    baseline_update: dict[str, Any] | None = None
-    baseline_note: str | None = None
-    failed_because: list[str] = field(default_factory=list)
-    failures: list[SessionFailure] = field(default_factory=list)
-    gone: list[str] = field(default_factory=list)  # baseline entries whose tests no longer exist
-    passed: bool = True
-    tables: dict[str, Any] = field(default_factory=dict)  # suites: targets side by side
-    interrupted: bool = False  # Ctrl-C: the run can be continued with --resume
-    calibration: dict[str, Any] = field(default_factory=dict)  # per dimension: κ, bias, status
 
 
 class SessionState:
@@ -235,18 +84,10 @@ class SessionState:
         if self.judging:
             self._load_calibration()
         if self.judging:
-            # Import what the session end needs now, on the main thread: on CPython < 3.13 an import
-            # that compiles source while the judge thread formats a traceback can crash ast.parse.
-            import pytest_aimeasure.compare
-            import pytest_aimeasure.conclude
-            import pytest_aimeasure.report.publish
-            import pytest_aimeasure.report.results
-            import pytest_aimeasure.report.terminal  # noqa: F401
-
             self._warm_sdk()
             from pytest_aimeasure.recording import Recording
 
-            self.recording = Recording.open(self)
+            self.recording = Recording.open(self.settings, self.config)
             self.artifacts.recorder = self.recording
             self.artifacts.rejudge_run = self.recording.rejudge_run_id
             self.artifacts.resuming = self.recording.resuming
@@ -557,15 +398,6 @@ class SessionState:
             return "stale"
         return "calibrated" if c.passed else "uncalibrated"
 
-    # -- dry run ---------------------------------------------------------------------------------
-    def dry_run_report(self, session: pytest.Session) -> None:
-        from pytest_aimeasure.report.terminal import dry_run_lines
-
-        reporter = self.config.pluginmanager.get_plugin("terminalreporter")
-        write = reporter.write_line if reporter is not None else print
-        for line in dry_run_lines(self):
-            write(line)
-
     # -- session end -----------------------------------------------------------------------------
     def whole_suite(self, session: pytest.Session) -> bool:
         """Did this session select the whole suite? Only then are missing items reported and stale
@@ -581,7 +413,14 @@ class SessionState:
             return False
         return bool(self.config.args_source != pytest.Config.ArgsSource.ARGS)
 
+    @property
+    def concludes(self) -> bool:
+        """Does this process conclude the session (the controller of a session that keeps results)?"""
+        return self.active and not self.is_worker and not self.dry_run
+
     def finish(self, session: pytest.Session) -> None:
+        """What the session's state does at its end: a worker hands its spend and anchors over, the
+        controller judges the anchors (--judge-calibrate). The conclusion reads the state after."""
         if self.dry_run:
             return
         if self.is_worker:
@@ -596,16 +435,6 @@ class SessionState:
         stopped = session.exitstatus in (pytest.ExitCode.USAGE_ERROR, pytest.ExitCode.INTERRUPTED)
         if self.settings.calibrate and not session.shouldstop and not stopped:
             self.calibration_run = self.calibrate()
-        from pytest_aimeasure.conclude import conclude
-
-        self.outcome = conclude(self, session)
-
-    def terminal_summary(self, reporter: Any) -> None:
-        if self.outcome is None or self.is_worker:
-            return
-        from pytest_aimeasure.report.terminal import write_summary
-
-        write_summary(reporter, self, self.outcome)
 
     def close(self) -> None:
         if self._warm_thread is not None:

@@ -25,7 +25,8 @@ import pytest
 from pytest_aimeasure.fileio import atomic_write
 
 if TYPE_CHECKING:
-    from pytest_aimeasure.session import Outcome, SessionFailure, SessionState
+    from pytest_aimeasure.outcome import Outcome, SessionFailure
+    from pytest_aimeasure.session import SessionState
 
 FAILURE_PROPERTY = "aimeasure.session_failure"
 ITEM_PROPERTY = "aimeasure.item"

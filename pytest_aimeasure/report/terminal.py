@@ -24,8 +24,12 @@ from pytest_aimeasure.options import RENAMED
 from pytest_aimeasure.report.repeat_lines import repeat_lines
 
 if TYPE_CHECKING:
+    import pytest
+
     from pytest_aimeasure.compare import DimensionComparison, ItemComparison
-    from pytest_aimeasure.session import Outcome, SessionState, Settings
+    from pytest_aimeasure.outcome import Outcome
+    from pytest_aimeasure.session import SessionState
+    from pytest_aimeasure.settings import Settings
 
 LOOK_AT = ("regressed", "not_comparable", "improved", "inconclusive")
 EXCERPT_LINES = 6
@@ -498,18 +502,25 @@ def next_steps(state: SessionState, outcome: Outcome, new_count: int) -> list[st
     return ["", "Next:", *(f"  {step}" for step in steps)]
 
 
-def dry_run_lines(state: SessionState) -> list[str]:
+def write_dry_run(config: pytest.Config, settings: Settings, items: list[tuple[str, str, int]]) -> None:
+    """The dry run's plan: what would be judged, how many calls, what it would cost."""
+    reporter = config.pluginmanager.get_plugin("terminalreporter")
+    write = reporter.write_line if reporter is not None else print
+    for line in dry_run_lines(settings, items):
+        write(line)
+
+
+def dry_run_lines(settings: Settings, items: list[tuple[str, str, int]]) -> list[str]:
     from pytest_aimeasure.cost import estimate_call_usd
 
-    items = state.dimension_items
     calls = sum(n for _, _, n in items)
     per_dim: Counter[str] = Counter()
     for _, dim, n in items:
         per_dim[dim] += n
-    model = state.settings.model or "(no judge model configured)"
+    model = settings.model or "(no judge model configured)"
     estimate = None
-    if state.settings.model is not None:
-        one = _estimate_one(state.settings.model, estimate_call_usd)
+    if settings.model is not None:
+        one = _estimate_one(settings.model, estimate_call_usd)
         estimate = None if one is None else one * calls
     lines = [
         f"aimeasure dry run: {len(items)} dimension items, {calls} judge calls with {model}",
