@@ -3,6 +3,7 @@ status (set, never raised), the JSON results and the run's final record."""
 
 from __future__ import annotations
 
+from datetime import datetime, timezone
 from typing import TYPE_CHECKING
 
 import pytest
@@ -11,6 +12,8 @@ from pytest_aimeasure.models import Finding, Measurement
 from pytest_aimeasure.outcome import Outcome, SessionFailure
 
 if TYPE_CHECKING:
+    from pytest_aimeasure.report.results import SessionResults
+    from pytest_aimeasure.report.summary import SessionSummary
     from pytest_aimeasure.session import SessionState
 
 # Session-level failures no test's own outcome shows, in the order the summary names them:
@@ -98,10 +101,11 @@ def preload() -> None:
     import pytest_aimeasure.compare
     import pytest_aimeasure.report.publish
     import pytest_aimeasure.report.results
+    import pytest_aimeasure.report.summary
     import pytest_aimeasure.report.terminal  # noqa: F401
 
 
-def conclude(state: SessionState, session: pytest.Session) -> Outcome:
+def conclude(state: SessionState, session: pytest.Session) -> tuple[Outcome, SessionSummary]:
     from pytest_aimeasure.baseline import coverage_from_results, gone_entries
     s = state.settings
     outcome = Outcome(interrupted=session.exitstatus == pytest.ExitCode.INTERRUPTED)
@@ -198,12 +202,19 @@ def conclude(state: SessionState, session: pytest.Session) -> Outcome:
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
     from pytest_aimeasure.report.publish import publish
-    from pytest_aimeasure.report.results import build_results
+    from pytest_aimeasure.report.summary import SessionSummary
 
     # The reports read this frozen summary only, never the live session state.
-    results = build_results(state, outcome, int(session.exitstatus), whole_suite=whole)
+    frozen = SessionSummary(
+        results=build_results(state, outcome, int(session.exitstatus), whole_suite=whole),
+        comparison=outcome.comparison,
+        settings=s,
+        args=tuple(state.config.invocation_params.args),
+        interrupted=outcome.interrupted,
+        gone=tuple(outcome.gone),
+    )
     publish(
-        results,
+        frozen.results,
         json_path=s.json_path,
         html_path=s.html_path,
         store=s.store if state.recording is not None else None,
@@ -217,4 +228,61 @@ def conclude(state: SessionState, session: pytest.Session) -> Outcome:
             passed=outcome.passed,
             failed_because=outcome.failed_because,
         )
-    return outcome
+    return outcome, frozen
+
+
+def build_results(
+    state: SessionState, outcome: Outcome, exit_status: int, *, whole_suite: bool | None = None
+) -> SessionResults:
+    """The session's results (the JSON model), read from the state once, at its end."""
+    from pytest_aimeasure.calibrate.report import calibration_figures
+    from pytest_aimeasure.report.results import (
+        CalibrationFigure,
+        ResultItem,
+        SessionResults,
+        baseline_dimensions,
+    )
+
+    comparison = outcome.comparison
+    items: list[ResultItem] = []
+    for result in sorted(state.results.values(), key=lambda r: r.nodeid):
+        item_cmp = comparison.items.get(result.item_id) if comparison is not None and result.item_id else None
+        items.append(
+            ResultItem(
+                **result.model_dump(),
+                verdict=item_cmp.verdict if item_cmp is not None else None,
+                comparison=item_cmp,
+            )
+        )
+    recording = state.recording
+    return SessionResults(
+        run_id=recording.run_id if recording is not None else None,
+        judge_model=state.settings.model,
+        passed=outcome.passed,
+        failed_because=outcome.failed_because,
+        exit_status=exit_status,
+        items=items,
+        dimensions=comparison.dimensions if comparison is not None else {},
+        findings=outcome.findings,
+        spend=state.spend(),
+        baseline={
+            "path": str(state.settings.baseline),
+            "update": outcome.baseline_update,
+            "note": outcome.baseline_note,
+        },
+        comparison_tables=outcome.tables,
+        baseline_dimensions=(
+            baseline_dimensions(
+                state.baseline, comparison.dimensions, comparison.items, state.settings.var_floor
+            )
+            if comparison is not None
+            else {}
+        ),
+        started_at=recording.run.meta.started_at if recording is not None else None,
+        ended_at=datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        var_floor=state.settings.var_floor,
+        drift=state.settings.drift,  # type: ignore[arg-type]  # one of the option's choices
+        whole_suite=whole_suite,
+        calibration=[CalibrationFigure.model_validate(f) for f in calibration_figures(outcome.calibration)],
+        calibration_summary=outcome.calibration,
+    )

@@ -23,6 +23,7 @@ from pytest_aimeasure.markers import declared_dimensions, item_kind, marker_prob
 if TYPE_CHECKING:
     from pytest_aimeasure.artifact import Artifact
     from pytest_aimeasure.judge.fixture import Judge
+    from pytest_aimeasure.report.summary import SessionSummary
     from pytest_aimeasure.session import SessionState
     from pytest_aimeasure.testing.server import ProviderServer
 
@@ -86,6 +87,7 @@ class MeasurePlugin:
         self.config = config
         self.state = state
         self.links = ArtifactLinks(state.artifacts)
+        self.summary: SessionSummary | None = None  # the reports' frozen view, at the session's end
         self._logging_failures = False
 
     # -- collection ------------------------------------------------------------------------------
@@ -273,7 +275,7 @@ class MeasurePlugin:
         if self.state.concludes:
             from pytest_aimeasure.conclude import conclude
 
-            self.state.outcome = conclude(self.state, session)
+            self.state.outcome, self.summary = conclude(self.state, session)
         outcome = self.state.outcome
         if outcome is not None and outcome.failures:
             from pytest_aimeasure.report.junit import failure_reports
@@ -287,10 +289,10 @@ class MeasurePlugin:
                 self._logging_failures = False
 
     def pytest_terminal_summary(self, terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
-        if self.state.outcome is not None and not self.state.is_worker:
+        if self.summary is not None:
             from pytest_aimeasure.report.terminal import write_summary
 
-            write_summary(terminalreporter, self.state, self.state.outcome)
+            write_summary(terminalreporter, self.summary)
 
     def pytest_unconfigure(self, config: pytest.Config) -> None:
         self.state.close()

@@ -7,14 +7,12 @@ versioned by ``format``; fields are only ever added within a format number.
 from __future__ import annotations
 
 import json
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from pytest_aimeasure import __version__
-from pytest_aimeasure.calibrate.report import calibration_figures
 from pytest_aimeasure.compare import DimensionComparison, ItemComparison
 from pytest_aimeasure.fileio import atomic_write
 from pytest_aimeasure.models import Finding, ItemResult
@@ -150,51 +148,3 @@ def baseline_dimensions(
                 mean=stats.mean, ci_low=stats.ci_low, ci_high=stats.ci_high, m=stats.m
             )
     return out
-
-
-def build_results(
-    state: Any, outcome: Any, exit_status: int, *, whole_suite: bool | None = None
-) -> SessionResults:
-    comparison = outcome.comparison
-    items: list[ResultItem] = []
-    for result in sorted(state.results.values(), key=lambda r: r.nodeid):
-        item_cmp = comparison.items.get(result.item_id) if comparison is not None and result.item_id else None
-        items.append(
-            ResultItem(
-                **result.model_dump(),
-                verdict=item_cmp.verdict if item_cmp is not None else None,
-                comparison=item_cmp,
-            )
-        )
-    recording = state.recording
-    return SessionResults(
-        run_id=recording.run_id if recording is not None else None,
-        judge_model=state.settings.model,
-        passed=outcome.passed,
-        failed_because=outcome.failed_because,
-        exit_status=exit_status,
-        items=items,
-        dimensions=comparison.dimensions if comparison is not None else {},
-        findings=outcome.findings,
-        spend=state.spend(),
-        baseline={
-            "path": str(state.settings.baseline),
-            "update": outcome.baseline_update,
-            "note": outcome.baseline_note,
-        },
-        comparison_tables=outcome.tables,
-        baseline_dimensions=(
-            baseline_dimensions(
-                state.baseline, comparison.dimensions, comparison.items, state.settings.var_floor
-            )
-            if comparison is not None
-            else {}
-        ),
-        started_at=recording.run.meta.started_at if recording is not None else None,
-        ended_at=datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
-        var_floor=state.settings.var_floor,
-        drift=state.settings.drift,
-        whole_suite=whole_suite,
-        calibration=[CalibrationFigure.model_validate(f) for f in calibration_figures(outcome.calibration)],
-        calibration_summary=outcome.calibration,
-    )

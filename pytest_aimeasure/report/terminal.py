@@ -27,8 +27,7 @@ if TYPE_CHECKING:
     import pytest
 
     from pytest_aimeasure.compare import DimensionComparison, ItemComparison
-    from pytest_aimeasure.outcome import Outcome
-    from pytest_aimeasure.session import SessionState
+    from pytest_aimeasure.report.summary import SessionSummary
     from pytest_aimeasure.settings import Settings
 
 LOOK_AT = ("regressed", "not_comparable", "improved", "inconclusive")
@@ -48,10 +47,10 @@ class Styled(str):
         return line
 
 
-def write_summary(reporter: Any, state: SessionState, outcome: Outcome) -> None:
+def write_summary(reporter: Any, summary: SessionSummary) -> None:
     """The aimeasure section on pytest's terminal reporter, at the reporter's verbosity."""
     reporter.write_sep("=", "aimeasure")
-    for line in summary_lines(state, outcome, verbosity=reporter.verbosity):
+    for line in summary_lines(summary, verbosity=reporter.verbosity):
         reporter.write_line(line, **getattr(line, "markup", {}))
 
 
@@ -111,8 +110,8 @@ def _verdict_text(c: ItemComparison | DimensionComparison) -> str:
     return verdict
 
 
-def comparison_rows(outcome: Outcome) -> list[list[str]]:
-    comparison = outcome.comparison
+def comparison_rows(summary: SessionSummary) -> list[list[str]]:
+    comparison = summary.comparison
     if comparison is None:
         return []
     rows: list[list[str]] = []
@@ -141,8 +140,8 @@ def comparison_rows(outcome: Outcome) -> list[list[str]]:
     return rows
 
 
-def _spend_line(state: SessionState) -> str:
-    spend = state.spend()
+def _spend_line(summary: SessionSummary) -> str:
+    spend = summary.results.spend
     cost = spend["cost_usd"]
     cost_text = "cost unknown" if cost is None else f"${cost:.4f}"
     cache = ""
@@ -162,7 +161,7 @@ def _spend_line(state: SessionState) -> str:
     elif spend.get("transport_retries"):
         pressure += f", {spend['transport_retries']} calls retried"
     return (
-        f"judge {state.settings.model}: {spend['calls']} calls, {spend['cached']} samples reused, "
+        f"judge {summary.settings.model}: {spend['calls']} calls, {spend['cached']} samples reused, "
         f"{spend['retries']} retries, {spend['input_tokens']:,} tokens in{cache} / "
         f"{spend['output_tokens']:,} out, {cost_text}{pressure}"
     )
@@ -227,48 +226,48 @@ def _table(
     return lines
 
 
-def _failed_line(outcome: Outcome) -> Styled:
-    return Styled("aimeasure failed the run: " + "; ".join(outcome.failed_because), "red", "bold")
+def _failed_line(summary: SessionSummary) -> Styled:
+    return Styled("aimeasure failed the run: " + "; ".join(summary.results.failed_because), "red", "bold")
 
 
-def _new_count(outcome: Outcome) -> int:
-    new_count = sum(1 for f in outcome.findings if f.kind == "new")
-    if outcome.comparison is not None:
-        new_count = max(new_count, sum(1 for c in outcome.comparison.items.values() if c.verdict == "new"))
+def _new_count(summary: SessionSummary) -> int:
+    new_count = sum(1 for f in summary.results.findings if f.kind == "new")
+    if summary.comparison is not None:
+        new_count = max(new_count, sum(1 for c in summary.comparison.items.values() if c.verdict == "new"))
     return new_count
 
 
 SHOWN_IN_TABLE = {"regressed", "not_comparable", "improved", "inconclusive", "underpowered"}
 
 
-def summary_lines(state: SessionState, outcome: Outcome, verbosity: int = 0) -> list[str]:
+def summary_lines(summary: SessionSummary, verbosity: int = 0) -> list[str]:
     """The section's lines at pytest's ``verbosity`` (-1 under -q, 0 by default, 1+ under -v)."""
     if verbosity < 0:
-        return quiet_summary(state, outcome)
+        return quiet_summary(summary)
     lines: list[str] = []
-    measured = sum(len(r.measurements) for r in state.results.values())
-    gates = [r for r in state.results.values() if r.kind == "gate"]
+    measured = sum(len(r.measurements) for r in summary.results.items)
+    gates = [r for r in summary.results.items if r.kind == "gate"]
     gate_failures = sum(1 for r in gates if r.outcome in ("failed", "error"))
     # Suite items run their gates inside the item: count them too.
-    suite_gates = [r.extra["suite"].get("gates") or {} for r in state.results.values() if "suite" in r.extra]
+    suite_gates = [r.extra["suite"].get("gates") or {} for r in summary.results.items if "suite" in r.extra]
     gate_count = len(gates) + sum(int(g.get("checked", 0)) for g in suite_gates)
     gate_failures += sum(len(g.get("failed", [])) for g in suite_gates)
     lines.append(
-        f"{measured} items measured, {gate_count} gates ({gate_failures} failed); {_spend_line(state)}"
-        if state.settings.judging
+        f"{measured} items measured, {gate_count} gates ({gate_failures} failed); {_spend_line(summary)}"
+        if summary.settings.judging
         else f"{gate_count} gates ({gate_failures} failed); judging off (--ai-judge)"
     )
-    rows = comparison_rows(outcome)
-    detail = [f for f in outcome.findings if f.kind not in SHOWN_IN_TABLE and f.kind != "new"]
-    new_count = _new_count(outcome)
+    rows = comparison_rows(summary)
+    detail = [f for f in summary.results.findings if f.kind not in SHOWN_IN_TABLE and f.kind != "new"]
+    new_count = _new_count(summary)
     if not rows and not detail:
-        lines.append(Styled(quiet_line(state, outcome, new_count), "green"))
-    elif stable_dimensions(outcome):
-        lines.append(Styled("stable: " + ", ".join(stable_dimensions(outcome)), "green"))
-    lines += repeat_lines(state.results.values())
-    lines += phase_lines(state, outcome)
+        lines.append(Styled(quiet_line(summary, new_count), "green"))
+    elif stable_dimensions(summary):
+        lines.append(Styled("stable: " + ", ".join(stable_dimensions(summary)), "green"))
+    lines += repeat_lines(summary.results.items)
+    lines += phase_lines(summary)
     if verbosity > 0:
-        lines += item_lines(state, outcome)
+        lines += item_lines(summary)
     if rows:
         lines.append("")
         lines.append("Drift against the baseline (needs a look):")
@@ -282,57 +281,57 @@ def summary_lines(state: SessionState, outcome: Outcome, verbosity: int = 0) -> 
         order = {"fail": 0, "warn": 1, "info": 2}
         for f in sorted(detail, key=lambda f: (order[f.severity], f.kind, f.subject)):
             lines += _finding_block(f)
-    if outcome.calibration:
+    if summary.results.calibration_summary:
         from pytest_aimeasure.calibrate.report import calibration_lines
 
-        lines += calibration_lines(outcome.calibration, var_floor=state.settings.var_floor)
-    if outcome.tables:
+        lines += calibration_lines(summary.results.calibration_summary, var_floor=summary.settings.var_floor)
+    if summary.results.comparison_tables:
         from pytest_aimeasure.suites.compare import render_tables
 
         lines.append("")
-        lines += render_tables(outcome.tables)
-    if outcome.baseline_update is not None:
-        u = outcome.baseline_update
+        lines += render_tables(summary.results.comparison_tables)
+    if summary.results.baseline.get("update") is not None:
+        u = summary.results.baseline["update"]
         lines.append("")
         kept = "".join(f", {len(ids)} kept ({reason})" for reason, ids in u["kept_because"].items())
         lines.append(
-            f"baseline {state.settings.baseline}: {len(u['added'])} added, {len(u['updated'])} updated, "
+            f"baseline {summary.settings.baseline}: {len(u['added'])} added, {len(u['updated'])} updated, "
             + (f"{len(u['pooled'])} pooled with earlier sessions, " if u.get("pooled") else "")
             + f"{len(u['removed'])} removed, {len(u['unchanged'])} unchanged{kept}"
         )
         if u["removed"]:
             lines.append("  removed: " + ", ".join(u["removed"]))
-    if outcome.baseline_note:
-        lines.append(Styled(f"baseline not written: {outcome.baseline_note}", "yellow"))
-    if outcome.failed_because:
+    if summary.results.baseline.get("note"):
+        lines.append(Styled(f"baseline not written: {summary.results.baseline['note']}", "yellow"))
+    if summary.results.failed_because:
         lines.append("")
-        lines.append(_failed_line(outcome))
-    lines += next_steps(state, outcome, new_count)
+        lines.append(_failed_line(summary))
+    lines += next_steps(summary, new_count)
     return lines
 
 
-def quiet_summary(state: SessionState, outcome: Outcome) -> list[str]:
+def quiet_summary(summary: SessionSummary) -> list[str]:
     """Under ``-q``: the verdict, then each finding that fails the run (headline and message)."""
-    failing = [f for f in outcome.findings if f.severity == "fail"]
-    look = bool(comparison_rows(outcome)) or any(
-        f.kind not in SHOWN_IN_TABLE and f.kind != "new" for f in outcome.findings
+    failing = [f for f in summary.results.findings if f.severity == "fail"]
+    look = bool(comparison_rows(summary)) or any(
+        f.kind not in SHOWN_IN_TABLE and f.kind != "new" for f in summary.results.findings
     )
-    if outcome.failed_because:
-        lines: list[str] = [_failed_line(outcome)]
+    if summary.results.failed_because:
+        lines: list[str] = [_failed_line(summary)]
     elif look:
         lines = [Styled("aimeasure: passed; findings need a look (run without -q to see them).", "yellow")]
     else:
-        lines = [Styled(quiet_line(state, outcome, _new_count(outcome)), "green")]
+        lines = [Styled(quiet_line(summary, _new_count(summary)), "green")]
     for f in sorted(failing, key=lambda f: (f.kind, f.subject)):
         lines += _finding_block(f, full=False)
     return lines
 
 
-def item_lines(state: SessionState, outcome: Outcome) -> list[str]:
+def item_lines(summary: SessionSummary) -> list[str]:
     """Under ``-v``: one line per measured item, with its verdict against the baseline."""
-    comparison = outcome.comparison
+    comparison = summary.comparison
     rows: list[list[str]] = []
-    for result in sorted(state.results.values(), key=lambda r: r.nodeid):
+    for result in sorted(summary.results.items, key=lambda r: r.nodeid):
         for m in result.measurements:
             item = comparison.items.get(m.item_id) if comparison is not None else None
             verdict = _verdict_text(item) if item is not None else "new"
@@ -346,16 +345,16 @@ def item_lines(state: SessionState, outcome: Outcome) -> list[str]:
     return ["", "Items measured:", *_table(rows, ["item", "mean (95% CI)", "n", "verdict"], _item_colour)]
 
 
-def phase_lines(state: SessionState, outcome: Outcome) -> list[str]:
+def phase_lines(summary: SessionSummary) -> list[str]:
     """A table per phase (only when some dimension or gate has a phase): its gates' count and each of
     its dimensions' mean, floor breaches and verdict against the baseline."""
     from pytest_aimeasure.report.phases import phases
 
-    results = list(state.results.values())
+    results = list(summary.results.items)
     groups = phases(results)
     if not groups:
         return []
-    comparison = outcome.comparison
+    comparison = summary.comparison
     lines: list[str] = []
     for group in groups:
         gates = group.gate_text()
@@ -380,8 +379,8 @@ def phase_lines(state: SessionState, outcome: Outcome) -> list[str]:
     return ["", "By phase:", *lines[1:]] if lines else []
 
 
-def stable_dimensions(outcome: Outcome) -> list[str]:
-    comparison = outcome.comparison
+def stable_dimensions(summary: SessionSummary) -> list[str]:
+    comparison = summary.comparison
     return sorted(
         f"{name} ({dim.m} items)"
         for name, dim in (comparison.dimensions.items() if comparison else ())
@@ -389,10 +388,10 @@ def stable_dimensions(outcome: Outcome) -> list[str]:
     )
 
 
-def quiet_line(state: SessionState, outcome: Outcome, new_count: int) -> str:
+def quiet_line(summary: SessionSummary, new_count: int) -> str:
     """The one line shown when nothing needs a look."""
-    stable = stable_dimensions(outcome)
-    text = f"aimeasure: nothing needs a look against {state.settings.baseline.name}"
+    stable = stable_dimensions(summary)
+    text = f"aimeasure: nothing needs a look against {summary.settings.baseline.name}"
     if stable:
         text += "; stable: " + ", ".join(stable)
     if new_count:
@@ -413,9 +412,9 @@ _TAKES_PATH = ("--aimeasure-json", "--junitxml", "--junit-xml")  # always follow
 _RUN_ID = re.compile(r"^(latest|\d{8}T\d{6}Z-[0-9a-f]+)$")
 
 
-def rerun(state: SessionState, *flags: str) -> str:
+def rerun(summary: SessionSummary, *flags: str) -> str:
     """This session's own command line with ``flags`` added, so the advice runs the same tests."""
-    args = list(state.config.invocation_params.args)
+    args = list(summary.args)
     kept: list[str] = []
     skip_value: str | None = None
     for arg in args:
@@ -437,66 +436,66 @@ def rerun(state: SessionState, *flags: str) -> str:
     return shlex.join(["pytest", *kept, *flags])
 
 
-def resume_flag(state: SessionState) -> tuple[str, ...]:
-    run_id = state.recording.run_id if state.recording is not None else None
+def resume_flag(summary: SessionSummary) -> tuple[str, ...]:
+    run_id = summary.results.run_id
     return (f"--aimeasure-resume={run_id}",) if run_id else ("--aimeasure-resume",)
 
 
-def update_advice(state: SessionState, outcome: Outcome) -> str:
+def update_advice(summary: SessionSummary) -> str:
     """This session's command with --update-baseline, and what it would remove besides updating.
 
     The advice never hides a removal: an update removes only the entries of tests that no longer
-    exist in a whole-suite run (``outcome.gone``), and it says so when there are any.
+    exist in a whole-suite run (``summary.gone``), and it says so when there are any.
     """
-    command = rerun(state, "--update-baseline")
-    if outcome.gone:
+    command = rerun(summary, "--update-baseline")
+    if summary.gone:
         command += (
-            f"  (it also drops the {len(outcome.gone)} baseline entries of tests that no longer exist: "
-            + ", ".join(outcome.gone[:3])
-            + (", …" if len(outcome.gone) > 3 else "")
+            f"  (it also drops the {len(summary.gone)} baseline entries of tests that no longer exist: "
+            + ", ".join(summary.gone[:3])
+            + (", …" if len(summary.gone) > 3 else "")
             + ")"
         )
     return command
 
 
-def next_steps(state: SessionState, outcome: Outcome, new_count: int) -> list[str]:
-    kinds = {f.kind for f in outcome.findings}
+def next_steps(summary: SessionSummary, new_count: int) -> list[str]:
+    kinds = {f.kind for f in summary.results.findings}
     steps: list[str] = []
-    if outcome.interrupted and state.recording is not None:
+    if summary.interrupted and summary.results.run_id is not None:
         # What was judged is journaled: the rest is judged by resuming, without paying twice.
         steps.append(
-            f"run {state.recording.run_id} was interrupted: continue it with  "
-            + rerun(state, *resume_flag(state))
+            f"run {summary.results.run_id} was interrupted: continue it with  "
+            + rerun(summary, *resume_flag(summary))
         )
-    if "not_comparable" in kinds and not state.settings.update_baseline:
-        steps.append(f"the judge (ruler) changed: re-baseline with  {update_advice(state, outcome)}")
-    run_id = state.recording.run_id if state.recording is not None else "latest"
-    store = state.settings.store
+    if "not_comparable" in kinds and not summary.settings.update_baseline:
+        steps.append(f"the judge (ruler) changed: re-baseline with  {update_advice(summary)}")
+    run_id = summary.results.run_id or "latest"
+    store = summary.settings.store
     # The CLI looks in ./.aimeasure by default: name the store when the session used another one.
     store_arg = "" if store == Path.cwd() / ".aimeasure" else f"--store {shlex.quote(str(store))} "
     show = f"aimeasure {store_arg}show {run_id}"
     if kinds & {"floor_breach", "regressed"}:
         steps.append(f"read the artifacts and rationales behind the reds:  {show}")
     if "regressed" in kinds:
-        steps.append(f"after a deliberate change, accept it with  {update_advice(state, outcome)}")
+        steps.append(f"after a deliberate change, accept it with  {update_advice(summary)}")
     if "improved" in kinds and "regressed" not in kinds:
         steps.append(
-            f"the baseline is stale: record the improvement with  {update_advice(state, outcome)}"
+            f"the baseline is stale: record the improvement with  {update_advice(summary)}"
         )
     if "judge_error" in kinds:
         steps.append(
             "judge errors leave no score; judge only what is missing with  "
-            + rerun(state, *resume_flag(state))
+            + rerun(summary, *resume_flag(summary))
         )
     if "budget" in kinds:
-        steps.append(f"raise --judge-budget-usd and continue with  {rerun(state, *resume_flag(state))}")
-    if outcome.gone and not state.settings.update_baseline and not steps:
+        steps.append(f"raise --judge-budget-usd and continue with  {rerun(summary, *resume_flag(summary))}")
+    if summary.gone and not summary.settings.update_baseline and not steps:
         steps.append(
-            f"{len(outcome.gone)} baseline entries belong to tests that no longer exist; if they were "
-            f"removed or renamed on purpose, drop them with  {rerun(state, '--update-baseline')}"
+            f"{len(summary.gone)} baseline entries belong to tests that no longer exist; if they were "
+            f"removed or renamed on purpose, drop them with  {rerun(summary, '--update-baseline')}"
         )
-    if new_count and not state.settings.update_baseline and not steps:
-        steps.append(f"record the new items in the baseline with  {update_advice(state, outcome)}")
+    if new_count and not summary.settings.update_baseline and not steps:
+        steps.append(f"record the new items in the baseline with  {update_advice(summary)}")
     if not steps:
         return []
     return ["", "Next:", *(f"  {step}" for step in steps)]
