@@ -118,16 +118,22 @@ class Price:
 FREE = Price(key="scripted", input_per_token=0.0, output_per_token=0.0)
 
 
-def price_map_path() -> Path | None:
-    """Where the installed litellm keeps its bundled price map (found without importing litellm)."""
+def litellm_folders() -> list[Path] | None:
+    """The folders of the installed litellm package, found without importing it (that takes
+    seconds), so its bundled data files can be read; None when litellm is not installed."""
     try:
         spec = importlib.util.find_spec("litellm")
     except (ImportError, ValueError):  # blocked, or a None placeholder in sys.modules
         return None
     if spec is None or not spec.submodule_search_locations:
         return None
-    for folder in spec.submodule_search_locations:
-        path = Path(folder) / PRICE_MAP_FILE
+    return [Path(folder) for folder in spec.submodule_search_locations]
+
+
+def price_map_path() -> Path | None:
+    """Where the installed litellm keeps its bundled price map (found without importing litellm)."""
+    for folder in litellm_folders() or ():
+        path = folder / PRICE_MAP_FILE
         if path.is_file():
             return path
     return None

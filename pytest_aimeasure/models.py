@@ -10,7 +10,7 @@ import hashlib
 import json
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 SCORE_MIN = 1
 SCORE_MAX = 5
@@ -298,3 +298,11 @@ class RunMeta(BaseModel):
     spend_usd: float | None = None
     passed: bool | None = Field(default=None, description="the session's verdict; None: not concluded")
     failed_because: list[str] = Field(default_factory=list, description="why the session failed, if it did")
+
+
+def first_error(exc: ValidationError, top: str = "top level") -> str:
+    """``where: what`` of a validation error's first problem, so a message names the field to fix
+    (``top`` when the problem is the whole document)."""
+    err = exc.errors()[0]
+    where = ".".join(str(p) for p in err["loc"]) or top
+    return f"{where}: {err['msg']}"

@@ -22,6 +22,7 @@ from pathlib import Path
 from pydantic import TypeAdapter, ValidationError
 from tabulate import tabulate
 
+from pytest_aimeasure.models import first_error
 from pytest_aimeasure.report.results import CalibrationFigure, SessionResults, read_results, write_results
 from pytest_aimeasure.store import Run, RunStore, StoreError
 from pytest_aimeasure.subcommand import CliContext, Subcommand, UsageError
@@ -64,11 +65,9 @@ def _calibration(path: Path | None) -> list[CalibrationFigure] | None:
     except OSError as exc:
         raise UsageError(f"--calibration {path}: cannot read: {exc.strerror or exc}") from exc
     except ValidationError as exc:
-        first = exc.errors()[0]
-        where = ".".join(str(p) for p in first["loc"]) or "top level"
         raise UsageError(
             f"--calibration {path}: expected a JSON list of calibration figures "
-            f"({{dimension, anchors, agreement, bias, bins}}): {where}: {first['msg']}"
+            f"({{dimension, anchors, agreement, bias, bins}}): {first_error(exc)}"
         ) from exc
 
 

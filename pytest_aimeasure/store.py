@@ -46,7 +46,7 @@ from typing import Any, Literal, NamedTuple, TypeVar
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_serializer
 
 from pytest_aimeasure.fileio import atomic_write, fsync_dir
-from pytest_aimeasure.models import ItemResult, RunMeta, Sample
+from pytest_aimeasure.models import ItemResult, RunMeta, Sample, first_error
 
 __all__ = [
     "ArtifactRef",
@@ -532,9 +532,7 @@ class RunStore:
         except OSError as exc:
             raise StoreError(f"{meta_path}: cannot read ({exc})", path=path) from exc
         except ValidationError as exc:
-            first = exc.errors()[0]
-            where = ".".join(str(p) for p in first["loc"]) or "file"
-            raise StoreError(f"{meta_path}: invalid ({where}: {first['msg']})", path=path) from exc
+            raise StoreError(f"{meta_path}: invalid ({first_error(exc, 'file')})", path=path) from exc
         if meta.run_id != path.name:
             msg = f"{meta_path}: names run {meta.run_id!r}, but the folder is {path.name!r}"
             raise StoreError(msg, path=path)

@@ -12,7 +12,7 @@ from pydantic import ValidationError
 from pytest_aimeasure.baseline import _round_floats
 from pytest_aimeasure.calibrate.results import CalibrationFile, DimensionCalibration
 from pytest_aimeasure.fileio import atomic_write
-from pytest_aimeasure.models import Fingerprint
+from pytest_aimeasure.models import Fingerprint, first_error
 
 CALIBRATION_NAME = "aimeasure-calibration.json"
 # The ruler's identity minus N: N is precision, not part of the ruler (as for the baseline).
@@ -55,10 +55,8 @@ def load_calibration(path: Path) -> CalibrationFile | None:
     try:
         return CalibrationFile.model_validate(data)
     except ValidationError as exc:
-        err = exc.errors()[0]
-        where = ".".join(str(p) for p in err["loc"]) or "(top level)"
         raise CalibrationFileError(
-            f"{path}: invalid calibration file: {where}: {err['msg']}. Fix: {fix}."
+            f"{path}: invalid calibration file: {first_error(exc, '(top level)')}. Fix: {fix}."
         ) from None
 
 

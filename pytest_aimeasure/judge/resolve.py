@@ -11,13 +11,11 @@ knows, read from its bundled data files (importing litellm takes seconds).
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 from collections.abc import Callable
 from difflib import get_close_matches
 from functools import lru_cache
-from pathlib import Path
 
 from pytest_aimeasure.judge.backends.base import Backend
 from pytest_aimeasure.judge.backends.scripted import Scorer, load_scripted
@@ -65,15 +63,14 @@ OUR_PROVIDERS = frozenset({"anthropic"})
 def litellm_providers() -> frozenset[str] | None:
     """The provider prefixes the installed litellm knows, read from its bundled data files without
     importing it (that takes seconds). None when litellm is not installed; empty when the files moved."""
-    try:
-        spec = importlib.util.find_spec("litellm")
-    except (ImportError, ValueError):  # blocked, or a None placeholder in sys.modules
-        return None
-    if spec is None or not spec.submodule_search_locations:
+    from pytest_aimeasure.cost import _providers, litellm_folders
+
+    folders = litellm_folders()
+    if folders is None:
         return None
     names: set[str] = set()
-    for folder in spec.submodule_search_locations:
-        path = Path(folder) / "provider_endpoints_support_backup.json"
+    for folder in folders:
+        path = folder / "provider_endpoints_support_backup.json"
         try:
             data = json.loads(path.read_text(encoding="utf-8"))
         except (OSError, ValueError):
@@ -81,8 +78,6 @@ def litellm_providers() -> frozenset[str] | None:
         providers = data.get("providers") if isinstance(data, dict) else None
         if isinstance(providers, dict):
             names.update(p for p in providers if isinstance(p, str) and "/" not in p)
-    from pytest_aimeasure.cost import _providers
-
     names.update(_providers())
     return frozenset(names)
 

@@ -15,7 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from pytest_aimeasure import __version__
 from pytest_aimeasure.compare import DimensionComparison, ItemComparison
 from pytest_aimeasure.fileio import atomic_write
-from pytest_aimeasure.models import Finding, ItemResult
+from pytest_aimeasure.models import Finding, ItemResult, first_error
 from pytest_aimeasure.stats import VAR_FLOOR_DEFAULT, dimension_stats
 
 RESULTS_FORMAT = 1
@@ -119,10 +119,8 @@ def read_results(path: Path) -> SessionResults:
     except OSError as exc:
         raise ValueError(f"cannot read results file {path}: {exc.strerror or exc}") from None
     except ValidationError as exc:
-        first = exc.errors()[0]
-        where = ".".join(str(p) for p in first["loc"]) or "top level"
         raise ValueError(
-            f"{path} is not an aimeasure results file (written by --aimeasure-json): {where}: {first['msg']}"
+            f"{path} is not an aimeasure results file (written by --aimeasure-json): {first_error(exc)}"
         ) from None
 
 

@@ -43,6 +43,7 @@ from pytest_aimeasure.judge.backends.base import (
     GenerateRequest,
     JudgeReply,
     JudgeRequest,
+    LearnsQuirks,
     ProviderRejection,
     Quirks,
     ToolMode,
@@ -69,7 +70,7 @@ __all__ = [
 ]
 
 
-class AnthropicBackend:
+class AnthropicBackend(LearnsQuirks):
     """A judge backend on the Anthropic Messages API with forced tool use.
 
     ``timeout`` (seconds, per attempt; None = the SDK default) and ``max_retries`` (the SDK's own
@@ -111,16 +112,6 @@ class AnthropicBackend:
         except ImportError as exc:  # pragma: no cover - anthropic is a dependency
             raise BackendError("the anthropic judge needs the `anthropic` package installed") from exc
         return anthropic
-
-    @property
-    def sends_temperature(self) -> bool:
-        """False once the model rejected ``temperature`` (then it is never sent again)."""
-        return self.quirks.sends_temperature
-
-    @property
-    def forces_tool(self) -> bool:
-        """False once the model rejected forced tool use (then ``tool_choice`` is "auto")."""
-        return self.quirks.forces_tool
 
     @property
     def caches_prompt(self) -> bool:

@@ -325,6 +325,22 @@ class Quirks:
     caches_prompt: bool = True
 
 
+class LearnsQuirks:
+    """What both HTTP backends show of their :class:`Quirks` (one copy of the two switches)."""
+
+    quirks: Quirks
+
+    @property
+    def sends_temperature(self) -> bool:
+        """False once the model rejected ``temperature`` (then it is never sent again)."""
+        return self.quirks.sends_temperature
+
+    @property
+    def forces_tool(self) -> bool:
+        """False once the model rejected forced tool use (then ``tool_choice`` is "auto")."""
+        return self.quirks.forces_tool
+
+
 @dataclass(frozen=True)
 class JudgeAttempt:
     """How one judge call was finally made, and what came back."""

@@ -39,6 +39,7 @@ from pytest_aimeasure.judge.backends.base import (
     GenerateRequest,
     JudgeReply,
     JudgeRequest,
+    LearnsQuirks,
     Quirks,
     ToolMode,
     call_generate,
@@ -113,7 +114,7 @@ def base_url_from_env(prefix: str) -> str | None:
     return None
 
 
-class LitellmBackend:
+class LitellmBackend(LearnsQuirks):
     """A judge backend on ``litellm.acompletion`` with a forced function call.
 
     ``model`` is litellm's ``provider/model`` string. ``timeout`` (seconds, per attempt) and
@@ -145,16 +146,6 @@ class LitellmBackend:
         self.quirks = Quirks()
         self._litellm: Any = import_litellm()
         self._called = False  # aclose has background logging to drain only after a call
-
-    @property
-    def sends_temperature(self) -> bool:
-        """False once the model rejected ``temperature`` (then it is never sent again)."""
-        return self.quirks.sends_temperature
-
-    @property
-    def forces_tool(self) -> bool:
-        """False once the model rejected forced tool use (then ``tool_choice`` is "auto")."""
-        return self.quirks.forces_tool
 
     @property
     def concurrency_key(self) -> str:
