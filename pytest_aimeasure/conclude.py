@@ -212,6 +212,7 @@ def conclude(state: SessionState, session: pytest.Session) -> tuple[Outcome, Ses
         args=tuple(state.config.invocation_params.args),
         interrupted=outcome.interrupted,
         gone=tuple(outcome.gone),
+        has_baseline=state.baseline is not None,
     )
     publish(
         frozen.results,

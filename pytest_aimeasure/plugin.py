@@ -44,10 +44,11 @@ def pytest_configure(config: pytest.Config) -> None:
     options.warn_deprecated(config)
     state = SessionState.from_config(config)
     config.stash[state_key] = state
-    config.pluginmanager.register(MeasurePlugin(config, state), "aimeasure-session")
+    measure = MeasurePlugin(config, state)
+    config.pluginmanager.register(measure, "aimeasure-session")
     xmlpath = getattr(config.option, "xmlpath", None)
     if xmlpath and state.active and not state.is_worker:
-        config.pluginmanager.register(JUnitVerdicts(state, xmlpath), "aimeasure-junit")
+        config.pluginmanager.register(JUnitVerdicts(measure, xmlpath), "aimeasure-junit")
     if config.pluginmanager.hasplugin("xdist"):
         config.pluginmanager.register(XdistGlue(state), "aimeasure-xdist")
         if not hasattr(config, "workerinput") and getattr(config.option, "dist", "no") == "load":
@@ -317,21 +318,21 @@ class XdistGlue:
 class JUnitVerdicts:
     """Adds each item's session verdict (after Holm) to the JUnit XML once pytest has written it."""
 
-    def __init__(self, state: SessionState, xmlpath: str) -> None:
-        self.state = state
+    def __init__(self, measure: MeasurePlugin, xmlpath: str) -> None:
+        self.measure = measure
         # Resolved now, as junitxml resolves it: a test may change the working directory.
         self.path = os.path.normpath(os.path.abspath(os.path.expanduser(os.path.expandvars(xmlpath))))
 
     @pytest.hookimpl(trylast=True)
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
-        outcome = self.state.outcome
-        if outcome is None:
+        summary = self.measure.summary
+        if summary is None:
             return
         from pathlib import Path
 
         from pytest_aimeasure.report.junit import add_verdicts, item_verdicts
 
-        add_verdicts(Path(self.path), item_verdicts(self.state, outcome))
+        add_verdicts(Path(self.path), item_verdicts(summary))
 
 
 # -- fixtures -----------------------------------------------------------------------------------

@@ -25,8 +25,8 @@ import pytest
 from pytest_aimeasure.fileio import atomic_write
 
 if TYPE_CHECKING:
-    from pytest_aimeasure.outcome import Outcome, SessionFailure
-    from pytest_aimeasure.session import SessionState
+    from pytest_aimeasure.outcome import SessionFailure
+    from pytest_aimeasure.report.summary import SessionSummary
 
 FAILURE_PROPERTY = "aimeasure.session_failure"
 ITEM_PROPERTY = "aimeasure.item"
@@ -60,11 +60,11 @@ def is_failure_report(report: pytest.TestReport) -> bool:
     return any(name == FAILURE_PROPERTY for name, _ in getattr(report, "user_properties", ()))
 
 
-def item_verdicts(state: SessionState, outcome: Outcome) -> dict[str, str]:
+def item_verdicts(summary: SessionSummary) -> dict[str, str]:
     """Each measured item's verdict as the session concluded it (after Holm)."""
-    comparison = outcome.comparison
+    comparison = summary.comparison
     out: dict[str, str] = {}
-    for result in state.results.values():
+    for result in summary.results.items:
         for m in result.measurements:
             compared = comparison.items.get(m.item_id) if comparison is not None else None
             if m.breached:
@@ -72,7 +72,7 @@ def item_verdicts(state: SessionState, outcome: Outcome) -> dict[str, str]:
             elif compared is not None:
                 out[m.item_id] = compared.verdict
             else:
-                out[m.item_id] = "new" if state.baseline is None else "not_compared"
+                out[m.item_id] = "not_compared" if summary.has_baseline else "new"
     return out
 
 

@@ -31,3 +31,4 @@ class SessionSummary:
     args: tuple[str, ...]
     interrupted: bool = False
     gone: tuple[str, ...] = ()  # baseline entries whose tests no longer exist
+    has_baseline: bool = False  # was there a baseline file to compare with
