@@ -13,6 +13,11 @@ sizes of the pooled sessions in ``scores``, oldest first (absent: one session). 
 not pooled, when the ruler changed, when the session found the item (or its dimension) regressed
 or improved (a real change must not be averaged with the old value), or when ``pool`` is 1.
 
+Sources: ``sources`` lists, one per pooled session and in the same order, the run that measured the
+session and the sha256 of the artifact it judged (absent in files written before; a session recorded
+without them has nulls). ``--aimeasure-attribute`` re-judges those stored artifacts with today's judge
+to tell a judge change from a system change (:mod:`pytest_aimeasure.attribute`).
+
 Format 2 took the number of samples out of the fingerprint (N is precision, not the ruler) and added
 ``sessions``; format-1 files are read as they are (their fingerprints' ``samples`` is dropped) and
 written back as format 2 on the next update.
@@ -27,7 +32,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Collection, Iterable, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -57,6 +62,15 @@ class BaselineError(Exception):
         self.path = path
 
 
+class EntrySource(BaseModel):
+    """Where one pooled session of an entry came from: its run and the artifact it judged."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    run: str | None = None
+    artifact_sha256: str | None = Field(default=None, pattern=r"^[0-9a-f]{64}$")
+
+
 class BaselineEntry(BaseModel):
     """One item's committed measurement: the raw scores and the ruler they were taken with."""
 
@@ -75,6 +89,9 @@ class BaselineEntry(BaseModel):
         min_length=2,
         description="sizes of the sessions pooled in scores, oldest first; absent: one session",
     )
+    sources: list[EntrySource] | None = Field(
+        default=None, description="run and artifact of each pooled session, oldest first; absent: unknown"
+    )
 
     @model_validator(mode="after")
     def _derived_fields_match_scores(self) -> BaselineEntry:
@@ -84,6 +101,8 @@ class BaselineEntry(BaseModel):
             raise ValueError(f"n is {self.n} but there are {len(self.scores)} scores")
         if self.sessions is not None and sum(self.sessions) != self.n:
             raise ValueError(f"sessions add up to {sum(self.sessions)} samples but there are {self.n} scores")
+        if self.sources is not None and len(self.sources) != self.pooled:
+            raise ValueError(f"sources lists {len(self.sources)} sessions but the entry pools {self.pooled}")
         actual = math.fsum(self.scores) / len(self.scores)
         if abs(self.mean - actual) > _MEAN_SLACK:
             raise ValueError(f"mean is {self.mean} but the scores average {actual:.4f}")
@@ -102,6 +121,10 @@ class BaselineEntry(BaseModel):
             out.append(self.scores[start : start + size])
             start += size
         return out
+
+    def session_sources(self) -> list[EntrySource]:
+        """Each pooled session's source, oldest first (empty sources where the file has none)."""
+        return list(self.sources) if self.sources is not None else [EntrySource()] * self.pooled
 
 
 class DimensionAggregate(BaseModel):
@@ -305,6 +328,8 @@ def dumps_baseline(baseline: BaselineFile) -> str:
     for entry in data["entries"].values():
         if entry.get("sessions") is None:
             entry.pop("sessions", None)  # one session: the field says nothing, keep the diff short
+        if entry.get("sources") is None:
+            entry.pop("sources", None)
     return json.dumps(data, sort_keys=True, indent=2, ensure_ascii=False, allow_nan=False) + "\n"
 
 
@@ -404,8 +429,9 @@ def load_baseline(path: Path) -> BaselineFile | None:
 # --------------------------------------------------------------------------------------------------
 
 
-def entry_from_measurement(measurement: Measurement) -> BaselineEntry:
-    """The baseline entry for a measurement, normalised exactly as a write-then-read would leave it."""
+def entry_from_measurement(measurement: Measurement, *, run_id: str | None = None) -> BaselineEntry:
+    """The baseline entry for a measurement, normalised exactly as a write-then-read would leave it.
+    ``run_id``: the run that measured it, recorded with the artifact's sha256 in ``sources``."""
     samples = sorted(measurement.samples, key=lambda s: s.index)
     scores = [s.score for s in samples]
     raw = {
@@ -418,14 +444,18 @@ def entry_from_measurement(measurement: Measurement) -> BaselineEntry:
         "tolerance": measurement.tolerance,
         "fingerprint": measurement.fingerprint.model_dump(mode="json"),
     }
+    if run_id is not None or measurement.artifact_sha256 is not None:
+        raw["sources"] = [{"run": run_id, "artifact_sha256": measurement.artifact_sha256}]
     return BaselineEntry.model_validate(_round_floats(raw))
 
 
 def _same_value(old: BaselineEntry, new: BaselineEntry) -> bool:
     # Samples are exchangeable: the same scores in another order are the same measurement, and
-    # keeping the old order avoids a diff that says nothing.
-    return sorted(old.scores) == sorted(new.scores) and old.model_dump(exclude={"scores"}) == new.model_dump(
-        exclude={"scores"}
+    # keeping the old order avoids a diff that says nothing. Another run that scored the same is not
+    # news either: the old sources stay (they produced these very scores).
+    skip = {"scores", "sources"}
+    return sorted(old.scores) == sorted(new.scores) and old.model_dump(exclude=skip) == new.model_dump(
+        exclude=skip
     )
 
 
@@ -445,7 +475,9 @@ def aggregate_dimensions(
     return out
 
 
-def pool_entry(previous: BaselineEntry, measurement: Measurement, *, pool: int) -> BaselineEntry:
+def pool_entry(
+    previous: BaselineEntry, measurement: Measurement, *, pool: int, run_id: str | None = None
+) -> BaselineEntry:
     """``previous`` with the measurement's samples appended as one more session, keeping the last
     ``pool`` sessions; floor, tolerance and nodeid are the measurement's. The caller checks that the
     ruler is unchanged.
@@ -454,17 +486,21 @@ def pool_entry(previous: BaselineEntry, measurement: Measurement, *, pool: int) 
     not a new one: when the entry already pools a session with those scores, it is not added again
     (that would count one session twice and shrink the baseline's error bars for nothing).
     """
-    fresh = entry_from_measurement(measurement)
+    fresh = entry_from_measurement(measurement, run_id=run_id)
     groups = previous.session_scores()
+    sources = previous.session_sources()
     cached = all(s.source == "cache" for s in measurement.samples)
     if not (cached and any(sorted(g) == sorted(fresh.scores) for g in groups)):
         groups = [*groups, fresh.scores][-pool:]
+        sources = [*sources, *fresh.session_sources()][-pool:]
     scores = [score for group in groups for score in group]
+    known = any(s != EntrySource() for s in sources)
     raw = fresh.model_dump(mode="json") | {
         "scores": scores,
         "n": len(scores),
         "mean": math.fsum(scores) / len(scores),
         "sessions": [len(g) for g in groups] if len(groups) > 1 else None,
+        "sources": [s.model_dump(mode="json") for s in sources] if known else None,
     }
     return BaselineEntry.model_validate(_round_floats(raw))
 
@@ -479,6 +515,8 @@ def merge_entries(
     pool: int = 1,
     moved: Collection[str] = (),
     coverage: SessionCoverage | None = None,
+    run_id: str | None = None,
+    rejudged: Mapping[str, BaselineEntry] | None = None,
 ) -> tuple[dict[str, BaselineEntry], UpdateSummary]:
     """The merge rule of :func:`update_baseline`, without any I/O.
 
@@ -489,16 +527,26 @@ def merge_entries(
     regressed or improved); otherwise the measurement alone.
     What happens to an entry without a new value is :func:`keep_reason`'s decision; without
     ``coverage`` nothing is known of the session's tests.
+
+    ``rejudged``: entries whose old artifacts today's judge re-scored (``--aimeasure-attribute``):
+    each takes the place of the old entry before the merge, so a judge swap keeps the entry's history
+    under the new ruler instead of throwing it away. One is used only while the file still holds the
+    entry it was made from (the same sources): a concurrent update wins over it.
     """
     if pool < 1:
         raise ValueError(f"pool must be >= 1, got {pool}")
+    old = dict(old)
+    for item_id, entry in (rejudged or {}).items():
+        was = old.get(item_id)
+        if was is not None and was.sources == entry.sources and was.pooled == entry.pooled:
+            old[item_id] = entry
     errors = set(judge_error_ids) | {m.item_id for m in measurements if not m.samples}
     measured = {m.item_id: m for m in measurements if m.item_id not in errors}
     moved = set(moved)
     merged = dict(old)
     summary = UpdateSummary()
     for item_id, measurement in measured.items():
-        entry = entry_from_measurement(measurement)
+        entry = entry_from_measurement(measurement, run_id=run_id)
         previous = old.get(item_id)
         if previous is None:
             summary.added.append(item_id)
@@ -506,7 +554,7 @@ def merge_entries(
             continue
         pooling = pool > 1 and item_id not in moved and previous.fingerprint == entry.fingerprint
         if pooling:
-            entry = pool_entry(previous, measurement, pool=pool)
+            entry = pool_entry(previous, measurement, pool=pool, run_id=run_id)
         if _same_value(previous, entry):
             summary.unchanged.append(item_id)
         else:
@@ -555,6 +603,8 @@ def update_baseline(
     lock_timeout: float = 60.0,
     pool: int = 1,
     moved: Collection[str] = (),
+    run_id: str | None = None,
+    rejudged: Mapping[str, BaselineEntry] | None = None,
 ) -> UpdateSummary:
     """Merge ``measurements`` into the baseline at ``path`` and write it back atomically.
 
@@ -586,6 +636,8 @@ def update_baseline(
                 pool=pool,
                 moved=moved,
                 coverage=coverage,
+                run_id=run_id,
+                rejudged=rejudged,
             )
             aggregates = aggregate_dimensions(entries, var_floor=var_floor)
             text = dumps_baseline(BaselineFile(entries=entries, dimensions=aggregates))

@@ -12,6 +12,7 @@ from pytest_aimeasure.models import Finding, Measurement
 from pytest_aimeasure.outcome import Outcome, SessionFailure
 
 if TYPE_CHECKING:
+    from pytest_aimeasure.attribute_run import Attribution
     from pytest_aimeasure.report.results import SessionResults
     from pytest_aimeasure.report.summary import SessionSummary
     from pytest_aimeasure.session import SessionState
@@ -25,6 +26,7 @@ FAILURE_KINDS = (
         "not_comparable",
         "measurements not comparable with the baseline: the judge changed; re-baseline",
     ),
+    ("attribution", "attribution", "the system regressed under today's judge (--aimeasure-attribute)"),
     ("budget", "budget", "items not judged: the judge budget ran out"),
     (
         "uncalibrated",
@@ -121,6 +123,7 @@ def conclude(state: SessionState, session: pytest.Session) -> tuple[Outcome, Ses
         failed_collectors=state.failed_collectors,
     )
     outcome.gone = gone_entries(state.baseline, cover, {m.item_id for m in measurements if m.samples})
+    attribution: Attribution | None = None
     findings: list[Finding] = []
     for result in state.results.values():
         findings += result.findings
@@ -150,6 +153,22 @@ def conclude(state: SessionState, session: pytest.Session) -> tuple[Outcome, Ses
                 f.model_copy(update={"severity": "info"}) if f.kind == "not_comparable" else f
                 for f in drift_findings
             ]
+        if s.attribute and state.recording is not None and state.baseline is not None:
+            from pytest_aimeasure.attribute_run import attribute_session, rubrics_of
+
+            attribution, drift_findings = attribute_session(
+                state.engine(),
+                state.recording.store,
+                state.baseline,
+                outcome.comparison,
+                measurements,
+                rubrics_of(state.results.values()),
+                drift_findings,
+                var_floor=s.var_floor,
+                var_floors=state.var_floors,
+                fail=s.drift == "fail",
+            )
+            outcome.attribution = {d: a.model_dump(mode="json") for d, a in attribution.dimensions.items()}
         findings += drift_findings
     if state.recording is not None:
         findings += state.recording.session_findings()
@@ -178,8 +197,14 @@ def conclude(state: SessionState, session: pytest.Session) -> tuple[Outcome, Ses
                 # Pooling needs the comparison to know which items really changed; without it
                 # (--aimeasure-drift off) an update replaces, as a changed item must not be averaged in.
                 pool=s.baseline_pool if outcome.comparison is not None else 1,
-                moved=outcome.comparison.moved() if outcome.comparison is not None else (),
                 coverage=cover,
+                moved=(outcome.comparison.moved() | (attribution.system_moved if attribution else set()))
+                if outcome.comparison is not None
+                else (),
+                run_id=state.recording.run_id if state.recording is not None else None,
+                # After attribution the entries hold today's judge's scores of their own artifacts:
+                # the comparison chain goes on under the new ruler instead of starting over.
+                rejudged=attribution.rejudged if attribution is not None else None,
             )
             outcome.baseline_update = summary.model_dump(mode="json")
         except BaselineError as exc:
@@ -286,4 +311,5 @@ def build_results(
         whole_suite=whole_suite,
         calibration=[CalibrationFigure.model_validate(f) for f in calibration_figures(outcome.calibration)],
         calibration_summary=outcome.calibration,
+        attribution=outcome.attribution,
     )

@@ -223,6 +223,7 @@ FindingKind = Literal[
     "calibration_stale",
     "judge_bias",
     "cache",
+    "attribution",
 ]
 
 

@@ -241,6 +241,16 @@ OPTIONS: tuple[Option, ...] = (
         metavar="K",
     ),
     Option(
+        "--aimeasure-attribute",
+        "attribute",
+        "When a dimension regressed, improved or is not comparable: re-judge the baseline's stored "
+        "artifacts with today's judge and split the change into the judge's part and the system's.",
+        boolean,
+        False,
+        "aimeasure_attribute",
+        flag_only=True,
+    ),
+    Option(
         "--aimeasure-drift",
         "drift",
         "What a regression against the baseline does: fail (default), warn, off.",

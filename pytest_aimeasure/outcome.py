@@ -38,3 +38,4 @@ class Outcome:
     tables: dict[str, Any] = field(default_factory=dict)  # suites: targets side by side
     interrupted: bool = False  # Ctrl-C: the run can be continued with --resume
     calibration: dict[str, Any] = field(default_factory=dict)  # per dimension: κ, bias, status
+    attribution: dict[str, Any] = field(default_factory=dict)  # per dimension: judge and system parts

@@ -41,6 +41,7 @@ class Settings:
     anchor_globs: tuple[str, ...] = ()
     min_kappa: float = 0.6
     max_abs_bias: float = 0.5
+    attribute: bool = False
 
     @classmethod
     def from_config(cls, config: pytest.Config) -> Settings:
@@ -99,6 +100,10 @@ class Settings:
             )
         if judge_bias and not calibrate:
             calibrate = "report"  # the probes run on the anchors
+        if bool(options.get(config, "attribute")) and not judging:
+            raise pytest.UsageError(
+                "--aimeasure-attribute re-judges the baseline's artifacts with today's judge: add --ai-judge"
+            )
         if rejudge is not None and resume is not None:
             raise pytest.UsageError("--aimeasure-rejudge and --aimeasure-resume do not combine: pick one")
         if dry_run and getattr(config.option, "numprocesses", None):
@@ -129,6 +134,7 @@ class Settings:
             anchor_globs=tuple(config.getini(options.ANCHORS_INI) or ()),
             min_kappa=options.get(config, "min_kappa"),
             max_abs_bias=options.get(config, "max_abs_bias"),
+            attribute=bool(options.get(config, "attribute")),
         )
 
     @property

@@ -10,6 +10,7 @@ import pytest
 
 from pytest_aimeasure import runtime
 from pytest_aimeasure.artifact import Artifact, invalid_text_message, join_parts, unicode_problem
+from pytest_aimeasure.attribute import RUBRICS_KEY
 from pytest_aimeasure.judge.engine import ItemSpec, JudgeEngine, NotJudged
 from pytest_aimeasure.judge.families import family_clash, model_families
 from pytest_aimeasure.keys import item_nodeid
@@ -173,6 +174,8 @@ class Judge:
             pytest.skip(f"not judged: {exc.reason} ({self._state.budget_text()})")
         if record is not None:
             record.measurements.append(measurement)
+            # --aimeasure-attribute re-judges the baseline's artifacts at session end, with this rubric.
+            record.extra.setdefault(RUBRICS_KEY, {})[name] = rubric
             record.artifact_keys += [k for k in keys if k not in record.artifact_keys]
         self._warn_self_preference(parts, spec)
         if len(parts) > 1 and self._state.settings.judge_bias:

@@ -91,6 +91,10 @@ class SessionResults(BaseModel):
         default_factory=dict,
         description="per dimension: the ruler's status, κ, bias, noise, probes (--judge-calibrate, stored)",
     )
+    attribution: dict[str, Any] = Field(
+        default_factory=dict,
+        description="per dimension: its change split into the judge's and the system's parts (--aimeasure-attribute)",
+    )
     started_at: str | None = None
     ended_at: str | None = None
     var_floor: float = VAR_FLOOR_DEFAULT

@@ -1,0 +1,161 @@
+"""Drift attribution end to end: pytest sessions judging stored artifacts through the real anthropic SDK
+against the local provider server, whose scorer reads each artifact's quality (``QUALITY=n``) from the
+prompt and answers like the judge model the request names: ``claude-old`` faithfully, ``claude-new`` one
+point lower. Calls are counted on the server."""
+
+from __future__ import annotations
+
+import json
+import re
+import textwrap
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+
+from pytest_aimeasure.testing import ProviderServer, SeenRequest
+from tests.conftest import read_results
+
+OLD, NEW = "anthropic/claude-old", "anthropic/claude-new"
+QUALITIES = [4, 5, 4, 5, 4, 5]
+ITEMS = len(QUALITIES)
+N = 3
+
+# GEN_DROP lowers every artifact's quality: a real change of the system under test.
+TEST_MODULE = f"""
+    import os
+    import pytest
+
+    QUALITIES = {QUALITIES}
+
+    @pytest.mark.parametrize("k", range(len(QUALITIES)))
+    @pytest.mark.dimension("clarity", rubric="5 = clear; 1 = muddled", floor=1.5)
+    def test_clarity(k, judge, aimeasure_artifact):
+        drop = int(os.environ.get("GEN_DROP", "0"))
+        story = aimeasure_artifact(f"story-{{k}}", lambda: f"Story {{k}}. QUALITY={{QUALITIES[k] - drop}}")
+        judge.score(story)
+"""
+
+
+def scorer(seen: SeenRequest) -> int:
+    found = re.search(r"QUALITY=(\d)", seen.prompt)
+    assert found, seen.prompt
+    return int(found.group(1)) - (1 if seen.model == "claude-new" else 0)
+
+
+@pytest.fixture
+def server(monkeypatch: pytest.MonkeyPatch) -> Iterator[ProviderServer]:
+    with ProviderServer(scorer=scorer) as running:
+        monkeypatch.setenv("ANTHROPIC_BASE_URL", running.url)
+        monkeypatch.setenv("ANTHROPIC_API_KEY", "test-key")
+        yield running
+
+
+@pytest.fixture
+def project(pytester: pytest.Pytester) -> pytest.Pytester:
+    pytester.makepyfile(test_clarity=textwrap.dedent(TEST_MODULE))
+    return pytester
+
+
+Session = Callable[..., tuple[pytest.RunResult, dict[str, Any]]]
+
+
+def session(pytester: pytest.Pytester, model: str, *args: str) -> tuple[pytest.RunResult, dict[str, Any]]:
+    argv = ("--ai-judge", "--judge-model", model, "--judge-samples", str(N), "--aimeasure-json", "out.json", *args)
+    if "-n" in args:  # xdist in a subprocess; the environment, with the server's URL, is inherited
+        result = pytester.runpytest_subprocess(*argv, "-p", "xdist")
+    else:
+        result = pytester.runpytest(*argv)
+    return result, read_results(pytester.path / "out.json")
+
+
+def attribution_finding(data: dict[str, Any]) -> dict[str, Any]:
+    found = [f for f in data["findings"] if f["kind"] == "attribution"]
+    assert len(found) == 1, data["findings"]
+    finding: dict[str, Any] = found[0]
+    return finding
+
+
+@pytest.mark.parametrize("xdist", [(), ("-n", "2")], ids=["serial", "xdist"])
+def test_a_judge_swap_on_unchanged_artifacts_is_attributed_to_the_judge(
+    project: pytest.Pytester, server: ProviderServer, xdist: tuple[str, ...]
+) -> None:
+    result, _ = session(project, OLD, "--update-baseline", *xdist)
+    assert result.ret == 0, result.stdout.str()
+    baseline = json.loads((project.path / "aimeasure-baseline.json").read_text())
+    entry = baseline["entries"]["clarity::test_clarity.py::test_clarity[0]"]
+    assert entry["sources"][0]["artifact_sha256"] and entry["sources"][0]["run"]
+
+    # Without attribution the swap is "not comparable" and fails the run.
+    result, data = session(project, NEW, *xdist)
+    assert result.ret == 1
+    assert data["dimensions"]["clarity"]["verdict"] == "not_comparable"
+
+    server.reset_stats()
+    result, data = session(project, NEW, "--aimeasure-attribute", "--judge-cache=off", *xdist)
+    assert result.ret == 0, result.stdout.str()
+    # Today's items and the baseline's artifacts, each judged N times by the new model, none by the old.
+    assert server.calls_by_model == {"claude-new": 2 * ITEMS * N}
+    finding = attribution_finding(data)
+    a = data["attribution"]["clarity"]
+    assert a["m"] == ITEMS and a["skipped"] == {}
+    assert a["moved"] == "judge"
+    assert a["total"] == pytest.approx(-1.0)
+    assert a["judge"]["delta"] == pytest.approx(-1.0)
+    low, high = a["judge"]["ci95"]
+    assert low < -1.0 < high < 0  # the judge moved: its interval holds -1 and excludes 0
+    assert a["system"]["delta"] == pytest.approx(0.0)
+    low, high = a["system"]["ci95"]
+    assert low < 0 < high and high - low < 1.0  # the system did not move, with a tight interval
+    assert "of Δ -1.00, -1.00 [" in finding["message"] and "is the judge on unchanged artifacts" in finding["message"]
+    assert finding["severity"] == "warn"
+    not_comparable = [f for f in data["findings"] if f["kind"] == "not_comparable"]
+    assert [f["severity"] for f in not_comparable] == ["info"]  # measured now, not a reason to fail
+    result.stdout.fnmatch_lines(["*clarity*attributed (the judge moved, the system did not)*"])
+
+    # The update after it keeps the chain: the old artifacts' sessions, rescored by the new judge,
+    # pool with today's under the new ruler (cache off: from the cache, today's samples would be
+    # a re-read of the rejudged session, which is not pooled twice).
+    result, data = session(project, NEW, "--aimeasure-attribute", "--update-baseline", "--judge-cache=off", *xdist)
+    assert result.ret == 0, result.stdout.str()
+    baseline = json.loads((project.path / "aimeasure-baseline.json").read_text())
+    for k, quality in enumerate(QUALITIES):
+        entry = baseline["entries"][f"clarity::test_clarity.py::test_clarity[{k}]"]
+        assert entry["fingerprint"]["model"] == "claude-new"
+        assert entry["sessions"] == [N, N]
+        assert entry["scores"] == [quality - 1] * (2 * N)
+        assert len(entry["sources"]) == 2
+    result, data = session(project, NEW, *xdist)
+    assert result.ret == 0
+    assert data["dimensions"]["clarity"]["verdict"] == "stable"
+
+
+def test_a_changed_artifact_under_the_same_judge_is_attributed_to_the_system(
+    project: pytest.Pytester, server: ProviderServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    result, _ = session(project, OLD, "--update-baseline")
+    assert result.ret == 0, result.stdout.str()
+    monkeypatch.setenv("GEN_DROP", "1")
+    server.reset_stats()
+    result, data = session(project, OLD, "--aimeasure-attribute")
+    assert data["dimensions"]["clarity"]["verdict"] == "regressed"
+    # Today's new artifacts are judged; the baseline's come back from the sample cache.
+    assert server.calls_by_model == {"claude-old": ITEMS * N}
+    a = data["attribution"]["clarity"]
+    assert a["moved"] == "system"
+    assert a["judge"]["delta"] == pytest.approx(0.0)
+    low, high = a["judge"]["ci95"]
+    assert low < 0 < high
+    assert a["system"]["delta"] == pytest.approx(-1.0)
+    assert a["system"]["verdict"] == "regressed"
+    assert a["system"]["ci95"][1] < 0
+    finding = attribution_finding(data)
+    assert finding["severity"] == "fail"  # a real drop under one ruler fails the run
+    assert result.ret == 1
+    assert "the system moved, the judge did not" in finding["message"]
+
+
+def test_attribution_needs_the_judge(project: pytest.Pytester) -> None:
+    result = project.runpytest("--aimeasure-attribute")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*--aimeasure-attribute*add --ai-judge*"])
