@@ -61,7 +61,8 @@ Session = Callable[..., tuple[pytest.RunResult, dict[str, Any]]]
 
 
 def session(pytester: pytest.Pytester, model: str, *args: str) -> tuple[pytest.RunResult, dict[str, Any]]:
-    argv = ("--ai-judge", "--judge-model", model, "--judge-samples", str(N), "--aimeasure-json", "out.json", *args)
+    argv = ("--ai-judge", "--judge-model", model, "--judge-samples", str(N), "--aimeasure-json", "out.json")
+    argv += args
     if "-n" in args:  # xdist in a subprocess; the environment, with the server's URL, is inherited
         result = pytester.runpytest_subprocess(*argv, "-p", "xdist")
     else:
@@ -107,7 +108,8 @@ def test_a_judge_swap_on_unchanged_artifacts_is_attributed_to_the_judge(
     assert a["system"]["delta"] == pytest.approx(0.0)
     low, high = a["system"]["ci95"]
     assert low < 0 < high and high - low < 1.0  # the system did not move, with a tight interval
-    assert "of Δ -1.00, -1.00 [" in finding["message"] and "is the judge on unchanged artifacts" in finding["message"]
+    assert "of Δ -1.00, -1.00 [" in finding["message"]
+    assert "is the judge on unchanged artifacts" in finding["message"]
     assert finding["severity"] == "warn"
     not_comparable = [f for f in data["findings"] if f["kind"] == "not_comparable"]
     assert [f["severity"] for f in not_comparable] == ["info"]  # measured now, not a reason to fail
@@ -116,7 +118,8 @@ def test_a_judge_swap_on_unchanged_artifacts_is_attributed_to_the_judge(
     # The update after it keeps the chain: the old artifacts' sessions, rescored by the new judge,
     # pool with today's under the new ruler (cache off: from the cache, today's samples would be
     # a re-read of the rejudged session, which is not pooled twice).
-    result, data = session(project, NEW, "--aimeasure-attribute", "--update-baseline", "--judge-cache=off", *xdist)
+    args = ("--aimeasure-attribute", "--update-baseline", "--judge-cache=off", *xdist)
+    result, data = session(project, NEW, *args)
     assert result.ret == 0, result.stdout.str()
     baseline = json.loads((project.path / "aimeasure-baseline.json").read_text())
     for k, quality in enumerate(QUALITIES):

@@ -93,7 +93,7 @@ class SessionResults(BaseModel):
     )
     attribution: dict[str, Any] = Field(
         default_factory=dict,
-        description="per dimension: its change split into the judge's and the system's parts (--aimeasure-attribute)",
+        description="per dimension: the change split into judge and system parts (--aimeasure-attribute)",
     )
     started_at: str | None = None
     ended_at: str | None = None
