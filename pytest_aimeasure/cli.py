@@ -55,6 +55,7 @@ EXTENSION_MODULES: tuple[str, ...] = (
     "pytest_aimeasure.compare_cli",
     "pytest_aimeasure.report_cli",
     "pytest_aimeasure.calibrate.cli",
+    "pytest_aimeasure.attribute_cli",
 )
 DEFAULT_STORE = ".aimeasure"
 INI_KEY = "aimeasure_store"

@@ -162,3 +162,26 @@ def test_attribution_needs_the_judge(project: pytest.Pytester) -> None:
     result = project.runpytest("--aimeasure-attribute")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(["*--aimeasure-attribute*add --ai-judge*"])
+
+
+def test_aimeasure_attribute_splits_the_change_between_two_stored_runs(
+    project: pytest.Pytester, server: ProviderServer, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from pytest_aimeasure.cli import main
+
+    _, base = session(project, OLD)
+    _, now = session(project, NEW)
+    server.reset_stats()
+    capsys.readouterr()
+    out = project.path / "attribution.json"
+    store = str(project.path / ".aimeasure")
+    status = main(["--store", store, "attribute", base["run_id"], now["run_id"], "--json", str(out)])
+    printed = capsys.readouterr().out
+    assert status == 0, printed
+    # NOW_RUN's judge rescored the base run's artifacts: one call per sample, counted on the server.
+    assert server.calls_by_model == {"claude-new": ITEMS * N}
+    a = json.loads(out.read_text())["dimensions"]["clarity"]
+    assert (a["moved"], a["m"]) == ("judge", ITEMS)
+    assert a["judge"]["delta"] == pytest.approx(-1.0) and a["system"]["delta"] == pytest.approx(0.0)
+    assert "is the judge on unchanged artifacts" in printed
+    assert main(["--store", store, "attribute", base["run_id"], "no-such-run"]) == 2
