@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from pytest_aimeasure import runtime
+from pytest_aimeasure.attribute import RUBRICS_KEY
 from pytest_aimeasure.keys import item_nodeid, state_key
 from pytest_aimeasure.suites.callables import CallableError, load_callable
 from pytest_aimeasure.suites.model import LoadedSuite, load_suite
@@ -294,6 +295,9 @@ class SuiteItem(pytest.Item):
     def _report_measurements(self, result: JobResult, record: runtime.ItemRecord | None) -> None:
         from pytest_aimeasure.judge.fixture import floor_message
 
+        if record is not None and result.measurements:
+            # --aimeasure-attribute re-judges the baseline's artifacts at session end, with these rubrics.
+            record.extra[RUBRICS_KEY] = dict(result.rubrics)
         for m in result.measurements:
             if record is not None:
                 record.measurements.append(m)

@@ -132,6 +132,7 @@ class JobResult:
     judged: bool = False
     outputs: list[Output] = field(default_factory=list)
     """Every repeat's output, in order (one without repeats)."""
+    rubrics: dict[str, str] = field(default_factory=dict)  # dimension → the rubric the judge read
 
     @property
     def failed_gates(self) -> list[GateResult]:
@@ -533,6 +534,7 @@ class SuiteRunner:
             for dim in plan.dimensions
         ]
         result.judged = True
+        result.rubrics = {spec.dimension: spec.rubric for spec in specs}
 
         def facts_of(a: Artifact) -> dict[str, Any] | None:
             return text_counts(a.text) if plan.facts else None
