@@ -20,6 +20,7 @@ from pytest_aimeasure.attribute import finding
 from pytest_aimeasure.attribute_run import attribute, rubrics_of
 from pytest_aimeasure.baseline import entry_from_measurement
 from pytest_aimeasure.cli import CliContext, Subcommand, UsageError
+from pytest_aimeasure.fileio import atomic_write
 from pytest_aimeasure.store import StoreError
 
 __all__ = ["SUBCOMMANDS"]
@@ -88,7 +89,7 @@ def _run(args: argparse.Namespace, ctx: CliContext) -> int:
     if args.json is not None:
         data = {name: a.model_dump(mode="json") for name, a in sorted(result.dimensions.items())}
         args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps({"dimensions": data, "calls": result.calls}, indent=2) + "\n")
+        atomic_write(args.json, json.dumps({"dimensions": data, "calls": result.calls}, indent=2) + "\n")
     return 1 if any(f.severity == "fail" for f in findings) else 0
 
 

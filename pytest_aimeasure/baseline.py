@@ -515,7 +515,7 @@ def merge_entries(
     pool: int = 1,
     moved: Collection[str] = (),
     coverage: SessionCoverage | None = None,
-    run_id: str | None = None,
+    run_id: str | Mapping[str, str] | None = None,
     rejudged: Mapping[str, BaselineEntry] | None = None,
 ) -> tuple[dict[str, BaselineEntry], UpdateSummary]:
     """The merge rule of :func:`update_baseline`, without any I/O.
@@ -527,6 +527,9 @@ def merge_entries(
     regressed or improved); otherwise the measurement alone.
     What happens to an entry without a new value is :func:`keep_reason`'s decision; without
     ``coverage`` nothing is known of the session's tests.
+
+    ``run_id``: the run that measured the measurements (recorded in the entries' ``sources``), or per
+    item id (``aimeasure merge``: each shard's run).
 
     ``rejudged``: entries whose old artifacts today's judge re-scored (``--aimeasure-attribute``):
     each takes the place of the old entry before the merge, so a judge swap keeps the entry's history
@@ -546,7 +549,8 @@ def merge_entries(
     merged = dict(old)
     summary = UpdateSummary()
     for item_id, measurement in measured.items():
-        entry = entry_from_measurement(measurement, run_id=run_id)
+        run = run_id.get(item_id) if isinstance(run_id, Mapping) else run_id
+        entry = entry_from_measurement(measurement, run_id=run)
         previous = old.get(item_id)
         if previous is None:
             summary.added.append(item_id)
@@ -554,7 +558,7 @@ def merge_entries(
             continue
         pooling = pool > 1 and item_id not in moved and previous.fingerprint == entry.fingerprint
         if pooling:
-            entry = pool_entry(previous, measurement, pool=pool, run_id=run_id)
+            entry = pool_entry(previous, measurement, pool=pool, run_id=run)
         if _same_value(previous, entry):
             summary.unchanged.append(item_id)
         else:
@@ -603,7 +607,7 @@ def update_baseline(
     lock_timeout: float = 60.0,
     pool: int = 1,
     moved: Collection[str] = (),
-    run_id: str | None = None,
+    run_id: str | Mapping[str, str] | None = None,
     rejudged: Mapping[str, BaselineEntry] | None = None,
 ) -> UpdateSummary:
     """Merge ``measurements`` into the baseline at ``path`` and write it back atomically.

@@ -92,6 +92,7 @@ def merge(
 
     items: dict[str, ResultItem] = {}
     origin: dict[str, str] = {}
+    run_of: dict[str, str] = {}  # item id → the shard's run (the baseline's sources name it)
     findings: list[Finding] = []
     for name, results in shards:
         for item in results.items:
@@ -102,6 +103,8 @@ def merge(
                 )
             items[item.nodeid] = item
             origin[item.nodeid] = name
+            if results.run_id is not None:
+                run_of.update((m.item_id, results.run_id) for m in item.measurements)
         # Drift findings are redone over the whole family below; the rest belong to their shard.
         findings += [f for f in results.findings if f.kind not in DRIFT_KINDS]
 
@@ -146,6 +149,7 @@ def merge(
                 prune=prune,
                 judge_error_ids=judge_errors,
                 coverage=cover,
+                run_id=run_of,
             )
             update_summary = summary.model_dump(mode="json")
         except BaselineError as exc:

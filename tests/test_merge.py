@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -72,6 +73,21 @@ def run_shards(pytester: pytest.Pytester, *extra: str) -> None:
         pytester.runpytest(*ARGS, "-k", expr, "--aimeasure-json", f"shard{i}.json", *extra)
 
 
+_RUN = re.compile(r'"run": "([^"]+)"')
+
+
+def _runs(baseline_text: str) -> set[str]:
+    return set(_RUN.findall(baseline_text))
+
+
+def _without_runs(baseline_text: str) -> str:
+    return _RUN.sub('"run": "..."', baseline_text)
+
+
+def shard_runs(pytester: pytest.Pytester) -> list[str]:
+    return [json.loads((pytester.path / f"shard{i}.json").read_text())["run_id"] for i in range(len(SHARDS))]
+
+
 def verdicts(data: dict[str, Any]) -> tuple[bool, dict[str, str], dict[str, str | None]]:
     return (
         data["passed"],
@@ -89,7 +105,10 @@ def test_three_shards_merged_equal_one_process(project: pytest.Pytester, xdist: 
     (project.path / "aimeasure-baseline.json").rename(project.path / "whole-baseline.json")
     run_shards(project, *xdist)
     assert merge(project, project.path / "merged0.json", "--update-baseline") == 0
-    assert (project.path / "aimeasure-baseline.json").read_text() == whole
+    merged = (project.path / "aimeasure-baseline.json").read_text()
+    # Equal but for the runs the entries' sources name: one process's run there, the shards' here.
+    assert json.loads(merged)["entries"] and _runs(merged) == set(shard_runs(project))
+    assert _without_runs(merged) == _without_runs(whole)
 
     # a drop across the shards: one comparison with Holm over the whole family (a drop of only some
     # items is, at six items, within what items move between sessions: the paired spread, issue 14)
