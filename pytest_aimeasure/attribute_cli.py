@@ -19,9 +19,9 @@ from pathlib import Path
 from pytest_aimeasure.attribute import finding
 from pytest_aimeasure.attribute_run import attribute, rubrics_of
 from pytest_aimeasure.baseline import entry_from_measurement
-from pytest_aimeasure.cli import CliContext, Subcommand, UsageError
 from pytest_aimeasure.fileio import atomic_write
 from pytest_aimeasure.store import StoreError
+from pytest_aimeasure.subcommand import CliContext, Subcommand, UsageError
 
 __all__ = ["SUBCOMMANDS"]
 
