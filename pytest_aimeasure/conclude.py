@@ -262,6 +262,7 @@ def build_results(
 ) -> SessionResults:
     """The session's results (the JSON model), read from the state once, at its end."""
     from pytest_aimeasure.calibrate.report import calibration_figures
+    from pytest_aimeasure.judge.adaptive import adaptive_summary
     from pytest_aimeasure.report.results import (
         CalibrationFigure,
         ResultItem,
@@ -312,4 +313,5 @@ def build_results(
         calibration=[CalibrationFigure.model_validate(f) for f in calibration_figures(outcome.calibration)],
         calibration_summary=outcome.calibration,
         attribution=outcome.attribution,
+        sampling=adaptive_summary([m for r in state.results.values() for m in r.measurements]),
     )

@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from pytest_aimeasure.keys import item_nodeid
+from pytest_aimeasure.sampling import Samples, samples_problem
 
 __all__ = [
     "DIMENSION_KWARGS",
@@ -24,7 +25,7 @@ MARKER_LINES = (
     "gate(*, phase=None): a hard, deterministic check of an artifact; when it fails, the dimensions "
     "of the same artifact are skipped and the judge is never called for them.",
     "dimension(name, *, floor=3.0, samples=None, tolerance=0.5, rubric=None, phase=None): a quality "
-    "graded 1-5 by the LLM judge against a floor (needs --ai-judge).",
+    "graded 1-5 by the LLM judge against a floor (needs --ai-judge); samples='auto' samples adaptively.",
 )
 """The ``markers`` ini lines (``pytest --markers``)."""
 
@@ -64,8 +65,9 @@ def marker_problem(item: pytest.Item) -> str | None:
     if isinstance(floor, bool) or not isinstance(floor, (int, float)) or not 1 <= floor <= 5:
         return f"@pytest.mark.dimension floor={floor!r} must be a number from 1 to 5"
     samples = mark.kwargs.get("samples")
-    if samples is not None and (isinstance(samples, bool) or not isinstance(samples, int) or samples < 1):
-        return f"@pytest.mark.dimension samples={samples!r} must be a whole number >= 1"
+    problem = samples_problem(samples) if samples is not None else None
+    if problem is not None:
+        return f"@pytest.mark.dimension samples={problem}"
     tolerance = mark.kwargs.get("tolerance", 0.5)
     if isinstance(tolerance, bool) or not isinstance(tolerance, (int, float)) or tolerance <= 0:
         return f"@pytest.mark.dimension tolerance={tolerance!r} must be a number > 0"
@@ -135,11 +137,11 @@ def order_gates_first(items: list[pytest.Item]) -> None:
     items[:] = ordered
 
 
-def declared_dimensions(item: pytest.Item, samples: int) -> list[tuple[str, str]]:
+def declared_dimensions(item: pytest.Item, samples: Samples) -> list[tuple[str, str]]:
     """(node id, dimension) of each item the test declares it measures (marker or suite)."""
     mark = item.get_closest_marker("dimension")
     if mark is not None:
         return [(item_nodeid(item), str(mark.args[0]))]
     if hasattr(item, "dimension_items"):
-        return [(nodeid, dimension) for nodeid, dimension, _ in item.dimension_items(samples)]
+        return [(nodeid, dimension) for nodeid, dimension, *_ in item.dimension_items(samples)]
     return []

@@ -143,6 +143,24 @@ class RepeatSummary(BaseModel):
     df: float
 
 
+class AdaptiveRecord(BaseModel):
+    """How an item sampled under ``--judge-samples auto`` (see :mod:`pytest_aimeasure.judge.adaptive`)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    minimum: int = Field(ge=1)
+    maximum: int = Field(ge=1)
+    step: int = Field(ge=1)
+    stopped: Literal["settled", "agreed", "maximum", "budget"] = Field(
+        description="settled: every decision was; agreed: the judge gave one score every time, so more "
+        "samples could not move the mean; maximum: it took the most samples allowed; budget: the budget "
+        "stopped a later look"
+    )
+    open: list[Literal["floor", "drift"]] = Field(
+        default_factory=list, description="decisions still open when it stopped"
+    )
+
+
 class Measurement(BaseModel):
     """The N samples of one item (one dimension of one artifact), aggregated with error bars."""
 
@@ -168,6 +186,8 @@ class Measurement(BaseModel):
     facts: dict[str, Any] | None = None
     repeats: RepeatSummary | None = None
     """Set when the item pooled several generation repeats (``repeats=K``)."""
+    adaptive: AdaptiveRecord | None = None
+    """Set when the item was sampled adaptively (``samples="auto"``): why it stopped where it did."""
 
     @property
     def scores(self) -> list[int]:

@@ -45,6 +45,24 @@ positive_float = _number(float, 0, strict=True)
 non_negative_float = _number(float, 0, strict=False)
 
 
+def samples_setting(text: str) -> int | str:
+    """``--judge-samples``: a whole number >= 1, or ``auto`` (adaptive sampling)."""
+    value = text.strip().lower()
+    if value == "auto":
+        return "auto"
+    try:
+        number = int(value)
+    except ValueError:
+        number = 0
+    if number < 1:
+        raise argparse.ArgumentTypeError(f"expected a whole number >= 1 or 'auto', got {text!r}")
+    return number
+
+
+samples_setting.__name__ = "a whole number >= 1 or auto"
+at_least_two = _number(int, 2, strict=False)
+
+
 def choice(*allowed: str) -> Callable[[str], str]:
     def parse(text: str) -> str:
         value = text.strip().lower()
@@ -141,10 +159,39 @@ OPTIONS: tuple[Option, ...] = (
     Option(
         "--judge-samples",
         "judge_samples",
-        "Judge samples per item (default 3).",
-        positive_int,
+        "Judge samples per item (default 3), or auto: from --judge-samples-min up to --judge-samples-max "
+        "in steps of --judge-samples-step, stopping as soon as the item's floor and drift decisions are "
+        "settled (a group-sequential design).",
+        samples_setting,
         3,
         "aimeasure_judge_samples",
+        metavar="N|auto",
+    ),
+    Option(
+        "--judge-samples-min",
+        "judge_samples_min",
+        "With --judge-samples auto: the samples every item takes (default 3; at least 2).",
+        at_least_two,
+        3,
+        "aimeasure_judge_samples_min",
+        metavar="N",
+    ),
+    Option(
+        "--judge-samples-max",
+        "judge_samples_max",
+        "With --judge-samples auto: the most samples an item may take (default 9).",
+        at_least_two,
+        9,
+        "aimeasure_judge_samples_max",
+        metavar="N",
+    ),
+    Option(
+        "--judge-samples-step",
+        "judge_samples_step",
+        "With --judge-samples auto: samples added at each look while a decision is open (default 2).",
+        positive_int,
+        2,
+        "aimeasure_judge_samples_step",
         metavar="N",
     ),
     Option(

@@ -133,6 +133,17 @@ def pool(
     samples = [s.model_copy(update={"repeat": index + 1}) for index, m in parts for s in m.samples]
     _, var_all = _mean_var([float(s.score) for s in samples])
     shas = [m.artifact_sha256 or "" for _, m in parts]
+    # Adaptive sampling stopped each repeat on its own: the pooled item reports the least settled one.
+    records = [m.adaptive for _, m in parts if m.adaptive is not None]
+    adaptive = None
+    if records:
+        order = ("settled", "agreed", "maximum", "budget")
+        adaptive = records[0].model_copy(
+            update={
+                "stopped": max((r.stopped for r in records), key=order.index),
+                "open": sorted({d for r in records for d in r.open}),
+            }
+        )
     return first.model_copy(
         update={
             "samples": samples,
@@ -144,6 +155,7 @@ def pool(
             "artifact_key": artifact_key,
             # The set's identity: another draw of any repeat is another artifact.
             "artifact_sha256": hashlib.sha256("\n".join(shas).encode()).hexdigest(),
+            "adaptive": adaptive,
             "repeats": RepeatSummary(
                 k=stats.k,
                 generated=generated,

@@ -35,7 +35,8 @@ class SessionState:
         self.results: dict[str, ItemResult] = {}
         self.collected: set[str] | None = None  # None: not known (an xdist controller before collection)
         self.failed_collectors: list[str] = []
-        self.dimension_items: list[tuple[str, str, int]] = []
+        self.dimension_items: list[tuple[str, str, int, int]] = []
+        """(node id, dimension, fewest calls, most calls) of each collected item, for the dry run."""
         self.outcome: Outcome | None = None
         self.recording: Recording | None = None
         self.worker_spend: list[dict[str, Any]] = []
@@ -43,6 +44,7 @@ class SessionState:
         self._engine: JudgeEngine | None = None
         self._engine_lock = threading.Lock()
         self.baseline: Any = None  # the loaded BaselineFile (controller only), None when there is none
+        self._worker_baseline: Any = None  # a worker's read-only copy, for adaptive sampling only
         self._warm_thread: threading.Thread | None = None
         # Calibration: anchor references (markers; workers hand theirs over), the stored calibration,
         # the measured variance floors it gives, and this session's findings from it.
@@ -92,6 +94,41 @@ class SessionState:
             self.artifacts.rejudge_run = self.recording.rejudge_run_id
             self.artifacts.resuming = self.recording.resuming
 
+    def sampling(self, item_id: str, samples: Any = None) -> dict[str, Any]:
+        """The :class:`~pytest_aimeasure.judge.engine.ItemSpec` fields that say how an item is sampled,
+        for a dimension whose samples setting is ``samples`` (None: the session's): a fixed N, or under
+        ``auto`` the plan and the item's baseline entry (its drift decision)."""
+        from pytest_aimeasure.sampling import AUTO
+
+        value = samples or self.settings.samples
+        if value != AUTO:
+            return {"samples": int(value)}
+        from pytest_aimeasure.judge.adaptive import Reference
+
+        plan = self.settings.sample_plan
+        baseline = self._baseline_for_sampling()
+        entry = baseline.entries.get(item_id) if baseline is not None else None
+        reference = (
+            Reference(tuple(tuple(g) for g in entry.session_scores()), entry.fingerprint)
+            if entry is not None
+            else None
+        )
+        return {"samples": plan.maximum, "adaptive": plan, "reference": reference}
+
+    def _baseline_for_sampling(self) -> Any:
+        """The baseline (a worker reads its own copy once; a problem with the file is the controller's
+        to report, so a worker then samples for the floor alone)."""
+        if not self.is_worker:
+            return self.baseline
+        if self._worker_baseline is None:
+            from pytest_aimeasure.baseline import BaselineError, load_baseline
+
+            try:
+                self._worker_baseline = load_baseline(self.settings.baseline) or False
+            except BaselineError:
+                self._worker_baseline = False
+        return self._worker_baseline or None
+
     def _load_calibration(self) -> None:
         """Read the stored calibration (every process: its measured variance floors shape the error
         bars) and check the ini's anchor files before anything is judged."""
@@ -137,7 +174,7 @@ class SessionState:
             return CalibrationRun(errors={"(anchors)": str(exc)})
         assert self.settings.model is not None
         run = calibrate(
-            self.engine(), targets, samples=self.settings.samples, probes=self.settings.judge_bias,
+            self.engine(), targets, samples=self.settings.fixed_samples, probes=self.settings.judge_bias,
             judge_model=self.settings.model,
         )
         if run.results:
@@ -243,7 +280,7 @@ class SessionState:
         return JudgeEngine(
             JudgeSettings(
                 model=s.model,
-                samples=s.samples,
+                samples=s.fixed_samples,
                 concurrency=s.concurrency,
                 timeout=s.timeout,
                 retries=s.retries,
@@ -288,10 +325,10 @@ class SessionState:
         for item in items:
             mark = item.get_closest_marker("dimension")
             if mark is not None:
-                samples = mark.kwargs.get("samples") or self.settings.samples
-                self.dimension_items.append((item_nodeid(item), mark.args[0], int(samples)))
+                low, high = self.settings.calls(mark.kwargs.get("samples"))
+                self.dimension_items.append((item_nodeid(item), mark.args[0], low, high))
             elif hasattr(item, "dimension_items"):  # a suite item measures several dimensions
-                self.dimension_items += item.dimension_items(self.settings.samples)
+                self.dimension_items += item.dimension_items(self.settings.samples, self.settings.sample_plan)
         if self.settings.calibrate:
             self._note_anchor_refs(items)
 
@@ -321,8 +358,9 @@ class SessionState:
         if self.dry_run:
             s = self.settings
             for t in targets:
-                items_of_t = planned_calls([t], s.samples, s.judge_bias) // s.samples
-                self.dimension_items += [(f"anchors::{t.dimension}", t.dimension, s.samples)] * items_of_t
+                n = s.fixed_samples
+                items_of_t = planned_calls([t], n, s.judge_bias) // n
+                self.dimension_items += [(f"anchors::{t.dimension}", t.dimension, n, n)] * items_of_t
 
     def note_worker_collection(self, ids: list[str]) -> None:
         """An xdist worker's collection (node ids after deselection): the controller collects nothing."""

@@ -4,12 +4,13 @@ runs (a bad combination is a usage error naming the flag)."""
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
 
 from pytest_aimeasure import options
+from pytest_aimeasure.sampling import AUTO, SamplePlan, Samples, call_range
 
 __all__ = ["Settings"]
 
@@ -18,7 +19,7 @@ __all__ = ["Settings"]
 class Settings:
     judging: bool
     model: str | None
-    samples: int
+    samples: Samples
     concurrency: int
     timeout: float
     retries: int
@@ -42,6 +43,8 @@ class Settings:
     min_kappa: float = 0.6
     max_abs_bias: float = 0.5
     attribute: bool = False
+    sample_plan: SamplePlan = field(default_factory=SamplePlan)
+    """The looks of ``samples="auto"`` (--judge-samples-min/-max/-step)."""
 
     @classmethod
     def from_config(cls, config: pytest.Config) -> Settings:
@@ -108,6 +111,13 @@ class Settings:
             raise pytest.UsageError("--aimeasure-rejudge and --aimeasure-resume do not combine: pick one")
         if dry_run and getattr(config.option, "numprocesses", None):
             raise pytest.UsageError("--judge-dry-run does not combine with -n: it runs no test anyway")
+        low, high = options.get(config, "judge_samples_min"), options.get(config, "judge_samples_max")
+        if high < low:
+            raise pytest.UsageError(
+                f"--judge-samples-max {high} is below --judge-samples-min {low}: adaptive sampling takes at "
+                "least the minimum and at most the maximum (or fix the ini keys "
+                "aimeasure_judge_samples_min/max)"
+            )
         return cls(
             judging=judging,
             model=model,
@@ -135,7 +145,18 @@ class Settings:
             min_kappa=options.get(config, "min_kappa"),
             max_abs_bias=options.get(config, "max_abs_bias"),
             attribute=bool(options.get(config, "attribute")),
+            sample_plan=SamplePlan(low, high, options.get(config, "judge_samples_step")),
         )
+
+    def calls(self, samples: Samples | None = None) -> tuple[int, int]:
+        """(fewest, most) judge calls of an item whose dimension sets ``samples`` (None: the session's)."""
+        return call_range(samples or self.samples, self.sample_plan)
+
+    @property
+    def fixed_samples(self) -> int:
+        """N where a fixed count is needed (anchors for calibration): the session's N, under ``auto``
+        its minimum."""
+        return self.sample_plan.minimum if self.samples == AUTO else int(self.samples)
 
     @property
     def calibration_file(self) -> Path:

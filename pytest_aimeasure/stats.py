@@ -291,7 +291,7 @@ def item_stats(
     )
 
 
-def _pooled_within(items: Sequence[Sequence[float]], var_floor: float) -> tuple[float, float, float]:
+def pooled_within(items: Sequence[Sequence[float]], var_floor: float) -> tuple[float, float, float]:
     """(raw pooled within-item variance, floored variance, df) over the given items."""
     weighted = 0.0
     df = 0
@@ -346,7 +346,7 @@ def dimension_stats(
     m = len(items)
     means = [math.fsum(scores) / len(scores) for scores in items]
     mean = math.fsum(means) / m
-    raw, var_within, df_meas = _pooled_within(items, var_floor)
+    raw, var_within, df_meas = pooled_within(items, var_floor)
     se_meas = math.sqrt(var_within * math.fsum(1.0 / len(scores) for scores in items)) / m
     sd_items = math.sqrt(_mean_var(means)[1]) if m > 1 else None
     se_items: float | None = None
@@ -544,7 +544,7 @@ def _check_pairs(base: Sequence[Sequence[float]], new: Sequence[Sequence[float]]
 
 
 def _pair_within(a: Sequence[float], b: Sequence[float], var_floor: float) -> tuple[float, float]:
-    """(floored pooled within variance, df) of two samples: _pooled_within's numbers, computed from
+    """(floored pooled within variance, df) of two samples: pooled_within's numbers, computed from
     sums (exact for integer scores), because it runs once per item."""
     ss = 0.0
     for scores in (a, b):
@@ -643,7 +643,7 @@ def drift(
     new_means = [math.fsum(s) / len(s) for s in new]
     diffs = [b - a for a, b in zip(base_means, new_means, strict=True)]
     delta = math.fsum(diffs) / m
-    _raw, var_within, df_w = _pooled_within([*base, *new], var_floor)
+    _raw, var_within, df_w = pooled_within([*base, *new], var_floor)
     inverse_ns = math.fsum(1.0 / len(a) + 1.0 / len(b) for a, b in zip(base, new, strict=True))
     v_within = var_within * inverse_ns / (m * m)
     shared = history.var_shared * (1.0 + 1.0 / pooled) if history is not None else 0.0

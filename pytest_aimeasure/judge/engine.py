@@ -35,6 +35,7 @@ from typing import Any, Protocol, TypeVar
 from pydantic import ValidationError
 
 from pytest_aimeasure import __version__
+from pytest_aimeasure.judge.adaptive import ItemRule, Reference, sample_adaptively
 from pytest_aimeasure.judge.backends.base import (
     Backend,
     BackendError,
@@ -60,6 +61,7 @@ from pytest_aimeasure.models import (
     Usage,
     Verdict,
 )
+from pytest_aimeasure.sampling import SamplePlan
 from pytest_aimeasure.stats import VAR_FLOOR_DEFAULT, item_stats
 
 T = TypeVar("T")
@@ -154,6 +156,12 @@ class ItemSpec:
     sample_offset: int = 0
     """First sample index: generation repeat r of an item uses r·N.., so identical repeats get their
     own samples (and cache keys)."""
+    adaptive: SamplePlan | None = None
+    """``samples="auto"``: sample look by look (``samples`` is then the plan's maximum)."""
+    reference: Reference | None = None
+    """The item's baseline entry, for adaptive sampling's drift decision."""
+    floor_applies: bool = True
+    """False when ``judge.score`` was given no floor outside a dimension test: no floor decision."""
 
 
 @dataclass
@@ -352,7 +360,6 @@ class JudgeEngine:
                     backend.provider,
                     backend.model,
                     repr(self.settings.temperature),
-                    str(spec.samples),
                     prompt_hash,
                     rubric_hash,
                     str(TOOL_SCHEMA_VERSION),
@@ -361,12 +368,41 @@ class JudgeEngine:
             ).encode()
         ).hexdigest()[:16]
         rendered_hash = text_hash(template.system + "\n" + user_text)
-        tasks = [
-            self._one_sample(
-                backend, spec, template, user_text, len(fixed), (key_fp, rendered_hash, artifact_sha, index)
+
+        async def draw(start: int, stop: int) -> list[Sample]:
+            """Samples [start, stop) of the item, judged concurrently."""
+            keys = [
+                (key_fp, rendered_hash, artifact_sha, i)
+                for i in range(spec.sample_offset + start, spec.sample_offset + stop)
+            ]
+            return await self._gather(
+                [self._one_sample(backend, spec, template, user_text, len(fixed), key) for key in keys]
             )
-            for index in range(spec.sample_offset, spec.sample_offset + spec.samples)
-        ]
+
+        adaptive_record = None
+        if spec.adaptive is None:
+            samples = await draw(0, spec.samples)
+        else:
+            samples, adaptive_record = await sample_adaptively(
+                spec.adaptive,
+                draw,
+                lambda got: self._item_rule(spec, backend, got, prompt_hash, rubric_hash),
+                stop_early=lambda exc: isinstance(exc, NotJudged),
+            )
+        if not self._frozen:
+            # By now the SDK has loaded thousands of long-lived objects; moving them out of the
+            # collector's sight keeps every later collection (and the one at exit) short.
+            self._frozen = True
+            gc.collect()
+            gc.freeze()
+        measurement = self._aggregate(spec, backend, samples, prompt_hash, rubric_hash, artifact_sha)
+        if adaptive_record is not None:
+            measurement.adaptive = adaptive_record
+        return measurement
+
+    async def _gather(self, tasks: list[Coroutine[Any, Any, Sample]]) -> list[Sample]:
+        """Run sample tasks together; a budget stop, else the judge's error, ends the item (every task
+        is awaited first, so no call is left running)."""
         results = await asyncio.gather(*tasks, return_exceptions=True)
         for result in results:
             if isinstance(result, BaseException) and not isinstance(result, Exception):
@@ -382,14 +418,40 @@ class JudgeEngine:
                 raw = [out for e in judge_errors for out in e.raw_outputs]
                 raise type(judge_errors[0])(str(judge_errors[0]), raw_outputs=raw)
             raise errors[0]
-        samples = sorted((r for r in results if isinstance(r, Sample)), key=lambda s: s.index)
-        if not self._frozen:
-            # By now the SDK has loaded thousands of long-lived objects; moving them out of the
-            # collector's sight keeps every later collection (and the one at exit) short.
-            self._frozen = True
-            gc.collect()
-            gc.freeze()
-        return self._aggregate(spec, backend, samples, prompt_hash, rubric_hash, artifact_sha)
+        return sorted((r for r in results if isinstance(r, Sample)), key=lambda s: s.index)
+
+    def _item_rule(
+        self, spec: ItemSpec, backend: Backend, samples: list[Sample], prompt_hash: str, rubric_hash: str
+    ) -> ItemRule:
+        """Adaptive sampling's rule for the item, given the samples so far (they tell the ruler)."""
+        reference = spec.reference
+        if reference is not None and reference.fingerprint != self._fingerprint(
+            backend, samples, prompt_hash, rubric_hash
+        ):
+            reference = None  # another ruler: the comparison will say "not comparable", not drift
+        return ItemRule(
+            floor=spec.floor if spec.floor_applies else None,
+            tolerance=spec.tolerance,
+            var_floor=self.settings.var_floors.get(spec.dimension, self.settings.var_floor),
+            reference=reference.sessions if reference is not None else None,
+        )
+
+    def _fingerprint(
+        self, backend: Backend, samples: list[Sample], prompt_hash: str, rubric_hash: str
+    ) -> Fingerprint:
+        """The ruler the samples were taken with (the resolved model the provider reported)."""
+        models = Counter(s.model for s in samples if s.model)
+        modes = Counter(s.tool_mode for s in samples if s.tool_mode)
+        temps = Counter(s.temperature for s in samples)
+        return Fingerprint(
+            provider=backend.provider,
+            model=models.most_common(1)[0][0] if models else backend.model,
+            temperature=temps.most_common(1)[0][0] if temps else self.settings.temperature,
+            prompt_hash=prompt_hash,
+            rubric_hash=rubric_hash,
+            tool_mode=modes.most_common(1)[0][0] if modes else "forced",
+            plugin_major=PLUGIN_MAJOR,
+        )
 
     def _aggregate(
         self,
@@ -402,18 +464,7 @@ class JudgeEngine:
     ) -> Measurement:
         var_floor = self.settings.var_floors.get(spec.dimension, self.settings.var_floor)
         stats = item_stats([s.score for s in samples], var_floor=var_floor)
-        models = Counter(s.model for s in samples if s.model)
-        modes = Counter(s.tool_mode for s in samples if s.tool_mode)
-        temps = Counter(s.temperature for s in samples)
-        fingerprint = Fingerprint(
-            provider=backend.provider,
-            model=models.most_common(1)[0][0] if models else backend.model,
-            temperature=temps.most_common(1)[0][0] if temps else self.settings.temperature,
-            prompt_hash=prompt_hash,
-            rubric_hash=rubric_hash,
-            tool_mode=modes.most_common(1)[0][0] if modes else "forced",
-            plugin_major=PLUGIN_MAJOR,
-        )
+        fingerprint = self._fingerprint(backend, samples, prompt_hash, rubric_hash)
         return Measurement(
             item_id=spec.item_id,
             nodeid=spec.nodeid,

@@ -15,6 +15,7 @@ from pytest_aimeasure.judge.engine import ItemSpec, JudgeEngine, NotJudged
 from pytest_aimeasure.judge.families import family_clash, model_families
 from pytest_aimeasure.keys import item_nodeid
 from pytest_aimeasure.models import Measurement, item_id
+from pytest_aimeasure.sampling import samples_problem
 
 if TYPE_CHECKING:
     from pytest_aimeasure.session import SessionState
@@ -80,14 +81,15 @@ class Judge:
         facts: dict[str, Any] | None = None,
         dimension: str | None = None,
         floor: float | None = None,
-        samples: int | None = None,
+        samples: int | str | None = None,
     ) -> Measurement:
         """Sample the judge N times on ``artifact`` for one dimension and return the measurement.
 
         ``artifact`` is a str, an :class:`~pytest_aimeasure.artifact.Artifact`, or any
         JSON-serialisable value. ``facts`` are numbers computed in code; the judge is told they are
         ground truth. In a dimension test, the dimension, floor, samples and rubric default to the
-        marker's, and a mean below the floor fails the test.
+        marker's, and a mean below the floor fails the test. ``samples="auto"`` samples adaptively
+        (``--judge-samples auto``).
 
         Several artifacts judged together (``judge.score(reply_a, reply_b, rubric="5 = b answers a")``)
         are shown in one prompt as numbered parts, in the order given. Under ``--judge-bias`` the item
@@ -139,7 +141,8 @@ class Judge:
         else:  # the joined prompt text is what is judged: its sha256 is computed from it
             text, key, sha = join_parts([t for t, _, _ in texts]), None, None
         keys = [k for _, k, _ in texts if k]
-        n = samples or kwargs.get("samples") or self._state.settings.samples
+        if samples is not None and (problem := samples_problem(samples)) is not None:
+            pytest.fail(f"{self._item.nodeid}: judge.score samples={problem}", pytrace=False)
         limit = floor if floor is not None else kwargs.get("floor", 3.0 if mark is not None else None)
         spec = ItemSpec(
             nodeid=item_nodeid(self._item),
@@ -147,13 +150,14 @@ class Judge:
             dimension=name,
             rubric=rubric,
             artifact=text,
-            samples=int(n),
             floor=float(limit) if limit is not None else 1.0,
+            floor_applies=limit is not None,
             tolerance=float(kwargs.get("tolerance", 0.5)),
             facts=facts,
             phase=kwargs.get("phase"),
             artifact_key=key,
             artifact_sha256=sha,
+            **self._state.sampling(item_id(name, item_nodeid(self._item)), samples or kwargs.get("samples")),
         )
         if record is not None:
             record.item_id = spec.item_id

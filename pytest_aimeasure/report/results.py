@@ -95,6 +95,11 @@ class SessionResults(BaseModel):
         default_factory=dict,
         description="per dimension: the change split into judge and system parts (--aimeasure-attribute)",
     )
+    sampling: dict[str, Any] = Field(
+        default_factory=dict,
+        description="adaptive sampling (samples auto): items, minimum, maximum, samples, mean_samples, "
+        "at_minimum, stopped {settled, maximum, budget}, open_at_stop {floor, drift}; {} when unused",
+    )
     started_at: str | None = None
     ended_at: str | None = None
     var_floor: float = VAR_FLOOR_DEFAULT

@@ -237,6 +237,28 @@ def _new_count(summary: SessionSummary) -> int:
     return new_count
 
 
+def sampling_line(summary: dict[str, Any]) -> str | None:
+    """'adaptive sampling: 12 items, n=3..9, mean 4.2 samples an item; 9 stopped at 3, 1 where the
+    judge repeated itself, 2 reached 9 (floor open 2)' (None when no item sampled adaptively)."""
+    if not summary:
+        return None
+    stopped, items = summary["stopped"], summary["items"]
+    parts = [f"{summary['at_minimum']} stopped at {summary['minimum']}"]
+    if stopped.get("agreed"):
+        parts.append(f"{stopped['agreed']} where the judge repeated itself")
+    if stopped["maximum"]:
+        opened = ", ".join(f"{k} open {v}" for k, v in summary["open_at_stop"].items() if v)
+        reached = f"{stopped['maximum']} reached {summary['maximum']}"
+        parts.append(reached + (f" ({opened})" if opened else ""))
+    if stopped["budget"]:
+        parts.append(f"{stopped['budget']} cut short by the budget")
+    return (
+        f"adaptive sampling: {items} item{'' if items == 1 else 's'}, "
+        f"n={summary['minimum']}..{summary['maximum']}, mean {summary['mean_samples']:.1f} samples an item; "
+        + ", ".join(parts)
+    )
+
+
 SHOWN_IN_TABLE = {"regressed", "not_comparable", "improved", "inconclusive", "underpowered"}
 
 
@@ -264,6 +286,9 @@ def summary_lines(summary: SessionSummary, verbosity: int = 0) -> list[str]:
         lines.append(Styled(quiet_line(summary, new_count), "green"))
     elif stable_dimensions(summary):
         lines.append(Styled("stable: " + ", ".join(stable_dimensions(summary)), "green"))
+    sampling = sampling_line(summary.results.sampling)
+    if sampling is not None:
+        lines.append(sampling)
     lines += repeat_lines(summary.results.items)
     lines += phase_lines(summary)
     if verbosity > 0:
@@ -501,7 +526,9 @@ def next_steps(summary: SessionSummary, new_count: int) -> list[str]:
     return ["", "Next:", *(f"  {step}" for step in steps)]
 
 
-def write_dry_run(config: pytest.Config, settings: Settings, items: list[tuple[str, str, int]]) -> None:
+def write_dry_run(
+    config: pytest.Config, settings: Settings, items: list[tuple[str, str, int, int]]
+) -> None:
     """The dry run's plan: what would be judged, how many calls, what it would cost."""
     reporter = config.pluginmanager.get_plugin("terminalreporter")
     write = reporter.write_line if reporter is not None else print
@@ -509,26 +536,40 @@ def write_dry_run(config: pytest.Config, settings: Settings, items: list[tuple[s
         write(line)
 
 
-def dry_run_lines(settings: Settings, items: list[tuple[str, str, int]]) -> list[str]:
+def dry_run_lines(settings: Settings, items: list[tuple[str, str, int, int]]) -> list[str]:
+    """Under ``samples="auto"`` an item takes from the plan's minimum to its maximum calls: the plan
+    shows that range ("30..90 judge calls") and the cost of both ends."""
     from pytest_aimeasure.cost import estimate_call_usd
 
-    calls = sum(n for _, _, n in items)
-    per_dim: Counter[str] = Counter()
-    for _, dim, n in items:
-        per_dim[dim] += n
+    low = sum(lo for _, _, lo, _ in items)
+    high = sum(hi for _, _, _, hi in items)
+    per_dim: dict[str, list[int]] = {}
+    for _, dim, lo, hi in items:
+        counts = per_dim.setdefault(dim, [0, 0])
+        counts[0] += lo
+        counts[1] += hi
     model = settings.model or "(no judge model configured)"
-    estimate = None
-    if settings.model is not None:
-        one = _estimate_one(settings.model, estimate_call_usd)
-        estimate = None if one is None else one * calls
+    one = _estimate_one(settings.model, estimate_call_usd) if settings.model is not None else None
+
+    def span(a: int | float, b: int | float, fmt: str = "{}") -> str:
+        return fmt.format(a) if a == b else f"{fmt.format(a)}..{fmt.format(b)}"
+
+    rows = [(dim, span(lo, hi)) for dim, (lo, hi) in sorted(per_dim.items())]
+    adaptive = (
+        f"; samples auto: {settings.sample_plan.minimum}..{settings.sample_plan.maximum} calls an item, "
+        "stopping when the item's decisions are settled"
+        if low != high
+        else ""
+    )
     lines = [
-        f"aimeasure dry run: {len(items)} dimension items, {calls} judge calls with {model}",
-        *tabulate(sorted(per_dim.items()), headers=["dimension", "calls"], tablefmt="simple").splitlines(),
+        f"aimeasure dry run: {len(items)} dimension items, {span(low, high)} judge calls with "
+        f"{model}{adaptive}",
+        *tabulate(rows, headers=["dimension", "calls"], tablefmt="simple").splitlines(),
         "estimated cost: "
         + (
             "unknown (no price for this model in litellm's price map)"
-            if estimate is None
-            else f"${estimate:.4f}"
+            if one is None
+            else span(one * low, one * high, "${:.4f}")
         )
         + f" (assuming ~{DRY_RUN_PROMPT_CHARS:,} prompt characters a call; nothing was called)",
     ]

@@ -19,6 +19,7 @@ import pytest
 from pytest_aimeasure import runtime
 from pytest_aimeasure.attribute import RUBRICS_KEY
 from pytest_aimeasure.keys import item_nodeid, state_key
+from pytest_aimeasure.sampling import SamplePlan, Samples, call_range
 from pytest_aimeasure.suites.callables import CallableError, load_callable
 from pytest_aimeasure.suites.model import LoadedSuite, load_suite
 from pytest_aimeasure.suites.run import Generation, JobPlan, JobResult, Output, SuiteRunner
@@ -226,10 +227,16 @@ class SuiteItem(pytest.Item):
         """The suite's anchor references, for ``--judge-calibrate`` (the session merges duplicates)."""
         return list(self.suite_node.anchor_refs)
 
-    def dimension_items(self, default_samples: int) -> list[tuple[str, str, int]]:
-        """(nodeid, dimension, samples) for the judge's dry run (``--judge-dry-run``)."""
+    def dimension_items(
+        self, default_samples: Samples, plan: SamplePlan | None = None
+    ) -> list[tuple[str, str, int, int]]:
+        """(nodeid, dimension, fewest calls, most calls) for the judge's dry run (``--judge-dry-run``)."""
         k = self.plan.repeats  # each repeat is judged N times
-        return [(self.plan.nodeid, d.name, (d.samples or default_samples) * k) for d in self.dimensions]
+        out = []
+        for d in self.dimensions:
+            low, high = call_range(d.samples or default_samples, plan or SamplePlan())
+            out.append((self.plan.nodeid, d.name, low * k, high * k))
+        return out
 
     # -- running ---------------------------------------------------------------------------------
     def setup(self) -> None:

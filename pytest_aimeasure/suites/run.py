@@ -274,8 +274,9 @@ class SuiteRunner:
                 self._futures[plan.nodeid] = future
             progress = self._progress_line()
             if progress is not None:
-                default = self.state.settings.samples
-                progress.plan(sum((d.samples or default) * plan.repeats for d in plan.dimensions))
+                # Under samples: auto an item may stop early: the line plans the most it can take.
+                calls = self.state.settings.calls
+                progress.plan(sum(calls(d.samples)[1] * plan.repeats for d in plan.dimensions))
 
     def result_for(self, item: pytest.Item, plan: JobPlan) -> JobResult:
         """Schedule this item's job and the upcoming ones of its file, then wait for this one."""
@@ -523,13 +524,13 @@ class SuiteRunner:
                 dimension=dim.name,
                 rubric=judge_rubric(dim.rubric, plan.text, plan.system),
                 artifact=artifact.text,
-                samples=dim.samples or self.state.settings.samples,
                 floor=dim.floor,
                 tolerance=dim.tolerance,
                 facts=facts,
                 phase=dim.phase,
                 artifact_key=artifact.key,
                 artifact_sha256=artifact.sha256,
+                **self.state.sampling(plan.item_id(dim.name), dim.samples),
             )
             for dim in plan.dimensions
         ]

@@ -168,7 +168,7 @@ class DimensionSpec(_Strict):
     rubric: str = Field(min_length=1)
     floor: float = Field(default=3.0, ge=1, le=5)
     tolerance: float = Field(default=0.5, gt=0)
-    samples: int | None = Field(default=None, ge=1)
+    samples: Annotated[int, Field(ge=1)] | Literal["auto"] | None = None
     phase: str | None = Field(default=None, min_length=1)
     """The report groups dimensions by phase (e.g. structure, content): one table per phase."""
     # Calibration (--judge-calibrate), as on @pytest.mark.dimension: anchor files relative to the suite
@@ -188,7 +188,7 @@ class DimensionRef(_Strict):
     rubric: str | None = Field(default=None, min_length=1)
     floor: float | None = Field(default=None, ge=1, le=5)
     tolerance: float | None = Field(default=None, gt=0)
-    samples: int | None = Field(default=None, ge=1)
+    samples: Annotated[int, Field(ge=1)] | Literal["auto"] | None = None
     phase: str | None = Field(default=None, min_length=1)
 
 
