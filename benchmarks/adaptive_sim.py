@@ -16,6 +16,7 @@ Noise cases (those of ``noise_model_sim.py``):
 * ``deterministic, spread 0.5``: an item's quality moves by N(0, 0.5²) between sessions (a
   non-deterministic generator) and a temperature-0 judge gives all its samples the same rounded score.
 * ``lucky baseline +0.4``: independent σ0.5, but the last baseline session scored 0.4 above the truth.
+* ``independent σ0.3``: a quieter judge, where single items can be settled before the maximum.
 
 Columns, per policy: the A/A false-fail rate, the detection rate of the drop, the mean judge calls
 per item (new session, A/A and drop pooled), and the floor decisions that landed on the wrong side of
@@ -66,10 +67,12 @@ class Scenario:
     name: str
     deterministic: bool
     lucky: float = 0.0
+    sd: float = 0.5  # the judge's noise (independent) or the item's movement (deterministic)
 
 
 SCENARIOS = (
     Scenario("independent σ0.5", deterministic=False),
+    Scenario("independent σ0.3", deterministic=False, sd=0.3),
     Scenario("deterministic, spread 0.5", deterministic=True),
     Scenario("lucky baseline +0.4", deterministic=False, lucky=0.4),
 )
@@ -94,11 +97,11 @@ def streams(rng: np.random.Generator, truth: np.ndarray, scenario: Scenario, shi
     """(each item's 9 potential scores in this session, each item's true quality in this session)."""
     m, n = len(truth), PLAN.maximum
     if scenario.deterministic:
-        quality = truth + shift + rng.normal(0.0, 0.5, size=m)
+        quality = truth + shift + rng.normal(0.0, scenario.sd, size=m)
         raw = np.repeat(quality[:, None], n, axis=1)
     else:
         quality = truth + shift
-        raw = quality[:, None] + rng.normal(0.0, 0.5, size=(m, n))
+        raw = quality[:, None] + rng.normal(0.0, scenario.sd, size=(m, n))
     return np.clip(np.floor(raw + 0.5), 1, 5).astype(int).tolist(), quality
 
 

@@ -29,6 +29,7 @@ from pytest_aimeasure.judge.engine import ItemSpec, JudgeEngine, JudgeSettings, 
 from pytest_aimeasure.models import AdaptiveRecord, Fingerprint, Measurement, Sample
 from pytest_aimeasure.sampling import SamplePlan, call_range, samples_problem
 from pytest_aimeasure.stats import VAR_FLOOR_DEFAULT
+from tests.conftest import read_results
 
 PLAN = SamplePlan()
 FLOOR_RULE = ItemRule(floor=3.0, tolerance=0.5, var_floor=VAR_FLOOR_DEFAULT)
@@ -484,3 +485,43 @@ def test_a_suite_dimension_takes_auto_and_rejects_other_words() -> None:
         DimensionSpec(name="tone", rubric="5 = calm", samples="sometimes")
     with pytest.raises(ValidationError):
         DimensionSpec(name="tone", rubric="5 = calm", samples=0)
+
+
+SUITE_GENERATOR = """
+def echo(prompt):
+    return prompt
+"""
+
+AUTO_SUITE = """\
+suite: auto
+targets:
+  - {name: echo, callable: "gen_echo:echo"}
+prompts:
+  - {id: clear, text: "a clear answer"}
+  - {id: border, text: "a borderline answer"}
+dimensions:
+  - {name: tone, rubric: "5: curt; 1: warm", samples: auto}
+"""
+
+SUITE_SCORER = """
+import pathlib
+
+def pytest_aimeasure_scripted_verdict(call, config):
+    with pathlib.Path(__file__).with_name("judged.txt").open("a") as fh:
+        fh.write(call.artifact.split()[1] + "\\n")
+    return 3 + call.index % 2 if "borderline" in call.artifact else 5
+"""
+
+
+def test_a_suite_dimension_samples_adaptively(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(gen_echo=SUITE_GENERATOR)
+    pytester.makeconftest(SUITE_SCORER)
+    pytester.makefile(".aimeasure.yaml", auto=AUTO_SUITE)
+    dry = pytester.runpytest("--judge-dry-run", "--judge-model", "scripted")
+    dry.stdout.fnmatch_lines(["aimeasure dry run: 2 dimension items, 6..18 judge calls with scripted*"])
+    result = pytester.runpytest("--ai-judge", "--judge-model", "scripted", "--aimeasure-json", "out.json")
+    result.assert_outcomes(passed=2)
+    judged = (pytester.path / "judged.txt").read_text().split()
+    assert (judged.count("clear"), judged.count("borderline")) == (3, 9)
+    sampling = read_results(pytester.path / "out.json")["sampling"]
+    assert (sampling["items"], sampling["samples"], sampling["at_minimum"]) == (2, 12, 1)

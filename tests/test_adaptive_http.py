@@ -20,7 +20,7 @@ THREE_ITEMS = """
     import pytest
 
     @pytest.mark.dimension("tone", rubric="5 = calm and precise; 1 = shouting")
-    @pytest.mark.parametrize("text", ["CLEAR-the fox apologised", "GOOD-the fox left", "BORDER-the fox sulked"])
+    @pytest.mark.parametrize("text", ["CLEAR-the fox apologised", "GOOD-the fox left", "BORDER-it sulked"])
     def test_tone(judge, text):
         judge.score(text)
 """
@@ -72,9 +72,17 @@ def run(request: pytest.FixtureRequest, pytester: pytest.Pytester) -> Run:
 
     def session(*args: str) -> pytest.RunResult:
         return pytester.runpytest_subprocess(
-            "--ai-judge", "--judge-model", MODEL, "--judge-samples", "auto", "--aimeasure-json", "out.json",
-            *xdist, *args, timeout=120,
-        )  # fmt: skip
+            "--ai-judge",
+            "--judge-model",
+            MODEL,
+            "--judge-samples",
+            "auto",
+            "--aimeasure-json",
+            "out.json",
+            *xdist,
+            *args,
+            timeout=120,
+        )
 
     return session
 
@@ -101,13 +109,19 @@ def test_clear_items_stop_at_the_minimum_and_a_borderline_item_takes_more(
     }
     assert by_text["BORDER"]["mean"] == pytest.approx(31 / 9)
     assert data["sampling"] | {"stopped": None} == {
-        "items": 3, "minimum": 3, "maximum": 9, "samples": 15, "mean_samples": 5.0, "at_minimum": 2,
-        "stopped": None, "open_at_stop": {"floor": 1, "drift": 0},
-    }  # fmt: skip
+        "items": 3,
+        "minimum": 3,
+        "maximum": 9,
+        "samples": 15,
+        "mean_samples": 5.0,
+        "at_minimum": 2,
+        "stopped": None,
+        "open_at_stop": {"floor": 1, "drift": 0},
+    }
     assert data["spend"]["calls"] == 15
-    result.stdout.fnmatch_lines(
-        ["*adaptive sampling: 3 items, n=3..9, mean 5.0 samples an item; 2 stopped at 3, 1 reached 9 (floor open 1)*"]
-    )
+    line = "adaptive sampling: 3 items, n=3..9, mean 5.0 samples an item; 2 stopped at 3, 1 reached 9"
+    line += " (floor open 1)"
+    assert line in result.stdout.str()
 
 
 def test_an_open_drift_decision_takes_more_samples_and_a_rerun_reuses_them(

@@ -155,7 +155,7 @@ def test_api_key_selects_a_current_claude_model_by_default(
 @pytest.mark.parametrize(
     ("args", "expected"),
     [
-        (["--judge-samples", "0"], "expected a whole number >= 1, got '0'"),
+        (["--judge-samples", "0"], "expected a whole number >= 1 or 'auto', got '0'"),
         (["--judge-concurrency", "x"], "expected a whole number >= 1, got 'x'"),
         (["--judge-timeout", "-2"], "expected a number > 0, got '-2'"),
         (["--aimeasure-drift", "loud"], "expected one of fail, warn, off; got 'loud'"),

@@ -54,6 +54,13 @@ def write_summary(reporter: Any, summary: SessionSummary) -> None:
         reporter.write_line(line, **getattr(line, "markup", {}))
 
 
+def _samples_text(settings: Settings) -> str:
+    """'3 samples', or 'samples auto (3..9, step 2)'."""
+    if settings.samples == "auto":
+        return f"samples {settings.sample_plan.describe()}"
+    return f"{settings.samples} samples"
+
+
 def header_lines(settings: Settings, rootdir: Path) -> list[str]:
     """The ``pytest_report_header`` line when the judge is on: the instrument and where it keeps things."""
 
@@ -62,7 +69,7 @@ def header_lines(settings: Settings, rootdir: Path) -> list[str]:
 
     baseline = shown(settings.baseline) + ("" if settings.baseline.exists() else " (none yet)")
     text = (
-        f"aimeasure: judge {settings.model or '(none configured)'}, {settings.samples} samples, "
+        f"aimeasure: judge {settings.model or '(none configured)'}, {_samples_text(settings)}, "
         f"baseline {baseline}, store {shown(settings.store)}"
     )
     mode = [
