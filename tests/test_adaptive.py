@@ -525,3 +525,52 @@ def test_a_suite_dimension_samples_adaptively(pytester: pytest.Pytester) -> None
     assert (judged.count("clear"), judged.count("borderline")) == (3, 9)
     sampling = read_results(pytester.path / "out.json")["sampling"]
     assert (sampling["items"], sampling["samples"], sampling["at_minimum"]) == (2, 12, 1)
+
+
+INTERRUPTED = """
+import pytest
+
+@pytest.mark.dimension("tone", rubric="5 = calm")
+def test_a_tone(judge):
+    judge.score("BORDER the fox sulked.")
+
+def test_b_interrupt():
+    raise KeyboardInterrupt
+
+@pytest.mark.dimension("tone", rubric="5 = calm")
+def test_c_tone(judge):
+    judge.score("CLEAR the crow returned the ring.")
+"""
+
+BY_ARTIFACT = """
+def pytest_aimeasure_scripted_verdict(call, config):
+    return 3 + call.index % 2 if call.artifact.startswith("BORDER") else 5
+"""
+
+
+def test_resume_and_rejudge_under_auto(pytester: pytest.Pytester) -> None:
+    """Interrupted after the borderline item took its 9 samples: the resume reads all 9 from the run's
+    journal (cache off) and its looks stop where they stopped, then judges the clear item (3 calls).
+    A rejudge under auto judges both again, look by look: 9 + 3 calls."""
+    pytester.makeconftest(BY_ARTIFACT)
+    pytester.makepyfile(test_story=INTERRUPTED)
+    args = ["--ai-judge", "--judge-model", "scripted", "--judge-samples", "auto", "--judge-cache", "off"]
+    first = pytester.runpytest_subprocess(*args, "-p", "no:hypothesispytest", timeout=120)
+    assert first.ret == pytest.ExitCode.INTERRUPTED
+    (run_dir,) = (pytester.path / ".aimeasure" / "runs").iterdir()
+    resumed = pytester.runpytest(
+        *args, f"--aimeasure-resume={run_dir.name}", "-k", "tone", "--aimeasure-json", "r.json"
+    )
+    resumed.assert_outcomes(passed=2)
+    resumed.stdout.fnmatch_lines(["*judge scripted: 3 calls, 9 samples reused*"])
+    measured = {
+        i["nodeid"].split("::")[1]: i["measurements"][0]
+        for i in read_results(pytester.path / "r.json")["items"]
+    }
+    assert {k: (m["n"], m["adaptive"]["stopped"]) for k, m in measured.items()} == {
+        "test_a_tone": (9, "maximum"),
+        "test_c_tone": (3, "settled"),
+    }
+    rejudged = pytester.runpytest(*args, "--aimeasure-rejudge", "latest", "-k", "tone")
+    rejudged.assert_outcomes(passed=2)
+    rejudged.stdout.fnmatch_lines(["*judge scripted: 12 calls, 0 samples reused*"])
