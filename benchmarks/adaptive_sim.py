@@ -24,7 +24,7 @@ the floor (item mean below the floor, or not, against the item's true quality in
 within 0.25 of the floor left out: there either answer is fair).
 
 Run:  python benchmarks/adaptive_sim.py [--sessions 1000] [--items 10] [--seed 1] [--quick]
-Exit status 1 when an ``auto`` A/A rate exceeds --max-false-rate (default 1%).
+Exit status 1 when an ``auto`` A/A rate exceeds --max-false-rate (default 1%); not under --quick.
 """
 
 from __future__ import annotations
@@ -256,6 +256,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"auto, worst A/A false-fail rate {100 * worst_auto:.2f}% "
         f"{'<=' if ok else '>'} {100 * args.max_false_rate:.2f}%: {'OK' if ok else 'TOO HIGH'}"
     )
+    if args.quick:
+        print("(--quick: a smoke run; 200 sessions a cell cannot tell 1% from 2%: the bound is not enforced)")
+        return 0
     return 0 if ok else 1
 
 
