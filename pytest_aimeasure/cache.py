@@ -488,18 +488,27 @@ class StoreSink:
             record = SampleRecord(
                 key=SampleKey(*key), item_id=item_id, nodeid=nodeid or item_id, sample=sample
             )
-            self.journal.append(record)
+            self.journal.append(record, sync=False)  # fsync-ed with the item's other samples (sync)
         return sample
 
     def describe_key(self, key: KeyLike) -> str:
         """For a replay miss: what is missing and what is stored near it."""
         return self.samples.describe_key(key)
 
-    def record(self, key: KeyLike, *, item_id: str, nodeid: str, sample: Sample) -> None:
-        """Journal a fresh sample (durably, before returning), then index it in the cache."""
+    def record(
+        self, key: KeyLike, *, item_id: str, nodeid: str, sample: Sample, sync: bool = True
+    ) -> None:
+        """Journal a fresh sample (written before returning: a killed process keeps it; fsync-ed too
+        unless ``sync=False``, when :meth:`sync` follows once the item's samples are in), then index
+        it in the cache."""
         record = SampleRecord(key=SampleKey(*key), item_id=item_id, nodeid=nodeid, sample=sample)
-        self.journal.append(record)
+        self.journal.append(record, sync=sync)
         self.samples.put(record, run_id=self.run.run_id)
+
+    def sync(self) -> None:
+        """fsync the samples journaled so far (one fsync per completed item, shared by the items
+        that complete at the same time)."""
+        self.journal.sync()
 
 
 def rebuild_cache(store: RunStore) -> tuple[int, list[str]]:

@@ -145,13 +145,21 @@ def _check_name(kind: str, name: str) -> str:
 
 
 class _AppendFile:
-    """A file opened for appending whole lines durably: one write, then fsync, per line."""
+    """A file opened for appending whole lines: one ``write`` per line, so a line that was appended
+    survives ``kill -9`` of the process at once; ``fsync`` (against a power cut) is per line by
+    default, or grouped: ``append_line(..., sync=False)`` then :meth:`sync` once for what belongs
+    together (an item's samples), or :meth:`sync_soon` to have a background thread do it. One fsync
+    covers every line written before it, so callers that sync at once share it (group commit)."""
 
     def __init__(self, path: Path, *, fsync: bool = True) -> None:
         self.path = path
         self._fsync = fsync
         self._failed = False
         self._lock = threading.Lock()
+        self._sync_lock = threading.Lock()  # one fsync at a time; held by close() too
+        self._written = 0  # lines written so far
+        self._synced = 0  # lines an fsync has covered
+        self._sync_error: StoreError | None = None  # a background fsync's failure, raised next time
         created = not path.exists()
         try:
             self._fd: int | None = os.open(path, _APPEND_FLAGS, 0o666)  # minus the umask, as fileio's files
@@ -172,6 +180,8 @@ class _AppendFile:
         os.lseek(self._fd, size - 1, os.SEEK_SET)  # for reading only: O_APPEND writes go to the end
         if os.read(self._fd, 1) != b"\n":
             self._write(b"\n")
+            if self._fsync:
+                os.fsync(self._fd)
 
     def _write(self, data: bytes) -> None:
         assert self._fd is not None
@@ -179,14 +189,16 @@ class _AppendFile:
         while view:  # a regular-file write is whole in practice; loop for the rare short write
             written = os.write(self._fd, view)
             view = view[written:]
-        if self._fsync:
-            os.fsync(self._fd)
+        self._written += 1
 
-    def append_line(self, line: str) -> None:
+    def append_line(self, line: str, *, sync: bool = True) -> None:
         data = (line + "\n").encode()
         with self._lock:
             if self._fd is None:
                 raise StoreError(f"{self.path} is closed", path=self.path)
+            if self._sync_error is not None:
+                error, self._sync_error = self._sync_error, None
+                raise error
             if self._failed:
                 data = b"\n" + data  # a failed write may have left part of a line behind
             try:
@@ -197,24 +209,109 @@ class _AppendFile:
                 raise StoreError(
                     f"cannot append to {self.path}: {exc} (is the disk full?)", path=self.path
                 ) from exc
+        if sync:
+            self.sync()
+
+    def sync(self) -> None:
+        """Return once every line appended before this call is fsync-ed (by this call or by one
+        another thread made meanwhile)."""
+        if not self._fsync:
+            return
+        target = self._written
+        if self._synced >= target:
+            return
+        with self._sync_lock:
+            if self._synced >= target:
+                return  # another caller's fsync covered these lines
+            with self._lock:
+                fd, upto = self._fd, self._written
+            if fd is None:
+                return  # closed: close() synced what was written
+            try:
+                os.fsync(fd)
+            except OSError as exc:
+                raise StoreError(
+                    f"cannot fsync {self.path}: {exc} (is the disk full?)", path=self.path
+                ) from exc
+            self._synced = max(self._synced, upto)
+
+    def sync_soon(self) -> None:
+        """fsync what was appended on the background syncer thread; a failure is raised by the next
+        append (or close)."""
+        if self._fsync and self._synced < self._written:
+            _SYNCER.request(self)
+
+    def _background_sync(self) -> None:
+        try:
+            self.sync()
+        except StoreError as exc:
+            self._sync_error = exc
 
     def close(self) -> None:
-        with self._lock:
-            if self._fd is not None:
-                os.close(self._fd)
-                self._fd = None
+        with self._sync_lock:
+            with self._lock:
+                fd, self._fd = self._fd, None
+                unsynced = self._synced < self._written
+            if fd is None:
+                return
+            try:
+                if self._fsync and unsynced:
+                    os.fsync(fd)
+                    self._synced = self._written
+            except OSError as exc:
+                raise StoreError(
+                    f"cannot fsync {self.path}: {exc} (is the disk full?)", path=self.path
+                ) from exc
+            finally:
+                os.close(fd)
+        if self._sync_error is not None:
+            error, self._sync_error = self._sync_error, None
+            raise error
+
+
+class _Syncer:
+    """One daemon thread that fsyncs the append files handed to it, so a caller that need not wait
+    for the disk (an item's final record) does not. Requests made while it syncs are merged."""
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+        self._pending: dict[int, _AppendFile] = {}
+        self._thread: threading.Thread | None = None
+
+    def request(self, file: _AppendFile) -> None:
+        with self._cond:
+            self._pending[id(file)] = file
+            if self._thread is None or not self._thread.is_alive():
+                self._thread = threading.Thread(target=self._run, name="aimeasure-fsync", daemon=True)
+                self._thread.start()
+            self._cond.notify()
+
+    def _run(self) -> None:
+        while True:
+            with self._cond:
+                while not self._pending:
+                    self._cond.wait()
+                batch, self._pending = list(self._pending.values()), {}
+            for file in batch:
+                file._background_sync()
+
+
+_SYNCER = _Syncer()
 
 
 class Journal(_AppendFile):
     """One process's sample journal for one run. Thread-safe.
 
-    :meth:`append` returns only after the record is written with a single ``write`` and ``fsync``-ed,
-    so a returned record survives ``kill -9`` and, as far as the disk honours fsync, a power cut.
-    ``fsync=False`` exists for the benchmark and for throwaway stores.
+    :meth:`append` writes the record with a single ``write`` before it returns, so a returned record
+    survives ``kill -9``; with ``sync=True`` (the default) it is ``fsync``-ed too, and so survives,
+    as far as the disk honours fsync, a power cut. The judge engine appends an item's samples with
+    ``sync=False`` and calls :meth:`sync` once the item's samples are in: one fsync per completed
+    item, shared by the items that complete together. ``fsync=False`` exists for the benchmark and
+    for throwaway stores.
     """
 
-    def append(self, record: SampleRecord) -> None:
-        self.append_line(record.model_dump_json())
+    def append(self, record: SampleRecord, *, sync: bool = True) -> None:
+        self.append_line(record.model_dump_json(), sync=sync)
 
 
 def _read_jsonl(path: Path, model: type[_M]) -> tuple[list[_M], list[str]]:
@@ -385,12 +482,16 @@ class Run:
             return journal
 
     def record_item(self, result: ItemResult) -> None:
-        """Append one test's final record (append + fsync). Called by the controller as each test ends."""
+        """Append one test's final record. Called by the controller as each test ends: the line is
+        written before this returns (a killed session keeps it) and fsync-ed by the background
+        syncer, so the test loop does not wait for the disk; the samples behind it were fsync-ed
+        when they were judged."""
         with self._lock:
             if self._items is None:
                 self._items = _AppendFile(self.path / "items.jsonl")
             items = self._items
-        items.append_line(result.model_dump_json())
+        items.append_line(result.model_dump_json(), sync=False)
+        items.sync_soon()
 
     def read_items(self) -> tuple[list[ItemResult], list[str]]:
         """(items, problems). A nodeid recorded twice (a resumed run) keeps its last record."""

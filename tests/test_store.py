@@ -512,6 +512,103 @@ def test_every_returned_append_survives_kill_9(tmp_path: Path) -> None:
     assert len(problems) <= 1  # at most a torn last line
 
 
+def test_unsynced_appends_are_written_at_once_and_survive_kill_9(tmp_path: Path) -> None:
+    """The engine appends an item's samples with sync=False and fsyncs once per item: a record is
+    still on disk for a killed process the moment append returns."""
+    path = tmp_path / "journal-controller.jsonl"
+    script = _KILL_CHILD.replace("sample=sample))", "sample=sample), sync=False)")
+    assert "sync=False" in script
+    child = subprocess.Popen(
+        [sys.executable, "-c", script, str(path)], stdout=subprocess.PIPE, text=True, bufsize=1
+    )
+    assert child.stdout is not None
+    acknowledged: list[int] = []
+    deadline = time.monotonic() + 20
+    while len(acknowledged) < 150 and time.monotonic() < deadline:
+        acknowledged.append(int(child.stdout.readline()))
+    os.kill(child.pid, signal.SIGKILL)
+    child.wait()
+    acknowledged += [int(line) for line in child.stdout.read().split()]
+    records, _ = store_module.read_journal(path)
+    assert [r.key.index for r in records][: len(acknowledged)] == acknowledged
+
+
+def _count_fsyncs(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    calls: list[int] = []
+    real = os.fsync
+
+    def counting(fd: int) -> None:
+        calls.append(fd)
+        real(fd)
+
+    monkeypatch.setattr(os, "fsync", counting)
+    return calls
+
+
+def test_one_fsync_covers_the_samples_appended_before_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    journal = Journal(tmp_path / "j.jsonl")
+    fsyncs = _count_fsyncs(monkeypatch)
+    for index in range(3):
+        journal.append(make_record(index), sync=False)
+    assert fsyncs == []
+    journal.sync()
+    assert len(fsyncs) == 1
+    journal.sync()  # nothing new: no second fsync
+    assert len(fsyncs) == 1
+    journal.append(make_record(3))  # the default stays one durable append
+    assert len(fsyncs) == 2
+    # Many threads syncing what one batch wrote share fsyncs: never one each.
+    for index in range(4, 8):
+        journal.append(make_record(index), sync=False)
+    threads = [threading.Thread(target=journal.sync) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert 3 <= len(fsyncs) < 2 + 8
+    journal.close()
+    assert len(store_module.read_journal(tmp_path / "j.jsonl")[0]) == 8
+
+
+def test_item_records_are_fsynced_by_the_background_syncer_and_at_close(
+    store: RunStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    run = start(store, "r1")
+    fsyncs = _count_fsyncs(monkeypatch)
+    run.record_item(ItemResult(nodeid="t.py::a", kind="dimension", outcome="passed"))
+    assert [i.nodeid for i in run.items()] == ["t.py::a"]  # written before record_item returned
+    deadline = time.monotonic() + 30
+    while not fsyncs and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert fsyncs, "the background syncer fsynced the items file"
+    run.record_item(ItemResult(nodeid="t.py::b", kind="dimension", outcome="passed"))
+    run.close()  # fsyncs what the syncer may not have reached yet
+    assert [i.nodeid for i in store.open_run(run.run_id).items()] == ["t.py::a", "t.py::b"]
+
+
+def test_a_failed_background_fsync_is_raised_by_the_next_append(
+    store: RunStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    run = start(store, "r1")
+    run.record_item(ItemResult(nodeid="t.py::a", kind="dimension", outcome="passed"))
+    items = run._items
+    assert items is not None
+    items.sync()
+
+    def failing(fd: int) -> None:
+        raise OSError(5, "Input/output error")
+
+    monkeypatch.setattr(os, "fsync", failing)
+    run.record_item(ItemResult(nodeid="t.py::b", kind="dimension", outcome="passed"))
+    deadline = time.monotonic() + 30
+    while items._sync_error is None and time.monotonic() < deadline:
+        time.sleep(0.01)
+    with pytest.raises(StoreError, match=r"cannot fsync .*items\.jsonl.*Input/output error"):
+        run.record_item(ItemResult(nodeid="t.py::c", kind="dimension", outcome="passed"))
+
+
 def test_journal_without_fsync_still_appends(tmp_path: Path) -> None:
     journal = Journal(tmp_path / "j.jsonl", fsync=False)
     journal.append(make_record(0))

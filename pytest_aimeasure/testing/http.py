@@ -49,6 +49,9 @@ class ProviderHTTPServer(ThreadingHTTPServer):
     daemon_threads = True
     block_on_close = False
     allow_reuse_address = True
+    # socketserver's listen backlog is 5: a client that opens 32 connections at once (a pipelined
+    # session at --judge-concurrency 32) would see some refused, as no real provider does.
+    request_queue_size = 128
     provider: Responder
 
     def __init__(self, address: tuple[str, int], handler: type[BaseHTTPRequestHandler]) -> None:
