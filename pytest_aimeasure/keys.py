@@ -15,10 +15,14 @@ import pytest
 if TYPE_CHECKING:
     from pytest_aimeasure.session import SessionState
 
-__all__ = ["PAYLOAD", "item_nodeid", "report_payload", "state_key"]
+__all__ = ["PAYLOAD", "PIPELINE_ASIDE", "item_nodeid", "report_payload", "state_key"]
 
 PAYLOAD = "aimeasure"
 """The user property (name) under which a test report carries the instrument's payload."""
+
+PIPELINE_ASIDE = "pipeline"
+"""Key of an item result's ``extra``: why the judge pipeline stepped aside for the item (it was
+judged while its test ran), for the terminal's note."""
 
 state_key: pytest.StashKey[SessionState] = pytest.StashKey()
 """``config.stash[state_key]``: the session's :class:`~pytest_aimeasure.session.SessionState`."""

@@ -204,6 +204,17 @@ OPTIONS: tuple[Option, ...] = (
         metavar="N",
     ),
     Option(
+        "--judge-pipeline",
+        "judge_pipeline",
+        "Dimension tests whose verdicts may be pending at once: judge.score returns at once and the "
+        "test's reports are logged, in order, when its samples land (default: 2 x --judge-concurrency, "
+        "at least 32; 0 waits in each test).",
+        non_negative_int,
+        None,
+        "aimeasure_judge_pipeline",
+        metavar="N",
+    ),
+    Option(
         "--judge-timeout",
         "judge_timeout",
         "Seconds before one judge call times out (default 60).",

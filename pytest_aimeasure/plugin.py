@@ -16,13 +16,14 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from pytest_aimeasure import hookspecs, markers, options, runtime
-from pytest_aimeasure.keys import PAYLOAD, item_nodeid, report_payload, state_key
+from pytest_aimeasure.keys import PAYLOAD, PIPELINE_ASIDE, item_nodeid, report_payload, state_key
 from pytest_aimeasure.linking import ArtifactLinks
 from pytest_aimeasure.markers import declared_dimensions, item_kind, marker_problem, order_gates_first
 
 if TYPE_CHECKING:
     from pytest_aimeasure.artifact import Artifact
     from pytest_aimeasure.judge.fixture import Judge
+    from pytest_aimeasure.pipeline import Pipeline
     from pytest_aimeasure.report.summary import SessionSummary
     from pytest_aimeasure.session import SessionState
     from pytest_aimeasure.testing.server import ProviderServer
@@ -49,6 +50,10 @@ def pytest_configure(config: pytest.Config) -> None:
     xmlpath = getattr(config.option, "xmlpath", None)
     if xmlpath and state.active and not state.is_worker:
         config.pluginmanager.register(JUnitVerdicts(measure, xmlpath), "aimeasure-junit")
+    pipeline = state.open_pipeline()
+    if pipeline is not None:
+        config.pluginmanager.register(PipelineHooks(pipeline), "aimeasure-pipeline")
+        config.pluginmanager.register(PipelineRunner(pipeline), "aimeasure-pipeline-runner")
     if config.pluginmanager.hasplugin("xdist"):
         config.pluginmanager.register(XdistGlue(state), "aimeasure-xdist")
         if not hasattr(config, "workerinput") and getattr(config.option, "dist", "no") == "load":
@@ -154,6 +159,15 @@ class MeasurePlugin:
         with runtime.running(item_nodeid(item)):
             return (yield)
 
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_runtest_setup(self, item: pytest.Item) -> None:
+        record = runtime.current()
+        if record is not None and (record.measurements or record.findings):
+            # A plugin that reruns the test (pytest-rerunfailures) starts another attempt within
+            # one protocol: it measures afresh.
+            record.measurements.clear()
+            record.findings.clear()
+
     @pytest.hookimpl(wrapper=True, tryfirst=True)
     def pytest_runtest_call(self, item: pytest.Item) -> Generator[None, None, None]:
         if not self.state.judging or item_kind(item) != "dimension":
@@ -169,9 +183,10 @@ class MeasurePlugin:
             pytest.skip(f"gate failed: {failed_gate}")
         result = yield
         record = runtime.current()
-        if record is not None and not record.measurements:
+        if record is not None and not record.measurements and not record.deferred:
             # A dimension test that measured nothing must not pass as if it had: its item would
-            # silently vanish from the comparison and the baseline.
+            # silently vanish from the comparison and the baseline. (A pending measurement counts:
+            # its verdict, a judge error or a budget stop included, is settled when it lands.)
             mark = item.get_closest_marker("dimension")
             name = mark.args[0] if mark is not None else "?"
             pytest.fail(
@@ -207,12 +222,23 @@ class MeasurePlugin:
                 payload["extra"] = record.extra
             payload["declared"] = declared_dimensions(item, self.state.settings.samples)
             excinfo = call.excinfo
+            text: str | None = None
             # A JudgeError can only exist once the engine module was imported: don't import it here.
             engine = sys.modules.get("pytest_aimeasure.judge.engine")
             if excinfo is not None and engine is not None and isinstance(excinfo.value, engine.JudgeError):
                 payload["judge_error"] = str(excinfo.value)
                 raw = "\n".join(f"  attempt output: {r}" for r in excinfo.value.raw_outputs[-6:])
-                report.longrepr = f"judge error: {excinfo.value}\n{raw}".rstrip()
+                text = f"judge error: {excinfo.value}\n{raw}".rstrip()
+            fixture = sys.modules.get("pytest_aimeasure.judge.fixture")
+            if excinfo is not None and fixture is not None and isinstance(excinfo.value, fixture.FloorBreach):
+                # The verdict, not a traceback: the same text whether judge.score waited for it or
+                # the pipeline settled it after the test ran.
+                text = f"FloorBreach: {excinfo.value}"
+            if excinfo is not None and text is not None:
+                from pytest_aimeasure.longrepr import verdict_longrepr
+
+                path, lineno = verdict_location(item, excinfo)
+                report.longrepr = verdict_longrepr(text, path, lineno)
         report.user_properties = [*report.user_properties, (PAYLOAD, json.dumps(payload))]
         return report
 
@@ -297,6 +323,80 @@ class MeasurePlugin:
 
     def pytest_unconfigure(self, config: pytest.Config) -> None:
         self.state.close()
+
+
+class PipelineHooks:
+    """Pipelined judging (see :mod:`pytest_aimeasure.pipeline`): the outermost wrappers, so the
+    wait for room happens before other plugins' per-test timers (pytest-timeout) start."""
+
+    def __init__(self, pipeline: Pipeline) -> None:
+        self.pipeline = pipeline
+
+    @pytest.hookimpl(wrapper=True, tryfirst=True)
+    def pytest_runtestloop(self, session: pytest.Session) -> Generator[None, Any, Any]:
+        try:
+            result = yield
+        except (KeyboardInterrupt, pytest.exit.Exception):
+            self.pipeline.abandon()
+            raise
+        except BaseException:  # -x/--maxfail, shouldstop: the items already started finish
+            self._drain()
+            raise
+        self._drain()
+        return result
+
+    def _drain(self) -> None:
+        try:
+            self.pipeline.drain()
+        except KeyboardInterrupt:
+            self.pipeline.abandon()
+            raise
+
+    @pytest.hookimpl(wrapper=True, tryfirst=True)
+    def pytest_runtest_protocol(
+        self, item: pytest.Item, nextitem: pytest.Item | None
+    ) -> Generator[None, Any, Any]:
+        self.pipeline.admit(item)
+        result = yield
+        if nextitem is None:
+            # The last item of this process (an xdist worker's too): nothing may stay held once
+            # the protocol returns, the worker reports its end right after. (On Ctrl-C the loop's
+            # wrapper gives up what has not landed instead.)
+            self.pipeline.drain()
+        return result
+
+    @pytest.hookimpl(wrapper=True, tryfirst=True)
+    def pytest_runtest_makereport(
+        self, item: pytest.Item, call: pytest.CallInfo[None]
+    ) -> Generator[None, pytest.TestReport, pytest.TestReport]:
+        self.pipeline.note_call(item, call)
+        return (yield)
+
+
+class PipelineRunner:
+    """Runs an item's protocol for the pipeline, unless the item steps aside."""
+
+    def __init__(self, pipeline: Pipeline) -> None:
+        self.pipeline = pipeline
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_runtest_protocol(self, item: pytest.Item, nextitem: pytest.Item | None) -> bool | None:
+        reason = self.pipeline.aside_reason(item)
+        if reason is not None:
+            record = runtime.current()
+            if record is not None and item_kind(item) == "dimension":
+                record.extra[PIPELINE_ASIDE] = reason
+            return None  # pytest's runner (or the plugin that steps in) runs and logs it
+        return self.pipeline.run(item, nextitem)
+
+
+def verdict_location(item: pytest.Item, excinfo: pytest.ExceptionInfo[BaseException]) -> tuple[str, int]:
+    """Where a verdict ended the test (1-based line): the call of ``judge.score``."""
+    location = getattr(excinfo.value, "aimeasure_location", None)
+    if location is not None:
+        return str(location[0]), int(location[1])
+    path, lineno, _ = item.reportinfo()
+    return str(path), (lineno or 0) + 1
 
 
 class XdistGlue:

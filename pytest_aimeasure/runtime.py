@@ -13,10 +13,32 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:  # pydantic is imported only once a finding or measurement is made
     from pytest_aimeasure.models import Finding, FindingKind, Measurement
+
+
+class Deferred(Protocol):
+    """A verdict still on its way (the judge's pending measurement): the pipeline waits for it and
+    settles it after the test's protocol ran."""
+
+    def done(self) -> bool:
+        """Has the judge answered (or failed)? Never blocks."""
+
+    def wait(self, timeout: float | None = None) -> None:
+        """Block until :meth:`done` (or ``timeout`` seconds passed)."""
+
+    def settle(self) -> BaseException | None:
+        """Apply the landed verdict to the test's record (once); the exception that decides the
+        test's outcome (a floor breach, a judge error, a skip), or None."""
+
+    def cancel(self) -> None:
+        """Give up on a verdict that has not landed (Ctrl-C); what landed stays journaled."""
+
+    @property
+    def settled(self) -> bool:
+        """Was the verdict applied already (the test read the measurement)?"""
 
 
 @dataclass
@@ -29,6 +51,10 @@ class ItemRecord:
     measurements: list[Measurement] = field(default_factory=list)
     artifact_keys: list[str] = field(default_factory=list)
     extra: dict[str, Any] = field(default_factory=dict)
+    defer: bool = False
+    """The pipeline runs this test: ``judge.score`` may return before the judge answers."""
+    deferred: list[Deferred] = field(default_factory=list)
+    """Verdicts submitted by this test that the test itself did not wait for."""
 
 
 _current: ContextVar[ItemRecord | None] = ContextVar("aimeasure_current_item", default=None)
@@ -39,6 +65,17 @@ _unattached: list[Finding] = []
 def running(nodeid: str) -> Iterator[ItemRecord]:
     """Make ``nodeid`` the current test for :func:`record_finding` (used by the plugin)."""
     record = ItemRecord(nodeid=nodeid)
+    token = _current.set(record)
+    try:
+        yield record
+    finally:
+        _current.reset(token)
+
+
+@contextmanager
+def attached(record: ItemRecord) -> Iterator[ItemRecord]:
+    """Make an existing record current again: a pipelined test's verdict lands after its protocol
+    ran, and what it records (findings, the report's payload) belongs to that test."""
     token = _current.set(record)
     try:
         yield record

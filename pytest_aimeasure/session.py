@@ -21,6 +21,7 @@ __all__ = ["Outcome", "SessionFailure", "SessionState", "Settings"]
 if TYPE_CHECKING:
     from pytest_aimeasure.judge.engine import JudgeEngine
     from pytest_aimeasure.models import Finding, ItemResult, Measurement
+    from pytest_aimeasure.pipeline import Pipeline
     from pytest_aimeasure.recording import Recording
 
 
@@ -52,6 +53,7 @@ class SessionState:
         self.stored_calibration: Any = None
         self.var_floors: dict[str, float] = {}
         self.calibration_run: Any = None
+        self.pipeline: Pipeline | None = None  # this process's held dimension tests (--judge-pipeline)
 
     @classmethod
     def from_config(cls, config: pytest.Config) -> SessionState:
@@ -70,6 +72,17 @@ class SessionState:
     @property
     def dry_run(self) -> bool:
         return self.settings.dry_run
+
+    def open_pipeline(self) -> Pipeline | None:
+        """This process's judge pipeline, when dimension tests may leave their verdicts pending
+        (judging, ``--judge-pipeline`` above 0, not a dry run, not debugging with --pdb/--trace: a
+        test being debugged must know its verdict while it runs)."""
+        debugging = self.config.getoption("usepdb", False) or self.config.getoption("trace", False)
+        if self.judging and self.settings.pipeline > 0 and not self.dry_run and not debugging:
+            from pytest_aimeasure.pipeline import Pipeline
+
+            self.pipeline = Pipeline(self.config, self.settings.pipeline)
+        return self.pipeline
 
     # -- start -----------------------------------------------------------------------------------
     def start(self) -> None:
@@ -370,8 +383,8 @@ class SessionState:
 
     def on_report(self, report: pytest.TestReport, payload: dict[str, Any]) -> list[tuple[str, Any]]:
         """Fold one report into the item's result (controller). Returns extra JUnit properties."""
-        if self.is_worker or not self.active:
-            return []
+        if self.is_worker or not self.active or str(report.outcome) == "rerun":
+            return []  # (a failed attempt pytest-rerunfailures repeats is not the item's result)
         from pytest_aimeasure.models import Finding, ItemResult, Measurement, item_id
 
         kind = payload.get("kind", "other")

@@ -45,6 +45,7 @@ class Settings:
     attribute: bool = False
     sample_plan: SamplePlan = field(default_factory=SamplePlan)
     """The looks of ``samples="auto"`` (--judge-samples-min/-max/-step)."""
+    pipeline: int = 0  # dimension tests whose verdicts may be pending at once (--judge-pipeline)
 
     @classmethod
     def from_config(cls, config: pytest.Config) -> Settings:
@@ -118,6 +119,9 @@ class Settings:
                 "least the minimum and at most the maximum (or fix the ini keys "
                 "aimeasure_judge_samples_min/max)"
             )
+        pipeline = options.get(config, "judge_pipeline")
+        if pipeline is None:
+            pipeline = max(32, 2 * options.get(config, "judge_concurrency"))
         return cls(
             judging=judging,
             model=model,
@@ -146,6 +150,7 @@ class Settings:
             max_abs_bias=options.get(config, "max_abs_bias"),
             attribute=bool(options.get(config, "attribute")),
             sample_plan=SamplePlan(low, high, options.get(config, "judge_samples_step")),
+            pipeline=pipeline,
         )
 
     def calls(self, samples: Samples | None = None) -> tuple[int, int]:

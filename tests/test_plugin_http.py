@@ -587,7 +587,9 @@ def test_unreachable_provider_names_its_url_and_stops_being_called(
 ) -> None:
     base = closed_port_env[model]
     pytester.makepyfile(textwrap.dedent(SIX_ITEMS))
-    args = ("--judge-samples", "1", "--judge-retries", "0")
+    # One item at a time, so the count is exact: pipelined, the items' calls start together and
+    # every call already started meets the closed port before the third failure is counted.
+    args = ("--judge-samples", "1", "--judge-retries", "0", "--judge-pipeline", "0")
     if xdist:
         # One file runs on one worker (loadfile), and each process keeps its own count.
         result = pytester.runpytest_subprocess(

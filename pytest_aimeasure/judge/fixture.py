@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import json
+import sys
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import pytest
 
@@ -13,11 +14,14 @@ from pytest_aimeasure.artifact import Artifact, invalid_text_message, join_parts
 from pytest_aimeasure.attribute import RUBRICS_KEY
 from pytest_aimeasure.judge.engine import ItemSpec, JudgeEngine, NotJudged
 from pytest_aimeasure.judge.families import family_clash, model_families
+from pytest_aimeasure.judge.pending import PendingMeasurement
 from pytest_aimeasure.keys import item_nodeid
 from pytest_aimeasure.models import Measurement, item_id
 from pytest_aimeasure.sampling import samples_problem
 
 if TYPE_CHECKING:
+    from collections.abc import Coroutine
+
     from pytest_aimeasure.session import SessionState
 
 
@@ -26,7 +30,8 @@ ORDER_PROBE_SUFFIX = "::order-reversed"
 
 
 class FloorBreach(AssertionError):
-    """A dimension's mean fell below its floor."""
+    """A dimension's mean fell below its floor. The test's report shows this message (no
+    traceback), the same whether ``judge.score`` waited for the verdict or the pipeline settled it."""
 
 
 def floor_message(m: Measurement) -> str:
@@ -119,7 +124,11 @@ class Judge:
                 pytrace=False,
             )
         record = runtime.current()
-        if mark is not None and record is not None and any(m.dimension == name for m in record.measurements):
+        if (
+            mark is not None
+            and record is not None
+            and (record.deferred or any(m.dimension == name for m in record.measurements))
+        ):
             pytest.fail(
                 f"{self._item.nodeid}: a dimension test measures one item; it called judge.score "
                 "twice. Parametrize the test to measure several artifacts.",
@@ -163,51 +172,31 @@ class Judge:
             record.item_id = spec.item_id
         engine = self._state.engine()
         group = parts[0] if len(parts) == 1 and isinstance(parts[0], Artifact) and parts[0].repeats else None
+        # (A repeated artifact's gates are read now: a repeat a gate condemned is not judged.)
+        work = self._repeats_work(engine, spec, group) if group is not None else engine.ameasure(spec)
+        landing = _Landing(self, spec, record, name, rubric, limit, parts, texts, keys)
+        if record is not None and record.defer and mark is not None:
+            # The pipeline runs this test: hand the samples to the engine and return; the verdict
+            # is applied when they land (or when the test reads the measurement).
+            pending = PendingMeasurement(engine.submit(work), landing)
+            record.deferred.append(pending)
+            return cast(Measurement, pending)  # it reads as one (and isinstance agrees)
+        outcome: Measurement | BaseException
         try:
-            if group is None:
-                measurement = engine.measure(spec)
-            else:
-                measurement = self._measure_repeats(engine, spec, group)
+            outcome = engine.run(work)
         except NotJudged as exc:
-            runtime.record_finding(
-                "budget",
-                f"not judged: {exc.reason} ({self._state.budget_text()})",
-                subject=spec.item_id,
-                severity="fail",
-            )
-            pytest.skip(f"not judged: {exc.reason} ({self._state.budget_text()})")
-        if record is not None:
-            record.measurements.append(measurement)
-            # --aimeasure-attribute re-judges the baseline's artifacts at session end, with this rubric.
-            record.extra.setdefault(RUBRICS_KEY, {})[name] = rubric
-            record.artifact_keys += [k for k in keys if k not in record.artifact_keys]
-        self._warn_self_preference(parts, spec)
-        if len(parts) > 1 and self._state.settings.judge_bias:
-            self._order_probe(spec, [t for t, _, _ in texts], measurement, record)
-        self._item.config.hook.pytest_aimeasure_measured(measurement=measurement, item=self._item)
-        for prop, value in (
-            ("aimeasure.dimension", name),
-            ("aimeasure.mean", round(measurement.mean, 4)),
-            ("aimeasure.sd", round(measurement.sd, 4)),
-            ("aimeasure.n", measurement.n),
-            ("aimeasure.ci", f"{measurement.ci_low:.4f}..{measurement.ci_high:.4f}"),
-        ):
-            self._item.user_properties.append((prop, value))
-        if limit is not None and measurement.breached:
-            raise FloorBreach(floor_message(measurement))
-        if limit is not None and measurement.near_floor:
-            runtime.record_finding(
-                "floor_warning",
-                f"{name}: mean {measurement.mean:.2f} is above the floor {limit:g} but its 95% CI reaches "
-                f"{measurement.ci_low:.2f}",
-                subject=spec.item_id,
-                severity="warn",
-                excerpt=measurement.excerpt,
-            )
-        return measurement
+            outcome = exc
+        verdict = landing(outcome)
+        if verdict is not None:
+            raise verdict
+        assert isinstance(outcome, Measurement)
+        return outcome
 
-    def _measure_repeats(self, engine: JudgeEngine, spec: ItemSpec, group: Artifact) -> Measurement:
-        """Judge the repeats of ``group`` that no gate condemned (each N samples) and pool them."""
+    def _repeats_work(
+        self, engine: JudgeEngine, spec: ItemSpec, group: Artifact
+    ) -> Coroutine[Any, Any, Measurement]:
+        """The work of judging the repeats of ``group`` that no gate condemned (each N samples) and
+        pooling them; skips the test when a gate condemned every repeat."""
         __tracebackhide__ = True
         from pytest_aimeasure.judge.repeats import ameasure_repeats
 
@@ -224,9 +213,7 @@ class Judge:
                 severity="info",
                 detail={"skipped": [r.key for r in group.repeats if all(r is not x for _, x in live)]},
             )
-        return engine.run(
-            ameasure_repeats(engine, spec, live, generated=len(group.repeats), group_key=group.key)
-        )
+        return ameasure_repeats(engine, spec, live, generated=len(group.repeats), group_key=group.key)
 
     def _warn_self_preference(self, parts: tuple[Any, ...], spec: ItemSpec) -> None:
         """A warning when an artifact was written by the judge's own model family."""
@@ -290,3 +277,115 @@ def generator_of(part: Any) -> str | None:
     if part.label and model_families(part.label):
         return part.label
     return None
+
+
+def _caller_location() -> tuple[str, int]:
+    """Where pytest would place an exception raised in ``judge.score``: the innermost frame of the
+    test's code that does not hide itself from tracebacks (``__tracebackhide__``)."""
+    frame = sys._getframe(2)
+    while frame.f_back is not None and (
+        frame.f_locals.get("__tracebackhide__") or frame.f_globals.get("__tracebackhide__")
+    ):
+        frame = frame.f_back
+    return frame.f_code.co_filename, frame.f_lineno
+
+
+class _Landing:
+    """Applies a landed outcome to the test: the same steps whether ``judge.score`` waited for it
+    or the pipeline settles it later, so reports are the same either way."""
+
+    def __init__(
+        self,
+        judge: Judge,
+        spec: ItemSpec,
+        record: runtime.ItemRecord | None,
+        name: str,
+        rubric: str,
+        limit: float | None,
+        parts: tuple[Any, ...],
+        texts: list[tuple[str, str | None, str | None]],
+        keys: list[str],
+    ) -> None:
+        self.judge, self.state, self.item = judge, judge._state, judge._item
+        self.spec, self.record, self.name, self.rubric, self.limit = spec, record, name, rubric, limit
+        self.parts, self.texts, self.keys = parts, texts, keys
+        # What the test records after judge.score (user properties, findings) comes after the
+        # verdict's entries, as it does when judge.score waits.
+        self.properties_at = len(self.item.user_properties)
+        self.findings_at = len(record.findings) if record is not None else 0
+        self.location = _caller_location()
+        self.properties: list[tuple[str, object]] = []
+        self.own_findings = 0
+
+    def __call__(self, outcome: Measurement | BaseException) -> BaseException | None:
+        if self.record is None:
+            verdict = self._apply(outcome)
+        else:
+            with runtime.attached(self.record):
+                verdict = self._apply(outcome)
+        if verdict is not None:
+            # Reported where judge.score was called (the pipeline raises it elsewhere, later).
+            verdict.aimeasure_location = self.location  # type: ignore[attr-defined]
+            # The verdict ends the test where judge.score was called: what a pipelined test went
+            # on to record after that call is dropped, as it never happens when score waits.
+            del self.item.user_properties[self.properties_at :]
+            self.item.user_properties += self.properties
+            if self.record is not None:
+                del self.record.findings[self.findings_at + self.own_findings :]
+        return verdict
+
+    def _apply(self, outcome: Measurement | BaseException) -> BaseException | None:
+        record, item = self.record, self.item
+        # Findings and properties this verdict records go where the test was when it called score.
+        findings_before = len(record.findings) if record is not None else 0
+        properties_before = len(item.user_properties)
+        try:
+            return self._verdict(outcome)
+        finally:
+            if record is not None:
+                mine = record.findings[findings_before:]
+                del record.findings[findings_before:]
+                record.findings[self.findings_at : self.findings_at] = mine
+                self.own_findings = len(mine)
+            self.properties = item.user_properties[properties_before:]
+            del item.user_properties[properties_before:]
+            item.user_properties[self.properties_at : self.properties_at] = self.properties
+
+    def _verdict(self, outcome: Measurement | BaseException) -> BaseException | None:
+        spec, record, limit, judge = self.spec, self.record, self.limit, self.judge
+        if isinstance(outcome, NotJudged):
+            message = f"not judged: {outcome.reason} ({self.state.budget_text()})"
+            runtime.record_finding("budget", message, subject=spec.item_id, severity="fail")
+            return pytest.skip.Exception(message)
+        if not isinstance(outcome, Measurement):
+            return outcome  # a judge error (or a failure of the backend itself)
+        measurement = outcome
+        if record is not None:
+            record.measurements.append(measurement)
+            # --aimeasure-attribute re-judges the baseline's artifacts at session end, with this rubric.
+            record.extra.setdefault(RUBRICS_KEY, {})[self.name] = self.rubric
+            record.artifact_keys += [k for k in self.keys if k not in record.artifact_keys]
+        judge._warn_self_preference(self.parts, spec)
+        if len(self.parts) > 1 and self.state.settings.judge_bias:
+            judge._order_probe(spec, [t for t, _, _ in self.texts], measurement, record)
+        self.item.config.hook.pytest_aimeasure_measured(measurement=measurement, item=self.item)
+        for prop, value in (
+            ("aimeasure.dimension", self.name),
+            ("aimeasure.mean", round(measurement.mean, 4)),
+            ("aimeasure.sd", round(measurement.sd, 4)),
+            ("aimeasure.n", measurement.n),
+            ("aimeasure.ci", f"{measurement.ci_low:.4f}..{measurement.ci_high:.4f}"),
+        ):
+            self.item.user_properties.append((prop, value))
+        if limit is not None and measurement.breached:
+            return FloorBreach(floor_message(measurement))
+        if limit is not None and measurement.near_floor:
+            runtime.record_finding(
+                "floor_warning",
+                f"{self.name}: mean {measurement.mean:.2f} is above the floor {limit:g} but its 95% CI "
+                f"reaches {measurement.ci_low:.2f}",
+                subject=spec.item_id,
+                severity="warn",
+                excerpt=measurement.excerpt,
+            )
+        return None

@@ -13,12 +13,13 @@ import re
 import shlex
 import textwrap
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from tabulate import tabulate
 
+from pytest_aimeasure.keys import PIPELINE_ASIDE
 from pytest_aimeasure.models import Finding
 from pytest_aimeasure.options import RENAMED
 from pytest_aimeasure.report.repeat_lines import repeat_lines
@@ -27,6 +28,7 @@ if TYPE_CHECKING:
     import pytest
 
     from pytest_aimeasure.compare import DimensionComparison, ItemComparison
+    from pytest_aimeasure.models import ItemResult
     from pytest_aimeasure.report.summary import SessionSummary
     from pytest_aimeasure.settings import Settings
 
@@ -269,6 +271,12 @@ def sampling_line(summary: dict[str, Any]) -> str | None:
 SHOWN_IN_TABLE = {"regressed", "not_comparable", "improved", "inconclusive", "underpowered"}
 
 
+def stepped_aside_lines(items: Sequence[ItemResult]) -> list[str]:
+    """A note for the items the judge pipeline left to another plugin (judged while they ran)."""
+    reasons = Counter(str(r.extra[PIPELINE_ASIDE]) for r in items if r.extra.get(PIPELINE_ASIDE))
+    return [f"aimeasure pipeline: {n} item(s) {reason}" for reason, n in sorted(reasons.items())]
+
+
 def summary_lines(summary: SessionSummary, verbosity: int = 0) -> list[str]:
     """The section's lines at pytest's ``verbosity`` (-1 under -q, 0 by default, 1+ under -v)."""
     if verbosity < 0:
@@ -298,6 +306,7 @@ def summary_lines(summary: SessionSummary, verbosity: int = 0) -> list[str]:
         lines.append(sampling)
     lines += repeat_lines(summary.results.items)
     lines += phase_lines(summary)
+    lines += stepped_aside_lines(summary.results.items)
     if verbosity > 0:
         lines += item_lines(summary)
     if rows:

@@ -1,0 +1,432 @@
+"""Pipelined judging (--judge-pipeline): tests overlap their judge calls, and every path (reports,
+-x, Ctrl-C, gates, xdist, plugins that run the protocol themselves) ends as it does without it."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.conftest import read_results
+
+# A scripted judge that holds every call until `target` calls are in flight at once (or 60 s pass),
+# and writes the most it saw in flight: with the pipeline, calls of several tests meet there.
+CONFTEST = """
+import asyncio, json, os, pathlib
+import pytest
+from pytest_aimeasure.judge.backends.scripted import ScriptedBackend
+
+TARGET = int(os.environ.get("BARRIER", "0"))
+SEEN = {"max": 0, "now": 0}
+REPORTS = []
+
+
+class Barrier(ScriptedBackend):
+    async def judge(self, request):
+        if "held" in request.context["artifact"]:
+            await asyncio.sleep(60)  # a verdict that has not landed when Ctrl-C comes
+        SEEN["now"] += 1
+        SEEN["max"] = max(SEEN["max"], SEEN["now"])
+        try:
+            if TARGET:
+                if not hasattr(self, "event"):
+                    self.event = asyncio.Event()
+                if SEEN["now"] >= TARGET:
+                    self.event.set()
+                try:
+                    await asyncio.wait_for(self.event.wait(), 60)
+                except asyncio.TimeoutError:
+                    pass
+            return await super().judge(request)
+        finally:
+            SEEN["now"] -= 1
+
+
+def table(call):
+    scores = json.loads(pathlib.Path(os.environ["SCORES"]).read_text())
+    value = scores.get(call.nodeid.split("::")[-1], 4)
+    if value == "bad":
+        return {"dimension": call.dimension, "score": "five", "rationale": "not an integer"}
+    return (value[call.index] if isinstance(value, list) else value), f"scripted #{call.index}"
+
+
+def pytest_aimeasure_make_backend(model, config):
+    return Barrier(table)
+
+
+def pytest_sessionfinish(session):
+    if SEEN["max"]:
+        worker = getattr(session.config, "workerinput", {}).get("workerid", "main")
+        pathlib.Path(session.config.rootpath, f"inflight-{worker}.txt").write_text(str(SEEN["max"]))
+
+
+def pytest_runtest_logreport(report):
+    if session_root[1]:
+        return  # the controller writes what it received
+    props = [p for p in report.user_properties if p[0] != "aimeasure"]
+    REPORTS.append([report.nodeid, report.when, report.outcome, report.longreprtext, props])
+    pathlib.Path(session_root[0], "reports.json").write_text(json.dumps(REPORTS, default=str))
+
+
+session_root = []
+
+
+def pytest_configure(config):
+    # (not PYTEST_XDIST_WORKER: this session may itself run inside an xdist worker)
+    session_root[:] = [str(config.rootpath), hasattr(config, "workerinput")]
+"""
+
+ITEMS = """
+import pytest
+
+
+@pytest.fixture(scope="module")
+def ok_story(aimeasure_artifact):
+    return aimeasure_artifact("ok-story", lambda: "The fox mended the fence.")
+
+
+@pytest.fixture(scope="module")
+def broken_story(aimeasure_artifact):
+    return aimeasure_artifact("broken-story", lambda: "")
+
+
+@pytest.mark.gate
+def test_gate_ok(ok_story):
+    assert ok_story.text
+
+
+@pytest.mark.dimension("tone", rubric="5 = right tone")
+def test_tone_ok(ok_story, judge):
+    judge.score(ok_story)
+
+
+@pytest.mark.gate
+def test_gate_broken(broken_story):
+    assert broken_story.text, "the story is empty"
+
+
+@pytest.mark.dimension("tone", rubric="5 = right tone")
+def test_tone_broken(broken_story, judge):
+    judge.score(broken_story)
+
+
+@pytest.mark.dimension("tone", rubric="5 = right tone")
+@pytest.mark.parametrize("case", ["a", "b", "c", "d"])
+def test_tone(case, judge, record_property):
+    judge.score(f"artifact {case}")
+    record_property("after", case)
+
+
+@pytest.mark.dimension("clarity", rubric="5 = clear")
+def test_reads_its_mean(judge):
+    m = judge.score("artifact read")
+    assert m.mean == 4.0 and m.n == 3
+
+
+@pytest.mark.dimension("clarity", rubric="5 = clear")
+def test_breach_read_in_test(judge):
+    m = judge.score("artifact low read")
+    print("never here", m.mean)
+
+
+@pytest.mark.dimension("clarity", rubric="5 = clear")
+def test_fails_by_itself(judge):
+    judge.score("artifact own failure")
+    assert 1 == 2, "the test's own assertion"
+
+
+@pytest.mark.dimension("clarity", rubric="5 = clear")
+def test_judge_error(judge):
+    judge.score("artifact broken verdict")
+
+
+def test_plain():
+    pass
+"""
+
+SCORES = {"test_tone[b]": [2, 2, 3], "test_breach_read_in_test": [1, 2, 1], "test_judge_error": "bad"}
+
+BASE = ("--ai-judge", "--judge-model", "scripted", "--judge-cache=off", "-p", "no:randomly")
+BASE += ("-p", "no:cacheprovider")
+
+
+@pytest.fixture
+def project(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> pytest.Pytester:
+    pytester.makeconftest(CONFTEST)
+    (pytester.path / "scores.json").write_text(json.dumps(SCORES))
+    monkeypatch.setenv("SCORES", str(pytester.path / "scores.json"))
+    monkeypatch.delenv("BARRIER", raising=False)
+    return pytester
+
+
+def in_flight(path: Path) -> int:
+    return max(int(p.read_text()) for p in path.glob("inflight-*.txt"))
+
+
+XDIST = pytest.mark.parametrize("xdist", [False, True], ids=["serial", "n2"])
+
+
+def nx(xdist: bool) -> tuple[str, ...]:
+    return ("-n", "2") if xdist else ()
+
+
+@XDIST
+def test_calls_of_several_tests_are_in_flight_at_once(
+    project: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, xdist: bool
+) -> None:
+    project.makepyfile(
+        """
+        import pytest
+
+        @pytest.mark.dimension("tone", rubric="5 = right tone")
+        @pytest.mark.parametrize("case", range(4))
+        def test_tone(case, judge):
+            judge.score(f"artifact {case}")
+        """
+    )
+    # Four tests of two samples each meet at the barrier only if none waits for its own verdict.
+    monkeypatch.setenv("BARRIER", "8")
+    result = project.runpytest_subprocess(*BASE, "--judge-samples", "2", *nx(xdist))
+    result.assert_outcomes(passed=4)
+    assert in_flight(project.path) == 8
+    for old in project.path.glob("inflight-*.txt"):
+        old.unlink()
+    monkeypatch.setenv("BARRIER", "2")  # a test's own two samples meet; no more ever come
+    result = project.runpytest_subprocess(*BASE, "--judge-samples", "2", "--judge-pipeline", "0", *nx(xdist))
+    result.assert_outcomes(passed=4)
+    assert in_flight(project.path) == 2  # one test at a time: its own samples only
+
+
+def _normal(run_dir: Path) -> dict[str, Any]:
+    """Reports, JSON results and baseline of a run, without timings and run ids."""
+    data = read_results(run_dir / "out.json")
+    timing = re.compile(r"latency|duration|_at$|run_id|elapsed|updated|created")
+
+    def scrub(value: Any) -> Any:
+        if isinstance(value, dict):
+            return {k: scrub(v) for k, v in value.items() if not timing.search(k)}
+        if isinstance(value, list):
+            return [scrub(v) for v in value]
+        if isinstance(value, str):
+            return re.sub(r"\d{8}T\d{6}Z-[0-9a-f]{4}", "RUN", value)
+        return value
+
+    baseline = json.loads((run_dir / "aimeasure-baseline.json").read_text())
+    return {
+        # (a traceback shows the repr of the test's locals: object addresses differ between runs)
+        # (under xdist a failure's text starts with the worker that ran it, which varies by run)
+        "reports": sorted(
+            json.loads(
+                re.sub(
+                    r"\[gw\d+\] [^\\\"]*(\\n)?",
+                    "",
+                    re.sub(r" at 0x[0-9a-f]+", " at 0x", (run_dir / "reports.json").read_text()),
+                )
+            )
+        ),
+        "results": scrub(data),
+        "baseline": scrub(baseline),
+    }
+
+
+@XDIST
+def test_reports_json_and_baseline_are_the_same_with_the_pipeline_on_and_off(
+    project: pytest.Pytester, xdist: bool
+) -> None:
+    project.makepyfile(test_items=ITEMS)
+    runs = {}
+    for name, depth in (("off", "0"), ("on", "32")):
+        result = project.runpytest_subprocess(
+            *BASE, "--judge-pipeline", depth, "--update-baseline", "--aimeasure-json", "out.json", *nx(xdist)
+        )
+        result.assert_outcomes(passed=7, failed=4, skipped=1, errors=1)
+        target = project.path / name
+        target.mkdir()
+        for file in ("out.json", "aimeasure-baseline.json", "reports.json"):
+            (project.path / file).rename(target / file)
+        runs[name] = _normal(target)
+    assert runs["on"]["reports"] == runs["off"]["reports"]
+    assert runs["on"]["results"] == runs["off"]["results"]
+    assert runs["on"]["baseline"] == runs["off"]["baseline"]
+    # ... and they say what they should
+    by_test = {(r[0].split("::")[-1], r[1]): r for r in runs["on"]["reports"]}
+    assert by_test[("test_tone[b]", "call")][2] == "failed"
+    assert "FloorBreach: tone: mean 2.33" in by_test[("test_tone[b]", "call")][3]
+    assert by_test[("test_tone_broken", "call")][2] == "skipped"  # its gate failed
+    assert by_test[("test_breach_read_in_test", "call")][2] == "failed"
+    assert "the test's own assertion" in by_test[("test_fails_by_itself", "call")][3]
+    assert "judge error: no valid verdict" in by_test[("test_judge_error", "call")][3]
+    props = [p[0] for p in by_test[("test_tone[a]", "teardown")][4]]
+    assert props[:2] == ["aimeasure.dimension", "aimeasure.mean"] and "after" in props
+
+
+@XDIST
+@pytest.mark.parametrize("depth", ["0", "32"], ids=["waits", "pipelined"])
+def test_short_summary_and_line_traceback_carry_the_verdicts_message(
+    project: pytest.Pytester, xdist: bool, depth: str
+) -> None:
+    project.makepyfile(
+        test_short="""
+        import pytest
+
+        @pytest.mark.dimension("tone", floor=3.0, rubric="5 = right tone")
+        @pytest.mark.parametrize("case", ["a", "b"])
+        def test_tone(case, judge):
+            judge.score(f"artifact {case}")
+
+        @pytest.mark.dimension("clarity", rubric="5 = clear")
+        def test_judge_error(judge):
+            judge.score("artifact broken verdict")
+        """
+    )
+    scores = {"test_tone[b]": [2, 2, 3], "test_judge_error": "bad"}
+    (project.path / "scores.json").write_text(json.dumps(scores))
+    args = (*BASE, "--judge-pipeline", depth, *nx(xdist), "--junitxml", "junit.xml")
+    result = project.runpytest_subprocess(*args, "-rA", "-vv")
+    result.assert_outcomes(passed=1, failed=1, errors=1)
+    # The one-line summary names the verdict, not only the test...
+    result.stdout.fnmatch_lines(
+        [
+            "ERROR test_short.py::test_judge_error - judge error: no valid verdict*",
+            "FAILED test_short.py::test_tone[[]b[]] - FloorBreach: tone: mean 2.33 ± * is below the floor 3",
+        ],
+        consecutive=False,
+    )
+    # ... --tb=line points at the call of judge.score with the whole first line ...
+    result = project.runpytest_subprocess(*args, "--tb=line")
+    where = f"{project.path}/test_short.py:6"
+    result.stdout.fnmatch_lines(
+        [f"{where}: FloorBreach: tone: mean 2.33 ± * (95% CI *, n=3) is below the floor 3"]
+    )
+    # ... the failure section still shows the whole verdict, without a traceback ...
+    result = project.runpytest_subprocess(*args)
+    result.stdout.fnmatch_lines(["FloorBreach: tone: mean 2.33*", "samples: 2, 2, 3", "lowest sample (#0*"])
+    assert "Traceback" not in result.stdout.str() and "raise " not in result.stdout.str()
+    # ... and JUnit's failure message is the verdict's.
+    junit = (project.path / "junit.xml").read_text()
+    assert 'message="FloorBreach: tone: mean 2.33' in junit
+
+
+@XDIST
+def test_maxfail_stops_once_the_failure_lands_and_started_tests_finish(
+    project: pytest.Pytester, xdist: bool
+) -> None:
+    project.makepyfile(
+        """
+        import pathlib, pytest
+
+        @pytest.fixture(autouse=True)
+        def started(request):
+            with open("started.txt", "a") as f:
+                f.write(request.node.nodeid + "\\n")
+
+        @pytest.mark.dimension("tone", rubric="5 = right tone")
+        @pytest.mark.parametrize("case", ["a", "b", "c", "d", "e", "f", "g", "h"])
+        def test_tone(case, judge):
+            judge.score(f"artifact {case}")
+        """
+    )
+    (project.path / "scores.json").write_text(json.dumps({"test_tone[b]": 1}))
+    # One pending verdict at most: test c waits for b's, which fails, so c never starts.
+    result = project.runpytest_subprocess(*BASE, "-x", "--judge-pipeline", "1", *nx(xdist))
+    result.stdout.fnmatch_lines(["*stopping after 1 failures*"])
+    started = set((project.path / "started.txt").read_text().split())
+    reports = json.loads((project.path / "reports.json").read_text())
+    assert {r[0] for r in reports} == started, "every test that started was reported"
+    assert {s.split("::")[-1] for s in started} == {"test_tone[a]", "test_tone[b]"}
+    assert [r[0].split("::")[-1] for r in reports if r[2] == "failed"] == ["test_tone[b]"]
+
+
+def test_ctrl_c_logs_what_landed_gives_up_the_rest_and_the_run_says_interrupted(
+    project: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    project.makepyfile(
+        """
+        import pytest
+
+        @pytest.mark.dimension("tone", rubric="5 = right tone")
+        def test_first(judge):
+            assert judge.score("artifact first").mean == 4  # waits: it has landed
+
+        @pytest.mark.dimension("tone", rubric="5 = right tone")
+        @pytest.mark.parametrize("case", ["a", "b"])
+        def test_held(case, judge):
+            judge.score(f"held artifact {case}")  # does not land before the interrupt
+
+        def test_interrupt():
+            raise KeyboardInterrupt
+        """
+    )
+    result = project.runpytest_subprocess(*BASE, "--judge-samples", "1", "--aimeasure-json", "out.json")
+    assert result.ret == pytest.ExitCode.INTERRUPTED
+    result.stdout.fnmatch_lines(["*KeyboardInterrupt*"])
+    reports = json.loads((project.path / "reports.json").read_text())
+    assert {r[0].split("::")[-1] for r in reports} == {"test_first"}
+    metas = list((project.path / ".aimeasure" / "runs").glob("*/meta.json"))
+    assert [json.loads(m.read_text())["status"] for m in metas] == ["interrupted"]
+    data = read_results(project.path / "out.json")
+    assert [i["nodeid"].split("::")[-1] for i in data["items"]] == ["test_first"]
+
+
+@XDIST
+def test_rerunfailures_items_step_aside_and_are_rerun(
+    project: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, xdist: bool
+) -> None:
+    project.makepyfile(
+        """
+        import pathlib, pytest
+
+        @pytest.mark.dimension("tone", rubric="5 = right tone")
+        @pytest.mark.parametrize("case", ["a", "b"])
+        def test_tone(case, judge):
+            judge.score(f"artifact {case}")
+
+        @pytest.mark.flaky(reruns=2)
+        @pytest.mark.dimension("tone", rubric="5 = right tone")
+        def test_flaky(judge):
+            attempts = pathlib.Path("attempts.txt")
+            attempts.write_text(attempts.read_text() + "x" if attempts.exists() else "x")
+            judge.score(f"artifact attempt {len(attempts.read_text())}")
+        """
+    )
+    (project.path / "scores.json").write_text(json.dumps({"test_flaky": 1}))
+    # the first attempt breaches the floor, the second is scored 4 (the rule reads the attempt)
+    project.makeconftest(
+        CONFTEST.replace(
+            'value = scores.get(call.nodeid.split("::")[-1], 4)',
+            'value = 1 if "attempt 1" in call.artifact else scores.get("-", 4)',
+        )
+    )
+    result = project.runpytest_subprocess(*BASE, "--aimeasure-json", "out.json", *nx(xdist))
+    result.assert_outcomes(passed=3)
+    result.stdout.fnmatch_lines(["*3 passed, 1 rerun*"])
+    result.stdout.fnmatch_lines(
+        ["aimeasure pipeline: 1 item(s) judged without the pipeline: pytest-rerunfailures reruns it*"]
+    )
+    data = read_results(project.path / "out.json")
+    flaky = [i for i in data["items"] if i["nodeid"].endswith("test_flaky")]
+    assert flaky[0]["extra"]["pipeline"].startswith("judged without the pipeline")
+    assert flaky[0]["outcome"] == "passed" and [m["mean"] for m in flaky[0]["measurements"]] == [4.0]
+
+
+@XDIST
+def test_pytest_timeout_composes_with_the_pipeline(
+    project: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, xdist: bool
+) -> None:
+    project.makepyfile(
+        """
+        import pytest
+
+        @pytest.mark.dimension("tone", rubric="5 = right tone")
+        @pytest.mark.parametrize("case", range(3))
+        def test_tone(case, judge):
+            judge.score(f"artifact {case}")
+        """
+    )
+    monkeypatch.setenv("BARRIER", "6")
+    result = project.runpytest_subprocess(*BASE, "--judge-samples", "2", "--timeout", "120", *nx(xdist))
+    result.assert_outcomes(passed=3)
+    assert in_flight(project.path) == 6
