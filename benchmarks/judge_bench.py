@@ -37,6 +37,7 @@ users' reports): deepeval's pytest runner ~40 s, inspect-ai ~9 s. Target for us:
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import os
 import platform
@@ -46,6 +47,7 @@ import sys
 import tempfile
 import textwrap
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -116,6 +118,8 @@ class Round:
     spread_ok: bool
     spread_note: str
     durations: list[float] = field(default_factory=list)
+    timeline: list[tuple[float, float]] = field(default_factory=list)  # (started, finished) per judge call
+    item_starts: list[float] = field(default_factory=list)  # each item's first request, in order
 
 
 def provider_env(server: ProviderServer) -> dict[str, str]:
@@ -196,8 +200,9 @@ def run_session(
     all_plugins: bool,
     pytest_args: list[str],
     connections: ConnectionCounter,
+    label: str = "",
 ) -> Round:
-    folder = workdir / f"{backend}-{round_no}"
+    folder = workdir / f"{backend}{label}-{round_no}"
     folder.mkdir()
     (folder / "test_judge_bench.py").write_text(textwrap.dedent(TEST_MODULE.format(cases=cases)))
     out = folder / "results.json"
@@ -240,7 +245,24 @@ def run_session(
         spread_ok=ok,
         spread_note=note,
         durations=durations,
+        timeline=sorted((s.started, s.finished) for s in seen if s.has_tools),
+        item_starts=item_starts(seen),
     )
+
+
+def largest_gaps(starts: list[float], count: int = 2) -> str:
+    """The ``count`` largest gaps between consecutive items' first requests (first round)."""
+    gaps = sorted(((b - a, n) for n, (a, b) in enumerate(itertools.pairwise(starts), start=1)), reverse=True)
+    return ", ".join(f"{gap * 1000:.0f} ms (#{n})" for gap, n in gaps[:count]) or "-"
+
+
+def item_starts(seen: list[Any]) -> list[float]:
+    """When each item's first judge request arrived (an item's samples share their prompt)."""
+    first: dict[str, float] = {}
+    for request in seen:
+        if request.has_tools:
+            first[request.prompt] = min(first.get(request.prompt, request.started), request.started)
+    return sorted(first.values())
 
 
 def run_naive(backend: str, calls: int, latency: float) -> float:
@@ -262,6 +284,163 @@ def run_naive(backend: str, calls: int, latency: float) -> float:
             )
     return wall
 
+
+
+@dataclass(frozen=True)
+class Scenario:
+    name: str
+    cases: int
+    samples: int
+    latency: float
+    concurrency: int
+
+
+# The issue's two workloads: a small suite where the pipeline must reach the concurrency floor, and
+# one where the calls in flight must reach a high provider limit.
+SCENARIOS = (Scenario("a", 20, 3, 0.2, 8), Scenario("b", 300, 3, 0.2, 32))
+
+
+def floor_s(sc: Scenario, pipelined: bool) -> float:
+    """No session can judge faster than this. Waiting in each test, the cases run one after another
+    and only a case's own samples overlap: cases x ceil(samples / concurrency) x latency. Pipelined,
+    every call of the session shares the concurrency: calls x latency / concurrency (never below
+    one call)."""
+    if pipelined:
+        return max(sc.latency, sc.cases * sc.samples * sc.latency / sc.concurrency)
+    return sc.cases * -(-sc.samples // sc.concurrency) * sc.latency
+
+
+def timeline_figures(timeline: list[tuple[float, float]], concurrency: int) -> dict[str, float]:
+    """Where a judging span goes, from the server's record of each call (started, finished):
+    the mean call as the server timed it, the mean calls in flight, the ramp (first request until
+    ``concurrency`` calls are in flight at once), the time the limit was not used while calls were
+    still being started (starved), and the tail (last request started -> last reply)."""
+    first = timeline[0][0]
+    last_start = max(t[0] for t in timeline)
+    last_end = max(t[1] for t in timeline)
+    span = last_end - first
+    busy = sum(end - start for start, end in timeline)
+    events = sorted([(t[0], 1) for t in timeline] + [(t[1], -1) for t in timeline])
+    target = min(concurrency, len(timeline))
+    in_flight, ramp, starved, previous = 0, float("nan"), 0.0, first
+    for at, step in events:
+        if at > last_start:
+            break
+        if in_flight < target:
+            starved += at - previous
+        previous = at
+        in_flight += step
+        if in_flight >= target and ramp != ramp:
+            ramp = at - first
+    return {
+        "span": span,
+        "mean_call": busy / len(timeline),
+        "mean_in_flight": busy / span if span else 0.0,
+        "ramp": ramp,
+        "starved": starved,
+        "tail": last_end - last_start,
+    }
+
+
+def compare_pipeline(args: argparse.Namespace, workdir: Path, connections: ConnectionCounter) -> None:
+    """The issue's workloads with the pipeline off and on, rounds interleaved."""
+    backend = args.backend if args.backend != "both" else "anthropic"
+    base_args = args.pytest_args.split()
+    for sc in SCENARIOS:
+        if args.scenario not in ("all", sc.name):
+            continue
+        modes = {"off": ["--judge-pipeline", "0"], "on": []}
+        rounds: dict[str, list[Round]] = {mode: [] for mode in modes}
+        for round_no in range(args.rounds):
+            for mode, extra in modes.items():
+                rounds[mode].append(
+                    run_session(
+                        workdir,
+                        backend,
+                        sc.cases,
+                        sc.samples,
+                        sc.latency,
+                        round_no,
+                        all_plugins=args.all_plugins,
+                        pytest_args=[*base_args, "--judge-concurrency", str(sc.concurrency), *extra],
+                        connections=connections,
+                        label=f"-{sc.name}-{mode}",
+                    )
+                )
+        print_comparison(sc, backend, rounds)
+
+
+
+def print_comparison(sc: Scenario, backend: str, rounds: dict[str, list[Round]]) -> None:
+    modes = list(rounds)
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
+    calls = sc.cases * sc.samples
+    print()
+    print(
+        f"== ({sc.name}) {sc.cases} items x {sc.samples} samples, {sc.latency:g} s latency, "
+        f"--judge-concurrency {sc.concurrency}, {backend}; medians of {len(rounds['on'])} rounds "
+        f"(off/on interleaved); load average {load:.2f} at the end =="
+    )
+    header = f"{'':44}{'pipeline off':>24}{'pipeline on':>24}"
+    print(header)
+
+    def row(label: str, values: dict[str, str]) -> None:
+        print(f"{label:44}{values['off']:>24}{values['on']:>24}")
+
+    figures = {
+        mode: [timeline_figures(r.timeline, sc.concurrency) for r in rs] for mode, rs in rounds.items()
+    }
+
+    def med(mode: str, key: str) -> float:
+        return statistics.median(f[key] for f in figures[mode])
+
+    floors = {mode: floor_s(sc, mode == "on") for mode in modes}
+
+    def rmed(mode: str, attr: str) -> float:
+        return statistics.median(getattr(r, attr) for r in rounds[mode])
+
+    def each(text: Callable[[str], str]) -> dict[str, str]:
+        return {mode: text(mode) for mode in modes}
+
+    def timed_floor(m: str) -> float:  # the floor had every call taken as long as the server's mean
+        return floors[m] * med(m, "mean_call") / sc.latency
+
+    row("process start -> exit", each(lambda m: f"{rmed(m, 'wall_s'):.2f} s"))
+    row("start-up (start -> first request)", each(lambda m: f"{rmed(m, 'startup_s'):.2f} s"))
+    row("judging span (first request -> last reply)", each(lambda m: f"{med(m, 'span'):.2f} s"))
+    row("concurrency floor", each(lambda m: f"{floors[m]:.2f} s"))
+    row("span / floor", each(lambda m: f"{med(m, 'span') / floors[m]:.2f}x"))
+    row(  # the issue's bar for (b): within 1.2x its floor plus start-up
+        "(start-up + span) / (start-up + floor)",
+        each(lambda m: f"{(rmed(m, 'startup_s') + med(m, 'span')) / (rmed(m, 'startup_s') + floors[m]):.2f}x"),  # noqa: E501
+    )
+    row("mean call, as the server timed it", each(lambda m: f"{med(m, 'mean_call') * 1000:.0f} ms"))
+    row("floor at that call time", each(lambda m: f"{timed_floor(m):.2f} s"))
+    row("span / floor at that call time", each(lambda m: f"{med(m, 'span') / timed_floor(m):.2f}x"))
+    row(
+        "calls in flight: max (server) / mean",
+        each(lambda m: f"{max(r.max_in_flight for r in rounds[m])} / {med(m, 'mean_in_flight'):.1f}"),
+    )
+    row(f"ramp to {min(sc.concurrency, calls)} in flight", each(lambda m: f"{med(m, 'ramp'):.2f} s"))
+    row("limit unused while calls still start", each(lambda m: f"{med(m, 'starved'):.2f} s"))
+    row("tail (last request -> last reply)", each(lambda m: f"{med(m, 'tail'):.2f} s"))
+    # How fast the test loop hands items to the judge: a pipelined span cannot end before the last
+    # item was submitted plus one call.
+    row(
+        "first -> last item submitted",
+        each(lambda m: f"{statistics.median(r.item_starts[-1] - r.item_starts[0] for r in rounds[m]):.2f} s"),
+    )
+    row(
+        "median gap between items' submits",
+        each(
+            lambda m: f"{statistics.median(b - a for r in rounds[m] for a, b in itertools.pairwise(r.item_starts)) * 1000:.0f} ms"  # noqa: E501
+        ),
+    )
+    row("largest gaps between submits (after item #)", each(lambda m: largest_gaps(rounds[m][0].item_starts)))
+    row("last reply -> exit", each(lambda m: f"{rmed(m, 'tail_s'):.2f} s"))
+    row("judge calls (server)", each(lambda m: str(rounds[m][0].calls)))
+    ok = all(r.spread_ok for rs in rounds.values() for r in rs)
+    print(f"spread in the JSON: {'ok' if ok else 'MISSING'}")
 
 def median_range(values: list[float]) -> str:
     return f"{statistics.median(values):6.2f} s  [{min(values):.2f}..{max(values):.2f}]"
@@ -289,6 +468,13 @@ def main() -> None:
     parser.add_argument("--dir", type=Path, default=None, help="where the sessions run (default: ./tmp*)")
     parser.add_argument("--all-plugins", action="store_true", help="load every installed pytest plugin")
     parser.add_argument("--pytest-args", default="", help='extra pytest arguments, e.g. "-n 2"')
+    parser.add_argument(
+        "--pipeline",
+        action="store_true",
+        help="the issue's workloads (a: 20 x 3 at concurrency 8, b: 300 x 3 at 32) with --judge-pipeline 0 "
+        "and the default, side by side (--cases/--samples/--latency do not apply)",
+    )
+    parser.add_argument("--scenario", choices=["a", "b", "all"], default="all", help="with --pipeline")
     args = parser.parse_args()
     pytest_args = args.pytest_args.split()
     connections = ConnectionCounter()
@@ -312,6 +498,9 @@ def main() -> None:
     base.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="judge_bench.", dir=base) as tmp:
         workdir = Path(tmp)
+        if args.pipeline:
+            compare_pipeline(args, workdir, connections)
+            return
         for backend in backends:
             rounds: list[Round] = []
             naive: list[float] = []

@@ -1,0 +1,178 @@
+"""The plugin's own cost per judged item at scale: a pytest session of many dimension items with the
+offline scripted judge (no latency, no network), pipeline off and on, side by side.
+
+Run:  python benchmarks/scale_bench.py [--items 10000] [--samples 3] [--rounds 1] [--dir PATH]
+                                       [--profile plain|off|on] [--top 30]
+
+A project of ``--items`` parametrized ``@pytest.mark.dimension`` tests is written to ``--dir``
+(default: a temporary folder in the current directory, not /tmp, which is a RAM disk on many systems
+and would make the run store's fsync look free) and ``pytest --ai-judge --judge-model scripted`` runs
+it in a subprocess, once with ``--judge-pipeline 0`` and once with the default, rounds interleaved.
+A conftest hook wrapper times ``pytest_runtestloop`` (every item's protocol, the judge, the journal,
+the reports; not start-up, collection or the session's end); the figure is that time per item. The
+whole process time and the session's end (last item -> exit: comparison, results, reports) are
+printed next to it. ``--profile MODE`` runs that mode once more under cProfile (the test loop only)
+and prints the ``--top`` functions by own time and by cumulative time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import pstats
+import statistics
+import subprocess
+import sys
+import tempfile
+import textwrap
+import time
+from pathlib import Path
+
+PLAIN_MODULE = """
+import pytest
+
+@pytest.mark.parametrize("case", range({items}))
+def test_clarity(case):
+    f"Answer {{case}}: the fox mended the fence and left {{case}} apples at the gate."
+"""
+
+TEST_MODULE = """
+import pytest
+
+@pytest.mark.dimension("clarity", floor=2.0, rubric="5 = clear; 1 = muddled")
+@pytest.mark.parametrize("case", range({items}))
+def test_clarity(case, judge):
+    judge.score(f"Answer {{case}}: the fox mended the fence and left {{case}} apples at the gate.")
+"""
+
+CONFTEST = """
+import cProfile, json, os, time
+import pytest
+
+def pytest_aimeasure_scripted_verdict(call, config):
+    return 3 + call.index % 2, f"scripted sample {call.index}"
+
+@pytest.hookimpl(wrapper=True, tryfirst=True)
+def pytest_runtestloop(session):
+    profile = cProfile.Profile() if os.environ.get("SCALE_PROFILE") else None
+    started = time.perf_counter()
+    if profile:
+        profile.enable()
+    try:
+        return (yield)
+    finally:
+        if profile:
+            profile.disable()
+            profile.dump_stats(os.environ["SCALE_PROFILE"])
+        loop = time.perf_counter() - started
+        with open(os.environ["SCALE_OUT"], "w") as f:
+            json.dump({"loop_s": loop, "items": len(session.items), "end": time.time()}, f)
+"""
+
+
+def run(folder: Path, items: int, samples: int, mode: str, profile: Path | None) -> dict[str, float]:
+    out = folder / f"timing-{mode}.json"
+    env = dict(os.environ, SCALE_OUT=str(out), PYTHONPATH=os.pathsep.join(sys.path[1:]))
+    env.pop("SCALE_PROFILE", None)
+    if profile is not None:
+        env["SCALE_PROFILE"] = str(profile)
+    env["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"
+    store = folder / f".aimeasure-{mode}-{time.monotonic_ns()}"
+    command = [
+        sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "pytest_aimeasure.plugin",
+        "--ai-judge", "--judge-model", "scripted", "--judge-samples", str(samples),
+        "--aimeasure-store", str(store), "--no-header", "-p", "no:terminalprogress",
+    ]  # fmt: skip
+    if mode == "off":
+        command += ["--judge-pipeline", "0"]
+    if mode == "plain":
+        command = [c for c in command if c != "--ai-judge"] + ["test_plain.py"]
+    else:
+        command += ["test_scale.py"]
+    started = time.time()
+    proc = subprocess.run(command, cwd=folder, env=env, capture_output=True, text=True, timeout=3600)
+    wall = time.time() - started
+    if proc.returncode != 0:
+        sys.stderr.write(proc.stdout[-3000:] + proc.stderr[-3000:])
+        raise SystemExit(f"pipeline {mode}: the pytest session failed (exit {proc.returncode})")
+    timing = json.loads(out.read_text())
+    return {
+        "wall_s": wall,
+        "loop_s": timing["loop_s"],
+        "per_item_ms": timing["loop_s"] / timing["items"] * 1000,
+        "end_s": started + wall - timing["end"],
+    }
+
+
+def fsync_ms(folder: Path, repeat: int = 50) -> float:
+    """Median time of appending one line and fsync-ing it, on the disk the store is on."""
+    times = []
+    with open(folder / "fsync-probe.jsonl", "ab") as handle:
+        for _ in range(repeat):
+            started = time.perf_counter()
+            handle.write(b'{"probe": true}\n')
+            handle.flush()
+            os.fsync(handle.fileno())
+            times.append(time.perf_counter() - started)
+    return statistics.median(times) * 1000
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--items", type=int, default=10_000)
+    parser.add_argument("--samples", type=int, default=3)
+    parser.add_argument("--rounds", type=int, default=1)
+    parser.add_argument("--dir", type=Path, default=None)
+    parser.add_argument("--profile", choices=["plain", "off", "on"], default=None)
+    parser.add_argument("--top", type=int, default=30)
+    args = parser.parse_args()
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
+    print(
+        f"{args.items} dimension items x {args.samples} samples, scripted judge; Python "
+        f"{platform.python_version()}, {os.cpu_count()} CPUs, load average {load:.2f} at start"
+    )
+    base = args.dir or Path.cwd()
+    base.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix="scale_bench.", dir=base) as tmp:
+        folder = Path(tmp).resolve()
+        (folder / "test_scale.py").write_text(textwrap.dedent(TEST_MODULE.format(items=args.items)))
+        (folder / "test_plain.py").write_text(textwrap.dedent(PLAIN_MODULE.format(items=args.items)))
+        (folder / "conftest.py").write_text(textwrap.dedent(CONFTEST))
+        # plain: the same parametrized tests without a judge and without --ai-judge, pytest's own cost
+        results: dict[str, list[dict[str, float]]] = {"plain": [], "off": [], "on": []}
+        for _ in range(args.rounds):
+            for mode in results:
+                results[mode].append(run(folder, args.items, args.samples, mode, None))
+        load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
+        print(f"medians of {args.rounds} round(s), off/on interleaved; load average {load:.2f} at the end")
+        print(f"{'':40}{'pytest alone':>14}{'pipeline off':>14}{'pipeline on':>14}")
+        for label, key, unit in (
+            ("test loop, per item", "per_item_ms", "ms"),
+            ("test loop", "loop_s", "s"),
+            ("last item -> process exit", "end_s", "s"),
+            ("process start -> exit", "wall_s", "s"),
+        ):
+            values = [statistics.median(r[key] for r in results[mode]) for mode in results]
+            print(f"{label:40}" + "".join(f"{f'{v:.2f} {unit}':>14}" for v in values))
+        plain = statistics.median(r["per_item_ms"] for r in results["plain"])
+        ours = [statistics.median(r["per_item_ms"] for r in results[mode]) - plain for mode in ("off", "on")]
+        cells = "".join(f"{f'{v:.2f} ms':>14}" for v in ours)
+        print(f"{'ours per item (minus pytest alone)':40}{'':>14}{cells}")
+        print(
+            f"one append + fsync on this disk: {fsync_ms(folder):.2f} ms (median of 50); an item's "
+            "samples are fsync-ed once before its verdict, so without the pipeline each item waits for one"
+        )
+        if args.profile:
+            stats_file = folder / "profile.out"
+            run(folder, args.items, args.samples, args.profile, stats_file)
+            stats = pstats.Stats(str(stats_file))
+            stats.sort_stats("tottime").print_stats(args.top)
+            stats.sort_stats("cumulative").print_stats(args.top)
+
+
+if __name__ == "__main__":
+    main()
