@@ -430,3 +430,123 @@ def test_pytest_timeout_composes_with_the_pipeline(
     result = project.runpytest_subprocess(*BASE, "--judge-samples", "2", "--timeout", "120", *nx(xdist))
     result.assert_outcomes(passed=3)
     assert in_flight(project.path) == 6
+
+
+@XDIST
+def test_repeats_are_pipelined_and_pool_as_without_the_pipeline(
+    project: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, xdist: bool
+) -> None:
+    project.makepyfile(
+        """
+        import pytest
+
+        @pytest.fixture(scope="module", params=["x", "y"])
+        def story(request, aimeasure_artifact):
+            made = iter(range(1, 10))
+            text = lambda: f"artifact {request.param} " + "good " * next(made)
+            return aimeasure_artifact(f"story-{request.param}", text, repeats=2)
+
+        @pytest.mark.dimension("tone", rubric="5 = right tone")
+        def test_tone(story, judge):
+            judge.score(story)
+        """
+    )
+    # Two tests x two repeats x two samples meet at the barrier only when the tests overlap.
+    monkeypatch.setenv("BARRIER", "8")
+    result = project.runpytest_subprocess(
+        *BASE, "--judge-samples", "2", "--aimeasure-json", "out.json", *nx(xdist)
+    )
+    result.assert_outcomes(passed=2)
+    assert in_flight(project.path) == 8  # (one module: one xdist worker runs both tests)
+    on = read_results(project.path / "out.json")
+    for old in project.path.glob("inflight-*.txt"):
+        old.unlink()
+    monkeypatch.setenv("BARRIER", "4")  # one test's two repeats of two samples
+    result = project.runpytest_subprocess(
+        *BASE, "--judge-samples", "2", "--judge-pipeline", "0", "--aimeasure-json", "out.json", *nx(xdist)
+    )
+    result.assert_outcomes(passed=2)
+    assert in_flight(project.path) == 4
+    off = read_results(project.path / "out.json")
+
+    def pooled(data: dict[str, Any]) -> dict[str, Any]:
+        return {
+            i["nodeid"]: (i["outcome"], m["mean"], m["n"], m["repeats"]["keys"], m["repeats"]["means"])
+            for i in data["items"]
+            for m in i["measurements"]
+        }
+
+    assert pooled(on) == pooled(off)
+    assert sorted(v[2:4] for v in pooled(on).values()) == [
+        (4, ["story-x#r1", "story-x#r2"]),
+        (4, ["story-y#r1", "story-y#r2"]),
+    ]
+
+
+@XDIST
+def test_a_pending_score_counts_as_scored_and_its_judge_error_is_reported(
+    project: pytest.Pytester, xdist: bool
+) -> None:
+    project.makepyfile(
+        """
+        import pytest
+
+        @pytest.mark.dimension("tone", rubric="5 = right tone")
+        def test_judge_error(judge):
+            judge.score("artifact broken verdict")  # pending: the error is known after the test
+
+        @pytest.mark.dimension("tone", rubric="5 = right tone")
+        def test_scored(judge):
+            judge.score("artifact fine")
+
+        @pytest.mark.dimension("tone", rubric="5 = right tone")
+        def test_forgot_to_score(judge):
+            pass
+        """
+    )
+    (project.path / "scores.json").write_text(json.dumps({"test_judge_error": "bad"}))
+    result = project.runpytest_subprocess(*BASE, "--aimeasure-json", "out.json", *nx(xdist))
+    result.assert_outcomes(passed=1, failed=1, errors=1)
+    reports = {
+        (r[0].split("::")[-1], r[1]): r for r in json.loads((project.path / "reports.json").read_text())
+    }
+    assert reports[("test_scored", "call")][2] == "passed"
+    error = reports[("test_judge_error", "call")]
+    assert error[2] == "failed" and "judge error: no valid verdict" in error[3]
+    assert "without calling judge.score" not in error[3]
+    assert "passed without calling judge.score" in reports[("test_forgot_to_score", "call")][3]
+    items = {i["nodeid"].split("::")[-1]: i for i in read_results(project.path / "out.json")["items"]}
+    assert items["test_judge_error"]["judge_error"]
+    assert [m["mean"] for m in items["test_scored"]["measurements"]] == [4.0]
+
+
+def test_fixtures_are_torn_down_before_the_verdict_lands(project: pytest.Pytester) -> None:
+    project.makeconftest(
+        CONFTEST
+        + """
+
+def pytest_aimeasure_measured(measurement, item):
+    with open("order.txt", "a") as f:
+        f.write(f"measured {item.name}\\n")
+"""
+    )
+    project.makepyfile(
+        """
+        import pytest
+
+        @pytest.fixture
+        def resource():
+            yield "open"
+            with open("order.txt", "a") as f:
+                f.write("teardown\\n")
+
+        @pytest.mark.dimension("tone", rubric="5 = right tone")
+        def test_tone(resource, judge):
+            judge.score(f"artifact {resource}")
+        """
+    )
+    project.runpytest_subprocess(*BASE, "--judge-pipeline", "0").assert_outcomes(passed=1)
+    assert (project.path / "order.txt").read_text().split("\n")[:2] == ["measured test_tone", "teardown"]
+    (project.path / "order.txt").unlink()
+    project.runpytest_subprocess(*BASE).assert_outcomes(passed=1)
+    assert (project.path / "order.txt").read_text().split("\n")[:2] == ["teardown", "measured test_tone"]

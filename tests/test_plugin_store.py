@@ -529,6 +529,8 @@ def test_budget_stops_new_calls_and_items_left_are_not_judged_findings(project: 
     stopped = [i for i in tone if i["outcome"] == "skipped"]
     assert judged and stopped and len(judged) + len(stopped) == items
     assert all("not judged: budget ($" in i["message"] for i in stopped)
+    # (the items the budget stopped while pending did call judge.score: not "never scored")
+    assert "without calling judge.score" not in result.stdout.str()
     findings = [f for f in data["findings"] if f["kind"] == "budget"]
     assert sorted(f["subject"] for f in findings) == sorted(i["item_id"] for i in stopped)
     assert {f["severity"] for f in findings} == {"fail"}
