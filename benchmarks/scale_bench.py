@@ -11,7 +11,10 @@ it in a subprocess, once with ``--judge-pipeline 0`` and once with the default, 
 A conftest hook wrapper times ``pytest_runtestloop`` (every item's protocol, the judge, the journal,
 the reports; not start-up, collection or the session's end); the figure is that time per item. The
 whole process time and the session's end (last item -> exit: comparison, results, reports) are
-printed next to it. ``--profile MODE`` runs that mode once more under cProfile (the test loop only)
+printed next to it. Before the timed sessions one session writes a baseline of every item
+(``--update-baseline``), so the timed ones compare with a ``--items``-entry baseline at their end, as
+a real suite does; the conftest times that ``compare()`` call on its own (``comparison with the
+baseline``). ``--profile MODE`` runs that mode once more under cProfile (the test loop only)
 and prints the ``--top`` functions by own time and by cumulative time.
 """
 
@@ -54,6 +57,24 @@ import pytest
 def pytest_aimeasure_scripted_verdict(call, config):
     return 3 + call.index % 2, f"scripted sample {call.index}"
 
+def pytest_sessionstart(session):
+    if not os.environ.get("SCALE_COMPARE"):
+        return
+    import pytest_aimeasure.compare as module  # the session end imports compare() from here
+
+    inner = module.compare
+
+    def timed(*args, **kwargs):
+        started = time.perf_counter()
+        try:
+            return inner(*args, **kwargs)
+        finally:
+            with open(os.environ["SCALE_COMPARE"], "w") as f:
+                json.dump({"compare_s": time.perf_counter() - started}, f)
+
+    module.compare = timed
+
+
 @pytest.hookimpl(wrapper=True, tryfirst=True)
 def pytest_runtestloop(session):
     profile = cProfile.Profile() if os.environ.get("SCALE_PROFILE") else None
@@ -72,9 +93,15 @@ def pytest_runtestloop(session):
 """
 
 
-def run(folder: Path, items: int, samples: int, mode: str, profile: Path | None) -> dict[str, float]:
+def run(
+    folder: Path, items: int, samples: int, mode: str, profile: Path | None, *extra: str
+) -> dict[str, float]:
     out = folder / f"timing-{mode}.json"
+    compared = folder / f"compare-{mode}.json"
+    compared.unlink(missing_ok=True)
     env = dict(os.environ, SCALE_OUT=str(out), PYTHONPATH=os.pathsep.join(sys.path[1:]))
+    if mode != "plain":  # (pytest alone compares nothing)
+        env["SCALE_COMPARE"] = str(compared)
     env.pop("SCALE_PROFILE", None)
     if profile is not None:
         env["SCALE_PROFILE"] = str(profile)
@@ -90,7 +117,7 @@ def run(folder: Path, items: int, samples: int, mode: str, profile: Path | None)
     if mode == "plain":
         command = [c for c in command if c != "--ai-judge"] + ["test_plain.py"]
     else:
-        command += ["test_scale.py"]
+        command += ["test_scale.py", *extra]
     started = time.time()
     proc = subprocess.run(command, cwd=folder, env=env, capture_output=True, text=True, timeout=3600)
     wall = time.time() - started
@@ -98,7 +125,9 @@ def run(folder: Path, items: int, samples: int, mode: str, profile: Path | None)
         sys.stderr.write(proc.stdout[-3000:] + proc.stderr[-3000:])
         raise SystemExit(f"pipeline {mode}: the pytest session failed (exit {proc.returncode})")
     timing = json.loads(out.read_text())
+    compare_s = json.loads(compared.read_text())["compare_s"] if compared.exists() else float("nan")
     return {
+        "compare_s": compare_s,
         "wall_s": wall,
         "loop_s": timing["loop_s"],
         "per_item_ms": timing["loop_s"] / timing["items"] * 1000,
@@ -143,6 +172,10 @@ def main() -> None:
         (folder / "test_plain.py").write_text(textwrap.dedent(PLAIN_MODULE.format(items=args.items)))
         (folder / "conftest.py").write_text(textwrap.dedent(CONFTEST))
         # plain: the same parametrized tests without a judge and without --ai-judge, pytest's own cost
+        started = time.perf_counter()
+        run(folder, args.items, args.samples, "on", None, "--update-baseline")
+        entries = len(json.loads((folder / "aimeasure-baseline.json").read_text())["entries"])
+        print(f"baseline of {entries} entries written ({time.perf_counter() - started:.0f} s)")
         results: dict[str, list[dict[str, float]]] = {"plain": [], "off": [], "on": []}
         for _ in range(args.rounds):
             for mode in results:
@@ -154,6 +187,7 @@ def main() -> None:
             ("test loop, per item", "per_item_ms", "ms"),
             ("test loop", "loop_s", "s"),
             ("last item -> process exit", "end_s", "s"),
+            ("  of which comparison with the baseline", "compare_s", "s"),
             ("process start -> exit", "wall_s", "s"),
         ):
             values = [statistics.median(r[key] for r in results[mode]) for mode in results]
