@@ -244,8 +244,13 @@ class MemorySink:
     ) -> Sample | None:
         return self.stored.get(key)
 
-    def record(self, key: SampleKey, *, item_id: str, nodeid: str, sample: Sample) -> None:
+    def record(
+        self, key: SampleKey, *, item_id: str, nodeid: str, sample: Sample, sync: bool = True
+    ) -> None:
         self.stored[key] = sample
+
+    def sync(self) -> None:
+        """Nothing to make durable in memory."""
 
     def describe_key(self, key: SampleKey) -> str:
         return "nothing"
