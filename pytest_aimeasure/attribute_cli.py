@@ -1,5 +1,5 @@
-"""``aimeasure attribute BASE_RUN NOW_RUN [--judge-model M] [--json OUT]``: split the change between two
-stored runs into the judge's part and the system's part, without running pytest.
+"""``aimeasure attribute BASE_RUN NOW_RUN [--judge-model M] [--json OUT] [--dry-run]``: split the change
+between two stored runs into the judge's part and the system's part, without running pytest.
 
 BASE_RUN plays the baseline and NOW_RUN today's session: BASE_RUN's stored artifacts are judged again
 with NOW_RUN's judge (or ``--judge-model``), NOW_RUN's rubrics and as many samples as NOW_RUN took
@@ -14,13 +14,17 @@ from __future__ import annotations
 
 import argparse
 import json
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from tabulate import tabulate
+
 from pytest_aimeasure.attribute import finding
-from pytest_aimeasure.attribute_run import attribute, rubrics_of
-from pytest_aimeasure.baseline import entry_from_measurement
+from pytest_aimeasure.attribute_run import attribute, count_calls, plan, rubrics_of
+from pytest_aimeasure.baseline import BaselineEntry, entry_from_measurement
 from pytest_aimeasure.fileio import atomic_write
-from pytest_aimeasure.store import StoreError
+from pytest_aimeasure.models import Measurement
+from pytest_aimeasure.store import RunStore, StoreError
 from pytest_aimeasure.subcommand import CliContext, Subcommand, UsageError
 
 __all__ = ["SUBCOMMANDS"]
@@ -32,6 +36,11 @@ def _add(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--judge-model", metavar="MODEL", help="the judge (default: NOW_RUN's)")
     parser.add_argument("--json", type=Path, metavar="OUT", help="write the attribution as JSON to OUT")
     parser.add_argument("--timeout", type=float, default=60.0, metavar="SECONDS", help="per judge call")
+    parser.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="count the judge calls and estimate their cost; call nothing",
+    )
 
 
 def _run(args: argparse.Namespace, ctx: CliContext) -> int:
@@ -61,6 +70,8 @@ def _run(args: argparse.Namespace, ctx: CliContext) -> int:
     measurements = [m for r in now_items for m in r.measurements if m.samples and m.item_id in entries]
     if not measurements:
         raise UsageError(f"runs {base.run_id} and {now.run_id} measured no item in common")
+    if args.dry_run:
+        return _dry_run(ctx, store, entries, measurements, rubrics_of(now_items), model)
     engine = JudgeEngine(
         JudgeSettings(model=model, timeout=args.timeout, retries=4),
         # The engine retries (and shares a 429's pause among all calls); the SDK must not retry too.
@@ -91,6 +102,32 @@ def _run(args: argparse.Namespace, ctx: CliContext) -> int:
         args.json.parent.mkdir(parents=True, exist_ok=True)
         atomic_write(args.json, json.dumps({"dimensions": data, "calls": result.calls}, indent=2) + "\n")
     return 1 if any(f.severity == "fail" for f in findings) else 0
+
+
+def _dry_run(
+    ctx: CliContext,
+    store: RunStore,
+    entries: Mapping[str, BaselineEntry],
+    measurements: Sequence[Measurement],
+    rubrics: Mapping[str, str],
+    model: str,
+) -> int:
+    """What the attribution would judge, at most (no sample cache here), and what it would cost."""
+    from pytest_aimeasure.report.terminal import estimated_cost
+
+    planned, skipped = plan(store, entries, measurements, rubrics)
+    calls = count_calls(planned)
+    ctx.print(
+        f"aimeasure attribute dry run: {sum(len(p.texts) for p in planned)} stored artifact(s) of "
+        f"{len(planned)} item(s), {sum(calls.values())} judge calls with {model}"
+    )
+    table = tabulate(sorted(calls.items()), headers=["dimension", "calls"], tablefmt="simple")
+    for line in table.splitlines():
+        ctx.print(line)
+    for item_id, why in sorted(skipped.items()):
+        ctx.print(f"    not attributed: {item_id}: {why}")
+    ctx.print("estimated cost: " + estimated_cost(model, sum(calls.values())))
+    return 0
 
 
 SUBCOMMANDS = [

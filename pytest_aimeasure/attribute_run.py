@@ -27,7 +27,7 @@ from pytest_aimeasure.attribute import (
 from pytest_aimeasure.baseline import BaselineEntry, BaselineFile, EntrySource
 from pytest_aimeasure.compare import Comparison, History, baseline_history
 from pytest_aimeasure.judge.engine import ItemSpec, JudgeEngine, JudgeError, NotJudged
-from pytest_aimeasure.models import Finding, ItemResult, Measurement
+from pytest_aimeasure.models import Finding, ItemResult, Measurement, item_id
 from pytest_aimeasure.stats import VAR_FLOOR_DEFAULT, session_history
 from pytest_aimeasure.store import RunStore, StoreError
 
@@ -133,9 +133,39 @@ def _artifact_text(store: RunStore, source: EntrySource) -> str | None:
         return None
 
 
-def count_calls(planned: Sequence[Planned]) -> int:
-    """Judge calls the rejudging makes at most (before the sample cache)."""
-    return sum(len(p.texts) * len(p.measurement.samples) for p in planned)
+def count_calls(planned: Sequence[Planned]) -> dict[str, int]:
+    """Dimension → judge calls the rejudging makes at most (before the sample cache): each stored
+    artifact of an item is judged as many times as today's measurement of the item was."""
+    calls: dict[str, int] = {}
+    for p in planned:
+        m = p.measurement
+        calls[m.dimension] = calls.get(m.dimension, 0) + len(p.texts) * len(m.samples)
+    return calls
+
+
+def stored_artifacts(store: RunStore, entry: BaselineEntry) -> set[str]:
+    """The artifacts (sha256) of the entry's pooled sessions that the store holds."""
+    shas = {s.artifact_sha256 for s in entry.session_sources() if s.artifact_sha256 is not None}
+    return {sha for sha in shas if store.artifact_path(sha).is_file()}
+
+
+def planned_calls(
+    store: RunStore, entries: Mapping[str, BaselineEntry], items: Iterable[tuple[str, str, int, int]]
+) -> dict[str, int]:
+    """Dimension → judge calls ``--aimeasure-attribute`` makes at most for the collected ``items``
+    ((nodeid, dimension, least and most samples), as ``--judge-dry-run`` lists them), before any test
+    has run: each stored artifact of an item's baseline entry judged as many times as the item at most.
+    Only dimensions the comparison then finds regressed, improved or not comparable are rejudged, so
+    this is an upper bound."""
+    calls: dict[str, int] = {}
+    for nodeid, dimension, _, samples in items:
+        entry = entries.get(item_id(dimension, nodeid))
+        if entry is None:
+            continue
+        found = len(stored_artifacts(store, entry)) * samples
+        if found:
+            calls[dimension] = calls.get(dimension, 0) + found
+    return calls
 
 
 def _spec(p: Planned, sha: str) -> ItemSpec:

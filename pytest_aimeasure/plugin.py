@@ -145,7 +145,8 @@ class MeasurePlugin:
         if self.state.dry_run:
             from pytest_aimeasure.report.terminal import write_dry_run
 
-            write_dry_run(self.config, self.state.settings, self.state.dimension_items)
+            attribution = self.state.dry_run_attribution_calls()
+            write_dry_run(self.config, self.state.settings, self.state.dimension_items, attribution)
             return True
         return None
 

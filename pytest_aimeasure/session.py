@@ -375,6 +375,22 @@ class SessionState:
                 items_of_t = planned_calls([t], n, s.judge_bias) // n
                 self.dimension_items += [(f"anchors::{t.dimension}", t.dimension, n, n)] * items_of_t
 
+    def dry_run_attribution_calls(self) -> dict[str, int]:
+        """Dimension → re-judge calls ``--aimeasure-attribute`` would make at most (``--judge-dry-run``)."""
+        if not (self.dry_run and self.settings.attribute):
+            return {}
+        from pytest_aimeasure.attribute_run import planned_calls
+        from pytest_aimeasure.baseline import BaselineError, load_baseline
+        from pytest_aimeasure.store import RunStore
+
+        try:
+            baseline = load_baseline(self.settings.baseline)
+        except BaselineError as exc:
+            raise pytest.UsageError(str(exc)) from None
+        if baseline is None:
+            return {}
+        return planned_calls(RunStore(self.settings.store), baseline.entries, self.dimension_items)
+
     def note_worker_collection(self, ids: list[str]) -> None:
         """An xdist worker's collection (node ids after deselection): the controller collects nothing."""
         strip = getattr(self.config.option, "dist", "") == "loadgroup"

@@ -17,6 +17,7 @@ from pytest_aimeasure.testing import ProviderServer, SeenRequest
 from tests.conftest import read_results
 
 OLD, NEW = "anthropic/claude-old", "anthropic/claude-new"
+PRICED = "anthropic/claude-sonnet-4-6"  # the server answers any model; this one has a price
 QUALITIES = [4, 5, 4, 5, 4, 5]
 ITEMS = len(QUALITIES)
 N = 3
@@ -175,6 +176,20 @@ def test_aimeasure_attribute_splits_the_change_between_two_stored_runs(
     capsys.readouterr()
     out = project.path / "attribution.json"
     store = str(project.path / ".aimeasure")
+
+    # --dry-run: what it would judge and cost, calling nothing
+    argv = ["--store", store, "attribute", base["run_id"], now["run_id"], "--dry-run"]
+    assert main([*argv, "--judge-model", PRICED]) == 0
+    printed = capsys.readouterr().out
+    assert server.calls == 0
+    assert f"{ITEMS} stored artifact(s) of {ITEMS} item(s), {ITEMS * N} judge calls with {PRICED}" in printed
+    assert re.search(rf"^clarity\s+{ITEMS * N}$", printed, re.MULTILINE), printed
+    assert re.search(r"^estimated cost: \$\d+\.\d{4} \(assuming", printed, re.MULTILINE), printed
+    assert main(argv) == 0  # NOW_RUN's judge has no price: the count stands, the cost is unknown
+    printed = capsys.readouterr().out
+    assert f"{ITEMS * N} judge calls with {NEW}" in printed and "estimated cost: unknown" in printed
+    assert server.calls == 0
+
     status = main(["--store", store, "attribute", base["run_id"], now["run_id"], "--json", str(out)])
     printed = capsys.readouterr().out
     assert status == 0, printed
@@ -185,3 +200,42 @@ def test_aimeasure_attribute_splits_the_change_between_two_stored_runs(
     assert a["judge"]["delta"] == pytest.approx(-1.0) and a["system"]["delta"] == pytest.approx(0.0)
     assert "is the judge on unchanged artifacts" in printed
     assert main(["--store", store, "attribute", base["run_id"], "no-such-run"]) == 2
+
+
+
+def test_the_judge_dry_run_counts_and_prices_the_attribution_calls(
+    project: pytest.Pytester, server: ProviderServer
+) -> None:
+    from pytest_aimeasure.cost import estimate_call_usd
+    from pytest_aimeasure.report.terminal import DRY_RUN_PROMPT_CHARS
+
+    result, _ = session(project, OLD, "--update-baseline")
+    assert result.ret == 0, result.stdout.str()
+    server.reset_stats()
+    argv = ("--ai-judge", "--judge-model", PRICED, "--judge-samples", str(N), "--judge-dry-run")
+    result = project.runpytest(*argv, "--aimeasure-attribute")
+    assert result.ret == 0, result.stdout.str()
+    assert server.calls == 0
+    one = estimate_call_usd("claude-sonnet-4-6", DRY_RUN_PROMPT_CHARS, 1024, provider="anthropic")
+    assert one is not None
+    # Every item's one stored baseline artifact, judged N times: as many calls as today's items take.
+    result.stdout.fnmatch_lines(
+        [
+            f"aimeasure dry run: {ITEMS} dimension items, {ITEMS * N} judge calls with {PRICED}",
+            f"--aimeasure-attribute: up to {ITEMS * N} more calls re-judging the baseline's stored*",
+            "dimension*calls*attribution (at most)",
+            f"clarity*{ITEMS * N}*{ITEMS * N}",
+            f"estimated cost: ${one * ITEMS * N:.4f} + up to ${one * ITEMS * N:.4f} for attribution*",
+        ]
+    )
+    # Without the baseline's artifacts in the store there is nothing to rejudge.
+    for path in sorted((project.path / ".aimeasure" / "artifacts").rglob("*"), reverse=True):
+        path.unlink() if path.is_file() else path.rmdir()
+    result = project.runpytest(*argv, "--aimeasure-attribute")
+    assert result.ret == 0 and server.calls == 0
+    result.stdout.fnmatch_lines(["--aimeasure-attribute: up to 0 more calls*", f"clarity*{ITEMS * N}*0"])
+    # Without --aimeasure-attribute the plan has no attribution column.
+    result = project.runpytest(*argv)
+    result.stdout.fnmatch_lines(["dimension*calls", f"clarity*{ITEMS * N}"])
+    result.stdout.no_fnmatch_line("*attribution (at most)*")
+    result.stdout.no_fnmatch_line("*--aimeasure-attribute*")

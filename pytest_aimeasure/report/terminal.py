@@ -13,7 +13,7 @@ import re
 import shlex
 import textwrap
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -543,20 +543,27 @@ def next_steps(summary: SessionSummary, new_count: int) -> list[str]:
 
 
 def write_dry_run(
-    config: pytest.Config, settings: Settings, items: list[tuple[str, str, int, int]]
+    config: pytest.Config,
+    settings: Settings,
+    items: list[tuple[str, str, int, int]],
+    attribution: Mapping[str, int] | None = None,
 ) -> None:
     """The dry run's plan: what would be judged, how many calls, what it would cost."""
     reporter = config.pluginmanager.get_plugin("terminalreporter")
     write = reporter.write_line if reporter is not None else print
-    for line in dry_run_lines(settings, items):
+    for line in dry_run_lines(settings, items, attribution):
         write(line)
 
 
-def dry_run_lines(settings: Settings, items: list[tuple[str, str, int, int]]) -> list[str]:
+def dry_run_lines(
+    settings: Settings,
+    items: list[tuple[str, str, int, int]],
+    attribution: Mapping[str, int] | None = None,
+) -> list[str]:
     """Under ``samples="auto"`` an item takes from the plan's minimum to its maximum calls: the plan
-    shows that range ("30..90 judge calls") and the cost of both ends."""
-    from pytest_aimeasure.cost import estimate_call_usd
-
+    shows that range ("30..90 judge calls") and the cost of both ends. ``attribution``: dimension → the
+    re-judge calls of ``--aimeasure-attribute`` at most (shown, and priced, apart: they are made only
+    for dimensions that drift or are not comparable)."""
     low = sum(lo for _, _, lo, _ in items)
     high = sum(hi for _, _, _, hi in items)
     per_dim: dict[str, list[int]] = {}
@@ -565,12 +572,7 @@ def dry_run_lines(settings: Settings, items: list[tuple[str, str, int, int]]) ->
         counts[0] += lo
         counts[1] += hi
     model = settings.model or "(no judge model configured)"
-    one = _estimate_one(settings.model, estimate_call_usd) if settings.model is not None else None
-
-    def span(a: int | float, b: int | float, fmt: str = "{}") -> str:
-        return fmt.format(a) if a == b else f"{fmt.format(a)}..{fmt.format(b)}"
-
-    rows = [(dim, span(lo, hi)) for dim, (lo, hi) in sorted(per_dim.items())]
+    rejudge = dict(attribution or {})
     adaptive = (
         f"; samples auto: {settings.sample_plan.minimum}..{settings.sample_plan.maximum} calls an item, "
         "stopping when the item's decisions are settled"
@@ -578,18 +580,47 @@ def dry_run_lines(settings: Settings, items: list[tuple[str, str, int, int]]) ->
         else ""
     )
     lines = [
-        f"aimeasure dry run: {len(items)} dimension items, {span(low, high)} judge calls with "
-        f"{model}{adaptive}",
-        *tabulate(rows, headers=["dimension", "calls"], tablefmt="simple").splitlines(),
-        "estimated cost: "
-        + (
-            "unknown (no price for this model in litellm's price map)"
-            if one is None
-            else span(one * low, one * high, "${:.4f}")
-        )
-        + f" (assuming ~{DRY_RUN_PROMPT_CHARS:,} prompt characters a call; nothing was called)",
+        f"aimeasure dry run: {len(items)} dimension items, {_span(low, high)} judge calls with "
+        f"{model}{adaptive}"
     ]
+    rows: list[tuple[str | int, ...]]
+    if settings.attribute:
+        lines.append(
+            f"--aimeasure-attribute: up to {sum(rejudge.values())} more calls re-judging the baseline's "
+            "stored artifacts (only of dimensions that regress, improve or are not comparable)"
+        )
+        rows = []
+        for d in sorted(set(per_dim) | set(rejudge)):
+            lo, hi = per_dim.get(d, [0, 0])
+            rows.append((d, _span(lo, hi), rejudge.get(d, 0)))
+        headers = ["dimension", "calls", "attribution (at most)"]
+    else:
+        rows = [(dim, _span(lo, hi)) for dim, (lo, hi) in sorted(per_dim.items())]
+        headers = ["dimension", "calls"]
+    lines += tabulate(rows, headers=headers, tablefmt="simple").splitlines()
+    cost = estimated_cost(settings.model, low, high, rejudge=sum(rejudge.values()))
+    lines.append(f"estimated cost: {cost}")
     return lines
+
+
+def _span(a: float, b: float, fmt: str = "{}") -> str:
+    return fmt.format(a) if a == b else f"{fmt.format(a)}..{fmt.format(b)}"
+
+
+def estimated_cost(model: str | None, low: int, high: int | None = None, *, rejudge: int = 0) -> str:
+    """What ``low`` (to ``high``) judge calls, and ``rejudge`` attribution calls at most, would cost, as
+    a dry run says it."""
+    from pytest_aimeasure.cost import estimate_call_usd
+
+    one = None if model is None else _estimate_one(model, estimate_call_usd)
+    if one is None:
+        return "unknown (no price for this model in litellm's price map)"
+    high = low if high is None else high
+    attribution = f" + up to ${one * rejudge:.4f} for attribution" if rejudge else ""
+    return (
+        f"{_span(one * low, one * high, '${:.4f}')}{attribution}"
+        f" (assuming ~{DRY_RUN_PROMPT_CHARS:,} prompt characters a call; nothing was called)"
+    )
 
 
 DRY_RUN_PROMPT_CHARS = 6000
