@@ -9,32 +9,19 @@ from typing import TYPE_CHECKING
 import pytest
 
 from pytest_aimeasure.models import Finding, Measurement
-from pytest_aimeasure.outcome import Outcome, SessionFailure
+from pytest_aimeasure.outcome import (
+    Outcome,
+    SessionFailure,
+    drift_severities,
+    failed_tests_reason,
+    session_failures,
+)
 
 if TYPE_CHECKING:
     from pytest_aimeasure.attribute_run import Attribution
     from pytest_aimeasure.report.results import SessionResults
     from pytest_aimeasure.report.summary import SessionSummary
     from pytest_aimeasure.session import SessionState
-
-# Session-level failures no test's own outcome shows, in the order the summary names them:
-# (the JUnit case's kind, the finding kind, the reason in failed_because).
-FAILURE_KINDS = (
-    ("drift", "regressed", "regressions against the baseline (--aimeasure-drift=fail)"),
-    (
-        "not_comparable",
-        "not_comparable",
-        "measurements not comparable with the baseline: the judge changed; re-baseline",
-    ),
-    ("attribution", "attribution", "the system regressed under today's judge (--aimeasure-attribute)"),
-    ("budget", "budget", "items not judged: the judge budget ran out"),
-    (
-        "uncalibrated",
-        "uncalibrated",
-        "uncalibrated ruler: the judge disagrees with the human anchors (--judge-calibrate=fail)",
-    ),
-)
-
 
 def _floor_breach(m: Measurement, nodeid: str) -> Finding:
     lowest = m.lowest
@@ -141,18 +128,9 @@ def conclude(state: SessionState, session: pytest.Session) -> tuple[Outcome, Ses
             var_floor=s.var_floor,
             var_floors=state.var_floors,  # dimensions whose noise a calibration measured
         )
-        drift_findings = outcome.comparison.findings
-        if s.drift == "warn":
-            drift_findings = [
-                f.model_copy(update={"severity": "warn"}) if f.kind == "regressed" else f
-                for f in drift_findings
-            ]
-        if s.update_baseline:
-            # Re-baselining is the fix for a changed ruler: say it happened, don't fail on it.
-            drift_findings = [
-                f.model_copy(update={"severity": "info"}) if f.kind == "not_comparable" else f
-                for f in drift_findings
-            ]
+        drift_findings = drift_severities(
+            outcome.comparison.findings, drift=s.drift, update_baseline=s.update_baseline
+        )
         if s.attribute and state.recording is not None and state.baseline is not None:
             from pytest_aimeasure.attribute_run import attribute_session, rubrics_of
 
@@ -212,16 +190,11 @@ def conclude(state: SessionState, session: pytest.Session) -> tuple[Outcome, Ses
             outcome.failed_because.append(f"the baseline was not updated: {exc}")
             failures.append(SessionFailure("baseline", s.baseline.name, str(exc)))
 
-    for kind, finding_kind, reason in FAILURE_KINDS:
-        found = [f for f in findings if f.kind == finding_kind and f.severity == "fail"]
-        failures += [SessionFailure(kind, f.subject, f.message) for f in found]
-        if found:
-            outcome.failed_because.append(reason)
-    outcome.failures = failures
+    found, reasons = session_failures(findings)
+    outcome.failures = failures + found
+    outcome.failed_because += reasons
     if session.testsfailed:
-        outcome.failed_because.insert(
-            0, f"{session.testsfailed} test(s) failed (gates, floors or judge errors)"
-        )
+        outcome.failed_because.insert(0, failed_tests_reason(session.testsfailed))
     outcome.passed = not outcome.failed_because
     if outcome.failed_because and session.exitstatus == pytest.ExitCode.OK:
         session.exitstatus = pytest.ExitCode.TESTS_FAILED

@@ -23,14 +23,9 @@ from pytest_aimeasure.baseline import (
 from pytest_aimeasure.compare import compare
 from pytest_aimeasure.judge.engine import merge_spend
 from pytest_aimeasure.models import Finding, Fingerprint
+from pytest_aimeasure.outcome import drift_severities, failed_tests_reason, session_failures
 from pytest_aimeasure.report.results import ResultItem, SessionResults, baseline_dimensions
 from pytest_aimeasure.report.trends import DRIFT_KINDS, ruler
-
-FAILING_KINDS = (
-    ("regressed", "regressions against the baseline (--aimeasure-drift=fail)"),
-    ("not_comparable", "measurements not comparable with the baseline: the judge changed; re-baseline"),
-    ("budget", "items not judged: the judge budget ran out"),
-)
 
 
 class MergeError(Exception):
@@ -123,18 +118,7 @@ def merge(
         comparison = compare(
             baseline, measurements, whole_suite=whole_suite, gone_ids=gone, var_floor=var_floor
         )
-        drift_findings = comparison.findings
-        if drift == "warn":
-            drift_findings = [
-                f.model_copy(update={"severity": "warn"}) if f.kind == "regressed" else f
-                for f in drift_findings
-            ]
-        if update:
-            drift_findings = [
-                f.model_copy(update={"severity": "info"}) if f.kind == "not_comparable" else f
-                for f in drift_findings
-            ]
-        findings += drift_findings
+        findings += drift_severities(comparison.findings, drift=drift, update_baseline=update)
 
     failed_because: list[str] = []
     note: str | None = None
@@ -155,12 +139,10 @@ def merge(
         except BaselineError as exc:
             note = str(exc)
             failed_because.append(f"the baseline was not updated: {exc}")
-    for kind, reason in FAILING_KINDS:
-        if any(f.kind == kind and f.severity == "fail" for f in findings):
-            failed_because.append(reason)
+    failed_because += session_failures(findings)[1]
     failed_tests = sum(1 for i in items.values() if i.outcome in ("failed", "error"))
     if failed_tests:
-        failed_because.insert(0, f"{failed_tests} test(s) failed (gates, floors or judge errors)")
+        failed_because.insert(0, failed_tests_reason(failed_tests))
 
     merged_items = []
     for nodeid in sorted(items):

@@ -3,6 +3,7 @@ reasons it failed. Written by :mod:`pytest_aimeasure.conclude`, read into the re
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -10,7 +11,32 @@ if TYPE_CHECKING:
     from pytest_aimeasure.compare import Comparison
     from pytest_aimeasure.models import Finding
 
-__all__ = ["Outcome", "SessionFailure"]
+__all__ = [
+    "FAILURE_KINDS",
+    "Outcome",
+    "SessionFailure",
+    "drift_severities",
+    "failed_tests_reason",
+    "session_failures",
+]
+
+# Session-level failures no test's own outcome shows, in the order the summary names them:
+# (the JUnit case's kind, the finding kind, the reason in failed_because).
+FAILURE_KINDS = (
+    ("drift", "regressed", "regressions against the baseline (--aimeasure-drift=fail)"),
+    (
+        "not_comparable",
+        "not_comparable",
+        "measurements not comparable with the baseline: the judge changed; re-baseline",
+    ),
+    ("attribution", "attribution", "the system regressed under today's judge (--aimeasure-attribute)"),
+    ("budget", "budget", "items not judged: the judge budget ran out"),
+    (
+        "uncalibrated",
+        "uncalibrated",
+        "uncalibrated ruler: the judge disagrees with the human anchors (--judge-calibrate=fail)",
+    ),
+)
 
 
 @dataclass(frozen=True)
@@ -39,3 +65,36 @@ class Outcome:
     interrupted: bool = False  # Ctrl-C: the run can be continued with --resume
     calibration: dict[str, Any] = field(default_factory=dict)  # per dimension: κ, bias, status
     attribution: dict[str, Any] = field(default_factory=dict)  # per dimension: judge and system parts
+
+
+def drift_severities(findings: Iterable[Finding], *, drift: str, update_baseline: bool) -> list[Finding]:
+    """The comparison's findings with the severities the session gives them: a regression only warns
+    under ``--aimeasure-drift=warn``; a changed ruler is ``info`` in a session that re-baselines
+    (re-baselining is the fix for it: say it happened, don't fail on it)."""
+    out: list[Finding] = []
+    for f in findings:
+        if drift == "warn" and f.kind == "regressed":
+            f = f.model_copy(update={"severity": "warn"})
+        if update_baseline and f.kind == "not_comparable":
+            f = f.model_copy(update={"severity": "info"})
+        out.append(f)
+    return out
+
+
+def session_failures(findings: Iterable[Finding]) -> tuple[list[SessionFailure], list[str]]:
+    """The findings that fail the session (severity ``fail`` of a kind in :data:`FAILURE_KINDS`): one
+    failure each, and the reasons for ``failed_because``, in :data:`FAILURE_KINDS` order."""
+    findings = list(findings)
+    failures: list[SessionFailure] = []
+    reasons: list[str] = []
+    for kind, finding_kind, reason in FAILURE_KINDS:
+        found = [f for f in findings if f.kind == finding_kind and f.severity == "fail"]
+        failures += [SessionFailure(kind, f.subject, f.message) for f in found]
+        if found:
+            reasons.append(reason)
+    return failures, reasons
+
+
+def failed_tests_reason(count: int) -> str:
+    """``failed_because``'s first reason when tests failed."""
+    return f"{count} test(s) failed (gates, floors or judge errors)"

@@ -160,3 +160,23 @@ def test_a_test_in_two_shards_is_refused(
     capsys.readouterr()
     assert merge(project, project.path / "merged.json") == 2
     assert "ran in two shards" in capsys.readouterr().err
+
+
+def test_a_shard_finding_that_fails_a_session_fails_the_merge(project: pytest.Pytester) -> None:
+    """The merge fails on the same finding kinds as one session (outcome.session_failures): a
+    shard's failing calibration or attribution finding is the merged session's too."""
+    from pytest_aimeasure.outcome import FAILURE_KINDS
+
+    set_scores(project, {"*": [4, 4, 4]}, [4, 4, 4])
+    run_shards(project)
+    assert merge(project, project.path / "clean.json") == 0
+    shard = project.path / "shard1.json"
+    data = json.loads(shard.read_text())
+    data["findings"].append(
+        {"kind": "uncalibrated", "severity": "fail", "subject": "tone", "message": "κ 0.1 under 0.6"}
+    )
+    shard.write_text(json.dumps(data))
+    assert merge(project, project.path / "merged.json") == 1
+    merged = json.loads((project.path / "merged.json").read_text())
+    reason = next(r for kind, _, r in FAILURE_KINDS if kind == "uncalibrated")
+    assert merged["passed"] is False and merged["failed_because"] == [reason]
