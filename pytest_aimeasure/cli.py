@@ -354,12 +354,6 @@ def _dimension_measurements(run: Run) -> dict[str, list[Measurement]]:
     return out
 
 
-def _ruler(fingerprint: Fingerprint) -> Fingerprint:
-    """The instrument a run used for a dimension. Each item may carry its own rubric (the probes
-    do), so the rubric hash is per item, not per run; rubric changes show up against the baseline."""
-    return fingerprint.model_copy(update={"rubric_hash": ""})
-
-
 def _ruler_change(previous: Fingerprint | None, current: Fingerprint, mixed: bool) -> str:
     if mixed:
         return "mixed in run"
@@ -388,8 +382,8 @@ def _run_trend(args: argparse.Namespace, ctx: CliContext) -> int:
         scores = [[float(s.score) for s in m.samples] or [m.mean] for m in measurements]
         stats = dimension_stats(scores)
         half = max(stats.mean - stats.ci_low, stats.ci_high - stats.mean)
-        prints = {_ruler(m.fingerprint) for m in measurements}
-        current = _ruler(measurements[0].fingerprint)
+        prints = {m.fingerprint.ruler() for m in measurements}
+        current = measurements[0].fingerprint.ruler()
         rows.append(
             [
                 meta.run_id,

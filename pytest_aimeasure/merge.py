@@ -25,7 +25,7 @@ from pytest_aimeasure.judge.engine import merge_spend
 from pytest_aimeasure.models import Finding, Fingerprint
 from pytest_aimeasure.outcome import drift_severities, failed_tests_reason, session_failures
 from pytest_aimeasure.report.results import ResultItem, SessionResults, baseline_dimensions
-from pytest_aimeasure.report.trends import DRIFT_KINDS, ruler
+from pytest_aimeasure.report.trends import DRIFT_KINDS
 
 
 class MergeError(Exception):
@@ -36,7 +36,7 @@ def _rulers(results: SessionResults) -> list[Fingerprint]:
     out: list[Fingerprint] = []
     for item in results.items:
         for m in item.measurements:
-            r = ruler(m.fingerprint)
+            r = m.fingerprint.ruler()
             if r not in out:
                 out.append(r)
     return out

@@ -100,6 +100,12 @@ class Fingerprint(BaseModel):
         mine, theirs = self.model_dump(), other.model_dump()
         return [name for name in mine if mine[name] != theirs[name]]
 
+    def ruler(self) -> Fingerprint:
+        """The instrument a run used for a dimension: the fingerprint without the rubric. Each item may
+        carry its own rubric (the probes do), so the rubric hash is per item, not per run; rubric
+        changes show up against the baseline, item by item."""
+        return self.model_copy(update={"rubric_hash": ""})
+
     def digest(self) -> str:
         """A short stable hash, used in cache keys."""
         blob = json.dumps(self.model_dump(), sort_keys=True).encode()

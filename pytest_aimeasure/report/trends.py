@@ -22,12 +22,6 @@ DRIFT_KINDS = frozenset(
 )
 
 
-def ruler(fingerprint: Fingerprint) -> Fingerprint:
-    """The instrument of a run for one dimension: per-item rubrics (probes carry their own) are not
-    part of it; rubric changes show up against the baseline, item by item."""
-    return fingerprint.model_copy(update={"rubric_hash": ""})
-
-
 def results_of_run(run: Run) -> SessionResults:
     """A stored run's session results: as the session wrote them, else rebuilt from its items."""
     kept = run.path / "results.json"
@@ -86,8 +80,8 @@ def trends(
     for run_id, results in runs:
         for dimension, ms in sorted(_measurements(results).items()):
             stats = dimension_stats([[float(s.score) for s in m.samples] for m in ms], var_floor=var_floor)
-            current = ruler(ms[0].fingerprint)
-            mixed = {ruler(m.fingerprint) for m in ms}
+            current = ms[0].fingerprint.ruler()
+            mixed = {m.fingerprint.ruler() for m in ms}
             before = previous.get(dimension)
             changed = before.differences(current) if before is not None else []
             if len(mixed) > 1:
