@@ -76,16 +76,8 @@ class Part(BaseModel):
 
     @classmethod
     def of(cls, d: Drift) -> Part:
-        return cls(
-            delta=d.delta,
-            ci95=d.ci95,
-            ci90=d.ci90,
-            se=d.se,
-            df=d.df,
-            se_source=d.se_source,
-            verdict=d.verdict,
-            p_value=d.p_value,
-        )
+        """The drift's fields of the same names (a Part is the JSON face of a :class:`Drift`)."""
+        return cls.model_validate(d, from_attributes=True)
 
     @property
     def moved(self) -> bool:
