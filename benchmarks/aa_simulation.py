@@ -23,11 +23,15 @@ import time
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from pytest_aimeasure.models import SCORE_MAX, SCORE_MIN, Fingerprint, Measurement, Sample
-from pytest_aimeasure.stats import VAR_FLOOR_DEFAULT, drift, holm, item_stats
+from simulated import item_id, measurements
 
-DIMENSION = "quality"
+from pytest_aimeasure.models import SCORE_MAX, SCORE_MIN
+from pytest_aimeasure.stats import VAR_FLOOR_DEFAULT, drift, holm
+
+if TYPE_CHECKING:
+    from pytest_aimeasure.models import Measurement
 
 
 @dataclass(frozen=True)
@@ -50,14 +54,9 @@ def run_pair(
     rng: random.Random, setup: Setup, shift: float
 ) -> tuple[dict[str, list[int]], dict[str, list[int]]]:
     """A baseline run and a new run of the same m items (the new one shifted by ``shift``), keyed by id."""
-    truth = {
-        f"{DIMENSION}::tests/test_sim.py::test_item[{i}]": rng.uniform(setup.low, setup.high)
-        for i in range(setup.items)
-    }
-    base = {item_id: judge_scores(rng, mu, setup.samples, setup.sigma) for item_id, mu in truth.items()}
-    new = {
-        item_id: judge_scores(rng, mu + shift, setup.samples, setup.sigma) for item_id, mu in truth.items()
-    }
+    truth = {item_id(i): rng.uniform(setup.low, setup.high) for i in range(setup.items)}
+    base = {key: judge_scores(rng, mu, setup.samples, setup.sigma) for key, mu in truth.items()}
+    new = {key: judge_scores(rng, mu + shift, setup.samples, setup.sigma) for key, mu in truth.items()}
     return base, new
 
 
@@ -78,44 +77,6 @@ def dimension_verdicts(rng: random.Random, setup: Setup, shift: float, compariso
     return counts
 
 
-def _fingerprint(setup: Setup) -> Fingerprint:
-    return Fingerprint(
-        provider="simulated",
-        model="noise",
-        temperature=0.0,
-        samples=setup.samples,
-        prompt_hash="p",
-        rubric_hash="r",
-        tool_mode="scripted",
-        plugin_major=0,
-    )
-
-
-def _measurements(run: dict[str, list[int]], setup: Setup, fingerprint: Fingerprint) -> list[Measurement]:
-    out = []
-    for item_id, scores in run.items():
-        st = item_stats(scores, var_floor=setup.var_floor)
-        out.append(
-            Measurement(
-                item_id=item_id,
-                nodeid=item_id.split("::", 1)[1],
-                dimension=DIMENSION,
-                floor=1.0,
-                tolerance=setup.tolerance,
-                samples=[
-                    Sample(index=k, dimension=DIMENSION, score=s, rationale="r") for k, s in enumerate(scores)
-                ],
-                mean=st.mean,
-                sd=st.sd,
-                n=st.n,
-                ci_low=st.ci_low,
-                ci_high=st.ci_high,
-                fingerprint=fingerprint,
-            )
-        )
-    return out
-
-
 @dataclass
 class SessionCounts:
     failing: int = 0
@@ -130,14 +91,14 @@ def session_failures(rng: random.Random, setup: Setup, shift: float, sessions: i
     from pytest_aimeasure.baseline import BaselineFile, entry_from_measurement
     from pytest_aimeasure.compare import compare
 
-    fingerprint = _fingerprint(setup)
+    def measured(run: dict[str, list[int]]) -> list[Measurement]:
+        return measurements(run, tolerance=setup.tolerance, var_floor=setup.var_floor)
+
     counts = SessionCounts()
     for _ in range(sessions):
         base, new = run_pair(rng, setup, shift)
-        entries = {m.item_id: entry_from_measurement(m) for m in _measurements(base, setup, fingerprint)}
-        result = compare(
-            BaselineFile(entries=entries), _measurements(new, setup, fingerprint), whole_suite=True
-        )
+        entries = {m.item_id: entry_from_measurement(m) for m in measured(base)}
+        result = compare(BaselineFile(entries=entries), measured(new), whole_suite=True)
         tested = [*result.items.values(), *result.dimensions.values()]
         counts.failing += result.has_regressions
         counts.by_item += any(c.verdict == "regressed" for c in result.items.values())

@@ -40,25 +40,16 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
+from simulated import item_id, measurements
 
 from pytest_aimeasure.baseline import BaselineEntry, BaselineFile, merge_entries
 from pytest_aimeasure.compare import compare
-from pytest_aimeasure.models import Fingerprint, Measurement, Sample
-from pytest_aimeasure.stats import VAR_FLOOR_DEFAULT, holm, item_stats, t_cdf, t_ppf
+from pytest_aimeasure.models import Measurement
+from pytest_aimeasure.stats import VAR_FLOOR_DEFAULT, holm, t_cdf, t_ppf
 
-DIMENSION = "quality"
 TOLERANCE = 0.5
 EARLIER_SESSIONS = 5
 POOL = 5
-FINGERPRINT = Fingerprint(
-    provider="simulated",
-    model="noise",
-    temperature=0.0,
-    prompt_hash="p",
-    rubric_hash="r",
-    tool_mode="scripted",
-    plugin_major=0,
-)
 
 
 @dataclass(frozen=True)
@@ -126,33 +117,8 @@ def old_rule_fails(earlier: list[Run], new: Run) -> bool:
 # --------------------------------------------------------------------------------------------------
 
 
-def _ids(m: int) -> list[str]:
-    return [f"{DIMENSION}::tests/test_sim.py::test_item[{i}]" for i in range(m)]
-
-
 def _measurements(run: Run) -> list[Measurement]:
-    out = []
-    for item_id, scores in zip(_ids(len(run)), run, strict=True):
-        st = item_stats(scores)
-        out.append(
-            Measurement(
-                item_id=item_id,
-                nodeid=item_id.split("::", 1)[1],
-                dimension=DIMENSION,
-                floor=1.0,
-                tolerance=TOLERANCE,
-                samples=[
-                    Sample(index=k, dimension=DIMENSION, score=s, rationale="r") for k, s in enumerate(scores)
-                ],
-                mean=st.mean,
-                sd=st.sd,
-                n=st.n,
-                ci_low=st.ci_low,
-                ci_high=st.ci_high,
-                fingerprint=FINGERPRINT,
-            )
-        )
-    return out
+    return measurements({item_id(i): scores for i, scores in enumerate(run)}, tolerance=TOLERANCE)
 
 
 def new_rule_fails(earlier: list[Run], new: Run, *, pooled: bool) -> bool:

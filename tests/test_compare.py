@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib.util
 import random
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -219,14 +220,16 @@ def test_comparison_serialises_to_json() -> None:
 
 
 @pytest.fixture(scope="module")
-def simulation() -> ModuleType:
-    path = Path(__file__).resolve().parents[1] / "benchmarks" / "aa_simulation.py"
-    spec = importlib.util.spec_from_file_location("aa_simulation", path)
+def simulation() -> Iterator[ModuleType]:
+    folder = Path(__file__).resolve().parents[1] / "benchmarks"
+    spec = importlib.util.spec_from_file_location("aa_simulation", folder / "aa_simulation.py")
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
-    sys.modules.setdefault("aa_simulation", module)  # dataclasses look their module up by name
-    spec.loader.exec_module(module)
-    return module
+    with pytest.MonkeyPatch.context() as patch:
+        patch.syspath_prepend(str(folder))  # as when run as a script: its helper module beside it
+        patch.setitem(sys.modules, "aa_simulation", module)  # dataclasses look their module up by name
+        spec.loader.exec_module(module)
+        yield module
 
 
 def test_aa_false_regression_rate_is_at_most_one_percent(simulation: ModuleType) -> None:
