@@ -180,9 +180,44 @@ def test_html_report_in_a_real_browser(three_runs: pytest.Pytester, browser: Any
         shot = tmp_path / "aimeasure-report.png"
         page.screenshot(path=str(shot), full_page=True)
         print(f"screenshot: {shot}")
-        assert shot.stat().st_size > 10_000
+        assert_painted(page, shot)
     finally:
         page.close()
+
+
+def assert_painted(page: Any, shot: Path) -> None:
+    """What the screenshot shows, not only that it exists: the overview chart is on it where the page
+    lays it out, with the dimension names drawn and the baseline's and today's points in their colours."""
+    import numpy as np
+    from PIL import Image  # matplotlib (the report extra) depends on Pillow and numpy
+
+    from pytest_aimeasure.report.charts import BASE, NOW
+
+    chart = page.locator("#chart-dims svg")
+    box = chart.bounding_box()
+    assert box is not None and box["width"] > 300 and box["height"] > 100
+    for name in ("tone", "clarity"):
+        label = page.locator("#chart-dims svg text", has_text=name)
+        assert label.count() >= 1, f"the overview chart names no dimension {name!r}"
+        label_box = label.first.bounding_box()
+        assert label_box is not None and label_box["width"] > 0 and label_box["height"] > 0
+    # A full-page screenshot starts at the top of the document; bounding boxes at the viewport's.
+    scroll_x, scroll_y = page.evaluate("[window.scrollX, window.scrollY]")
+    left, top = int(box["x"] + scroll_x), int(box["y"] + scroll_y)
+    with Image.open(shot) as image:
+        assert image.width >= left + box["width"] and image.height >= top + box["height"]
+        region = image.convert("RGB").crop((left, top, left + int(box["width"]), top + int(box["height"])))
+    pixels = np.asarray(region, dtype=int).reshape(-1, 3)
+    colours = len(np.unique(pixels, axis=0))
+    assert colours > 20, f"the chart's area is nearly blank ({colours} colours)"
+
+    def painted(colour: str) -> int:
+        want = np.array([int(colour[i : i + 2], 16) for i in (1, 3, 5)])
+        return int((np.abs(pixels - want).max(axis=1) <= 40).sum())
+
+    now, base = painted(NOW), painted(BASE)
+    assert now > 30 and base > 30, f"points not painted: {now} px of today's colour, {base} of the baseline's"
+    region.save(shot.with_name("chart.png"))
 
 
 def test_html_report_is_readable_without_javascript(three_runs: pytest.Pytester) -> None:
