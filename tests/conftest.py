@@ -2,12 +2,14 @@ from __future__ import annotations
 
 import contextlib
 import json
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from pytest_aimeasure.store import RunStore
+from pytest_aimeasure.testing import ProviderServer, SeenRequest
 
 pytest_plugins = ["pytester"]
 
@@ -66,3 +68,28 @@ def store(tmp_path: Path) -> RunStore:
     s = RunStore(tmp_path / ".aimeasure")
     s.ensure_writable()
     return s
+
+
+@pytest.fixture
+def serve(
+    monkeypatch: pytest.MonkeyPatch,
+) -> Iterator[Callable[[Callable[[SeenRequest], int]], ProviderServer]]:
+    """Start local provider servers with a scorer; the anthropic SDK is pointed at the last one::
+
+        def test_it(serve, pytester):
+            server = serve(lambda seen: 4)
+            pytester.runpytest("--ai-judge", "--judge-model", "anthropic/claude-test")
+            assert server.calls == 3
+    """
+    servers: list[ProviderServer] = []
+
+    def start(scorer: Callable[[SeenRequest], int]) -> ProviderServer:
+        server = ProviderServer(scorer=scorer).start()
+        servers.append(server)
+        monkeypatch.setenv("ANTHROPIC_BASE_URL", server.url)
+        monkeypatch.setenv("ANTHROPIC_API_KEY", "test-key")
+        return server
+
+    yield start
+    for server in servers:
+        server.stop()

@@ -16,15 +16,9 @@ from pytest_aimeasure.baseline import (
     merge_entries,
 )
 from pytest_aimeasure.models import Fingerprint
+from tests.scripted import SCRIPTED_ARGS, scores_conftest
 
-CONFTEST = """
-import json, pathlib
-
-def pytest_aimeasure_scripted_verdict(call, config):
-    table = json.loads(pathlib.Path(config.rootpath, "scores.json").read_text())
-    name = call.nodeid.split("::")[-1]
-    return table.get(name, [4, 4, 4])[call.index], f"scripted {name} #{call.index}"
-"""
+CONFTEST = scores_conftest(default=[4, 4, 4])
 
 # A gate and three dimensions of one artifact (the module-scoped story): a failing gate skips them.
 STORY = """
@@ -55,16 +49,7 @@ def test_clarity(judge):
 
 OLD = CLARITY.replace("clarity", "depth").replace("A clear text.", "Deep.")
 
-ARGS = (
-    "--ai-judge",
-    "--judge-model",
-    "scripted",
-    "--judge-cache=off",
-    "-p",
-    "no:randomly",
-    "-p",
-    "no:cacheprovider",
-)
+ARGS = SCRIPTED_ARGS
 MODES = [pytest.param((), id="plain"), pytest.param(("-n", "2"), id="xdist")]
 
 TONE = [f"tone::test_story.py::test_tone[{c}]" for c in "abc"]

@@ -7,12 +7,12 @@ from __future__ import annotations
 import json
 import re
 import textwrap
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import pytest
 
-from pytest_aimeasure.testing import ProviderServer, SeenRequest
+from pytest_aimeasure.testing import SeenRequest
 from tests.conftest import read_results
 
 MODEL = "anthropic/claude-test"
@@ -56,24 +56,6 @@ def generous(seen: SeenRequest) -> int:
 
 def length_sensitive(seen: SeenRequest) -> int:
     return min(5, human(seen) + (1 if len(seen.prompt) > LONG_PROMPT else 0))
-
-
-@pytest.fixture
-def serve(
-    monkeypatch: pytest.MonkeyPatch,
-) -> Iterator[Callable[[Callable[[SeenRequest], int]], ProviderServer]]:
-    servers: list[ProviderServer] = []
-
-    def start(scorer: Callable[[SeenRequest], int]) -> ProviderServer:
-        server = ProviderServer(scorer=scorer).start()
-        servers.append(server)
-        monkeypatch.setenv("ANTHROPIC_BASE_URL", server.url)
-        monkeypatch.setenv("ANTHROPIC_API_KEY", "test-key")
-        return server
-
-    yield start
-    for server in servers:
-        server.stop()
 
 
 @pytest.fixture

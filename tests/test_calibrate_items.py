@@ -5,33 +5,14 @@ and the order probe when a test hands the judge several artifacts (``judge.score
 from __future__ import annotations
 
 import textwrap
-from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
 
-from pytest_aimeasure.testing import ProviderServer, SeenRequest
+from pytest_aimeasure.testing import SeenRequest
 from tests.conftest import read_results
 
 MODEL = "anthropic/claude-test"
-
-
-@pytest.fixture
-def serve(
-    monkeypatch: pytest.MonkeyPatch,
-) -> Iterator[Callable[[Callable[[SeenRequest], int]], ProviderServer]]:
-    servers: list[ProviderServer] = []
-
-    def start(scorer: Callable[[SeenRequest], int]) -> ProviderServer:
-        server = ProviderServer(scorer=scorer).start()
-        servers.append(server)
-        monkeypatch.setenv("ANTHROPIC_BASE_URL", server.url)
-        monkeypatch.setenv("ANTHROPIC_API_KEY", "test-key")
-        return server
-
-    yield start
-    for server in servers:
-        server.stop()
 
 
 def run(pytester: pytest.Pytester, *args: str) -> tuple[pytest.RunResult, dict[str, Any]]:

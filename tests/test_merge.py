@@ -10,15 +10,9 @@ from typing import Any
 import pytest
 
 from pytest_aimeasure.cli import main as cli_main
+from tests.scripted import SCRIPTED_ARGS, scores_conftest
 
-CONFTEST = """
-import json, pathlib
-
-def pytest_aimeasure_scripted_verdict(call, config):
-    table = json.loads(pathlib.Path(config.rootpath, "scores.json").read_text())
-    name = call.nodeid.split("::")[-1]
-    return table[name][call.index], f"scripted {name} #{call.index}"
-"""
+CONFTEST = scores_conftest()
 
 TESTS = """
 import pytest
@@ -34,16 +28,7 @@ def test_clarity(case, judge):
     judge.score(f"clarity {case}")
 """
 
-ARGS = (
-    "--ai-judge",
-    "--judge-model",
-    "scripted",
-    "--judge-cache=off",
-    "-p",
-    "no:randomly",
-    "-p",
-    "no:cacheprovider",
-)
+ARGS = SCRIPTED_ARGS
 SHARDS = ("a1 or a2", "b1 or b2", "c1 or c2")
 
 

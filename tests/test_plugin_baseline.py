@@ -11,15 +11,9 @@ from typing import Any
 import pytest
 
 from tests.conftest import read_results
+from tests.scripted import SCRIPTED_ARGS, scores_conftest
 
-CONFTEST = """
-import json, pathlib
-
-def pytest_aimeasure_scripted_verdict(call, config):
-    table = json.loads(pathlib.Path(config.rootpath, "scores.json").read_text())
-    name = call.nodeid.split("::")[-1]
-    return table[name][call.index], f"scripted {name} #{call.index}"
-"""
+CONFTEST = scores_conftest()
 
 FIVE_ITEMS = """
 import pytest
@@ -30,16 +24,7 @@ def test_tone(case, judge):
     judge.score(f"artifact {case}")
 """
 
-ARGS = (
-    "--ai-judge",
-    "--judge-model",
-    "scripted",
-    "--judge-cache=off",
-    "-p",
-    "no:randomly",
-    "-p",
-    "no:cacheprovider",
-)
+ARGS = SCRIPTED_ARGS
 
 
 def scores(pytester: pytest.Pytester, per_item: dict[str, list[int]]) -> None:

@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 from pytest_aimeasure.cli import main as cli_main
+from tests.scripted import SCRIPTED_ARGS, scores_conftest
 
 CHROMIUM = "/usr/bin/chromium"
 BROWSER_FLAGS = [
@@ -28,14 +29,7 @@ BROWSER_FLAGS = [
     "--disable-sync",
 ]
 
-CONFTEST = """
-import json, pathlib
-
-def pytest_aimeasure_scripted_verdict(call, config):
-    table = json.loads(pathlib.Path(config.rootpath, "scores.json").read_text())
-    name = call.nodeid.split("::")[-1]
-    return table[name][call.index], f"scripted {name} #{call.index}: <img src=x onerror=alert(1)>"
-"""
+CONFTEST = scores_conftest(rationale=": <img src=x onerror=alert(1)>")
 
 TESTS = """
 import pytest
@@ -55,16 +49,7 @@ def test_gate():
     assert True
 """
 
-ARGS = (
-    "--ai-judge",
-    "--judge-model",
-    "scripted",
-    "--judge-cache=off",
-    "-p",
-    "no:randomly",
-    "-p",
-    "no:cacheprovider",
-)
+ARGS = SCRIPTED_ARGS
 
 
 def set_scores(pytester: pytest.Pytester, tone: list[int], clarity: list[int]) -> None:

@@ -1,0 +1,32 @@
+"""The scripted-judge project setup many plugin tests share: a conftest whose offline judge reads each
+test's scores from ``scores.json`` (test name → the scores of its samples, in order), and the command
+line that runs a session with it."""
+
+from __future__ import annotations
+
+SCRIPTED_ARGS = (
+    "--ai-judge",
+    "--judge-model",
+    "scripted",
+    "--judge-cache=off",
+    "-p",
+    "no:randomly",
+    "-p",
+    "no:cacheprovider",
+)
+"""The scripted judge, no sample cache, tests in file order, no pytest cache in the project."""
+
+
+def scores_conftest(*, default: list[int] | None = None, rationale: str = "") -> str:
+    """A conftest that scores sample ``k`` of test ``name`` with ``scores.json[name][k]``, with the
+    rationale ``scripted <name> #<k>`` (then ``rationale``). ``default``: the scores of a test the table
+    does not name (without it such a test is a judge error)."""
+    scores = "table[name]" if default is None else f"table.get(name, {default!r})"
+    return f'''
+import json, pathlib
+
+def pytest_aimeasure_scripted_verdict(call, config):
+    table = json.loads(pathlib.Path(config.rootpath, "scores.json").read_text())
+    name = call.nodeid.split("::")[-1]
+    return {scores}[call.index], f"scripted {{name}} #{{call.index}}{rationale}"
+'''
