@@ -37,29 +37,21 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+import simulated
+from simulated import DIMENSION, FINGERPRINT
 
 from pytest_aimeasure.baseline import BaselineEntry, BaselineFile
 from pytest_aimeasure.compare import compare
 from pytest_aimeasure.judge.adaptive import ItemRule, sample_adaptively
-from pytest_aimeasure.models import Fingerprint, Measurement, Sample
+from pytest_aimeasure.models import Measurement, Sample
 from pytest_aimeasure.sampling import SamplePlan
-from pytest_aimeasure.stats import VAR_FLOOR_DEFAULT, item_stats
+from pytest_aimeasure.stats import VAR_FLOOR_DEFAULT
 
-DIMENSION = "quality"
 TOLERANCE = 0.5
 FLOOR = 3.0
 EARLIER_SESSIONS = 5
 POOL = 5
 PLAN = SamplePlan(3, 9, 2)
-FINGERPRINT = Fingerprint(
-    provider="simulated",
-    model="noise",
-    temperature=0.0,
-    prompt_hash="p",
-    rubric_hash="r",
-    tool_mode="scripted",
-    plugin_major=0,
-)
 
 
 @dataclass(frozen=True)
@@ -90,7 +82,7 @@ def _run(coro: Coroutine[Any, Any, Any]) -> Any:
 
 
 def _ids(m: int) -> list[str]:
-    return [f"{DIMENSION}::tests/test_sim.py::test_item[{i}]" for i in range(m)]
+    return [simulated.item_id(i) for i in range(m)]
 
 
 def streams(rng: np.random.Generator, truth: np.ndarray, scenario: Scenario, shift: float) -> tuple[Any, Any]:
@@ -150,28 +142,8 @@ def entries_of(ids: Sequence[str], sessions: Sequence[list[list[int]]]) -> dict[
 
 
 def measurements(run: list[list[int]]) -> list[Measurement]:
-    out = []
-    for item_id, scores in zip(_ids(len(run)), run, strict=True):
-        st = item_stats(scores)
-        out.append(
-            Measurement(
-                item_id=item_id,
-                nodeid=item_id.split("::", 1)[1],
-                dimension=DIMENSION,
-                floor=FLOOR,
-                tolerance=TOLERANCE,
-                samples=[
-                    Sample(index=k, dimension=DIMENSION, score=s, rationale="r") for k, s in enumerate(scores)
-                ],
-                mean=st.mean,
-                sd=st.sd,
-                n=st.n,
-                ci_low=st.ci_low,
-                ci_high=st.ci_high,
-                fingerprint=FINGERPRINT,
-            )
-        )
-    return out
+    run_by_id = dict(zip(_ids(len(run)), run, strict=True))
+    return simulated.measurements(run_by_id, tolerance=TOLERANCE, floor=FLOOR)
 
 
 @dataclass

@@ -1,8 +1,8 @@
 """What the drift-rule simulations share: a simulated dimension's item ids, the judge fingerprint of a
 simulated ruler, and measurements built from score lists as the judge engine would aggregate them.
 
-Imported by ``aa_simulation.py`` and ``noise_model_sim.py`` (run as ``python benchmarks/<script>.py``,
-which puts this folder on ``sys.path``).
+Imported by ``aa_simulation.py``, ``noise_model_sim.py`` and ``adaptive_sim.py`` (run as ``python
+benchmarks/<script>.py``, which puts this folder on ``sys.path``).
 """
 
 from __future__ import annotations
@@ -32,7 +32,11 @@ def item_id(i: int) -> str:
 
 
 def measurements(
-    run: Mapping[str, Sequence[int]], *, tolerance: float, var_floor: float = VAR_FLOOR_DEFAULT
+    run: Mapping[str, Sequence[int]],
+    *,
+    tolerance: float,
+    floor: float = 1.0,
+    var_floor: float = VAR_FLOOR_DEFAULT,
 ) -> list[Measurement]:
     """One measurement per item of ``run`` (item id → its samples' scores)."""
     out = []
@@ -43,7 +47,7 @@ def measurements(
                 item_id=key,
                 nodeid=key.split("::", 1)[1],
                 dimension=DIMENSION,
-                floor=1.0,
+                floor=floor,
                 tolerance=tolerance,
                 samples=[
                     Sample(index=k, dimension=DIMENSION, score=s, rationale="r") for k, s in enumerate(scores)
