@@ -77,8 +77,8 @@ class ProviderServer:
 
         self._lock = threading.Lock()
         self._queue: deque[Outcome] = deque()
-        self._scores: dict[str, tuple[int, ...]] = {}
-        self._score_calls: dict[str, int] = {}
+        self._scores: dict[tuple[str | None, str], tuple[int, ...]] = {}
+        self._score_calls: dict[tuple[str | None, str], int] = {}
         self._stopping = threading.Event()
         self._httpd: ProviderHTTPServer | None = None
         self._thread: threading.Thread | None = None
@@ -180,18 +180,22 @@ class ProviderServer:
         with self._lock:
             self._queue.clear()
 
-    def set_scores(self, scores: Mapping[str, int | Sequence[int]]) -> None:
-        """Per dimension, a constant score or a sequence cycled one step per call (replaces earlier ones)."""
-        table: dict[str, tuple[int, ...]] = {}
+    def set_scores(self, scores: Mapping[str, int | Sequence[int]], *, model: str | None = None) -> None:
+        """Per dimension, a constant score or a sequence cycled one step per call (replaces earlier ones).
+
+        With ``model`` (the model name the request names, e.g. ``claude-opus-4-1``) the scores apply to
+        that model's requests only, and take precedence over the scores set without a model: a judge
+        per dimension, or a stronger judge that an item escalates to, can answer differently."""
+        table: dict[tuple[str | None, str], tuple[int, ...]] = {}
         for dimension, value in scores.items():
             cycle = (value,) if isinstance(value, int) else tuple(value)
             if not cycle:
                 raise ValueError(f"set_scores: empty score sequence for dimension {dimension!r}")
-            table[dimension] = cycle
+            table[(model, dimension)] = cycle
         with self._lock:
             self._scores.update(table)
-            for dimension in table:
-                self._score_calls[dimension] = 0
+            for key in table:
+                self._score_calls[key] = 0
 
     # -- statistics --------------------------------------------------------------------------------
 
@@ -272,11 +276,13 @@ class ProviderServer:
         with self._lock:
             if self._queue:
                 return self._queue.popleft()
-            if seen.has_tools and seen.dimension is not None and seen.dimension in self._scores:
-                cycle = self._scores[seen.dimension]
-                step = self._score_calls[seen.dimension]
-                self._score_calls[seen.dimension] = step + 1
-                return cycle[step % len(cycle)]
+            if seen.has_tools and seen.dimension is not None:
+                for key in ((seen.model, seen.dimension), (None, seen.dimension)):
+                    if key in self._scores:
+                        cycle = self._scores[key]
+                        step = self._score_calls[key]
+                        self._score_calls[key] = step + 1
+                        return cycle[step % len(cycle)]
         return None
 
     def _default_outcome(self, seen: SeenRequest) -> Outcome:
