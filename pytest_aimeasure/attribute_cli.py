@@ -85,6 +85,7 @@ def _run(args: argparse.Namespace, ctx: CliContext) -> int:
             measurements,
             rubrics_of(now_items),
             dimensions={m.dimension for m in measurements},
+            same_judge=args.judge_model is None,  # --judge-model: that judge for every item
             history=[],  # two runs: no pooled sessions to measure the between-session noise from
         )
     finally:

@@ -27,6 +27,7 @@ from pytest_aimeasure.attribute import (
 from pytest_aimeasure.baseline import BaselineEntry, BaselineFile, EntrySource
 from pytest_aimeasure.compare import Comparison, History, baseline_history
 from pytest_aimeasure.judge.engine import ItemSpec, JudgeEngine, JudgeError, NotJudged
+from pytest_aimeasure.markers import PlannedItem
 from pytest_aimeasure.models import Finding, ItemResult, Measurement, item_id
 from pytest_aimeasure.stats import VAR_FLOOR_DEFAULT, session_history
 from pytest_aimeasure.store import RunStore, StoreError
@@ -150,25 +151,25 @@ def stored_artifacts(store: RunStore, entry: BaselineEntry) -> set[str]:
 
 
 def planned_calls(
-    store: RunStore, entries: Mapping[str, BaselineEntry], items: Iterable[tuple[str, str, int, int]]
+    store: RunStore, entries: Mapping[str, BaselineEntry], items: Iterable[PlannedItem]
 ) -> dict[str, int]:
     """Dimension → judge calls ``--aimeasure-attribute`` makes at most for the collected ``items``
-    ((nodeid, dimension, least and most samples), as ``--judge-dry-run`` lists them), before any test
+    (as ``--judge-dry-run`` plans them), before any test
     has run: each stored artifact of an item's baseline entry judged as many times as the item at most.
     Only dimensions the comparison then finds regressed, improved or not comparable are rejudged, so
     this is an upper bound."""
     calls: dict[str, int] = {}
-    for nodeid, dimension, _, samples in items:
-        entry = entries.get(item_id(dimension, nodeid))
+    for planned in items:
+        entry = entries.get(item_id(planned.dimension, planned.nodeid))
         if entry is None:
             continue
-        found = len(stored_artifacts(store, entry)) * samples
+        found = len(stored_artifacts(store, entry)) * planned.most
         if found:
-            calls[dimension] = calls.get(dimension, 0) + found
+            calls[planned.dimension] = calls.get(planned.dimension, 0) + found
     return calls
 
 
-def _spec(p: Planned, sha: str) -> ItemSpec:
+def _spec(p: Planned, sha: str, judge: str | None) -> ItemSpec:
     m = p.measurement
     return ItemSpec(
         nodeid=m.nodeid,
@@ -182,6 +183,7 @@ def _spec(p: Planned, sha: str) -> ItemSpec:
         facts=p.facts[sha],
         phase=m.phase,
         artifact_sha256=sha,
+        judge=judge,
     )
 
 
@@ -197,16 +199,22 @@ def attribute(
     var_floors: Mapping[str, float] | None = None,
     history: History | None = None,
     alpha: float = 0.05,
+    same_judge: bool = True,
 ) -> Attribution:
     """Rejudge the baseline artifacts of the items of ``dimensions`` and split each dimension's change.
-    ``history`` None: the sessions the baseline pools (as in the comparison)."""
+    ``history`` None: the sessions the baseline pools (as in the comparison). ``same_judge``: each
+    item is rejudged by the judge that measured it today (a dimension's own ``judge=``, or the model
+    it was escalated to), never escalated again, so the rejudged baseline and today's measurement
+    share one ruler; False: by the engine's model (``aimeasure attribute --judge-model``)."""
     chosen = [m for m in measurements if m.dimension in dimensions]
     planned, skipped = plan(store, entries, chosen, rubrics)
     jobs = [(p, sha) for p in planned for sha in p.texts]
     before = engine.spend.calls
 
     async def judge_all() -> list[Measurement | BaseException]:
-        calls = (engine.ameasure(_spec(p, sha)) for p, sha in jobs)
+        calls = (
+            engine.ameasure(_spec(p, sha, p.measurement.judge if same_judge else None)) for p, sha in jobs
+        )
         return await asyncio.gather(*calls, return_exceptions=True)
 
     results = engine.run(judge_all()) if jobs else []

@@ -71,6 +71,16 @@ class EntrySource(BaseModel):
     artifact_sha256: str | None = Field(default=None, pattern=r"^[0-9a-f]{64}$")
 
 
+class StandingScores(BaseModel):
+    """An escalated item's standing-judge scores (the newest session's), kept so that a later session
+    in which the item was not escalated can still be compared with the baseline on that judge."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    fingerprint: Fingerprint
+    scores: list[Score] = Field(min_length=1)
+
+
 class BaselineEntry(BaseModel):
     """One item's committed measurement: the raw scores and the ruler they were taken with."""
 
@@ -91,6 +101,10 @@ class BaselineEntry(BaseModel):
     )
     sources: list[EntrySource] | None = Field(
         default=None, description="run and artifact of each pooled session, oldest first; absent: unknown"
+    )
+    standing: StandingScores | None = Field(
+        default=None,
+        description="escalated items: the standing judge's scores (fingerprint is the stronger judge's)",
     )
 
     @model_validator(mode="after")
@@ -125,6 +139,22 @@ class BaselineEntry(BaseModel):
     def session_sources(self) -> list[EntrySource]:
         """Each pooled session's source, oldest first (empty sources where the file has none)."""
         return list(self.sources) if self.sources is not None else [EntrySource()] * self.pooled
+
+    def on_standing_judge(self) -> BaselineEntry:
+        """The entry as its standing judge scored it (one session; only when ``standing`` is set)."""
+        assert self.standing is not None
+        scores = list(self.standing.scores)
+        return self.model_copy(
+            update={
+                "scores": scores,
+                "n": len(scores),
+                "mean": math.fsum(scores) / len(scores),
+                "fingerprint": self.standing.fingerprint,
+                "sessions": None,
+                "sources": self.sources[-1:] if self.sources else None,
+                "standing": None,
+            }
+        )
 
 
 class DimensionAggregate(BaseModel):
@@ -330,6 +360,8 @@ def dumps_baseline(baseline: BaselineFile) -> str:
             entry.pop("sessions", None)  # one session: the field says nothing, keep the diff short
         if entry.get("sources") is None:
             entry.pop("sources", None)
+        if entry.get("standing") is None:
+            entry.pop("standing", None)
     return json.dumps(data, sort_keys=True, indent=2, ensure_ascii=False, allow_nan=False) + "\n"
 
 
@@ -444,6 +476,12 @@ def entry_from_measurement(measurement: Measurement, *, run_id: str | None = Non
         "tolerance": measurement.tolerance,
         "fingerprint": measurement.fingerprint.model_dump(mode="json"),
     }
+    if measurement.escalation is not None:
+        standing = measurement.escalation.standing
+        raw["standing"] = {
+            "fingerprint": standing.fingerprint.model_dump(mode="json"),
+            "scores": [s.score for s in sorted(standing.samples, key=lambda s: s.index)],
+        }
     if run_id is not None or measurement.artifact_sha256 is not None:
         raw["sources"] = [{"run": run_id, "artifact_sha256": measurement.artifact_sha256}]
     return BaselineEntry.model_validate(_round_floats(raw))

@@ -108,6 +108,10 @@ class ItemComparison(_DriftFields):
     item_id: str
     dimension: str
     nodeid: str
+    compared_on: Literal["standing_judge"] | None = Field(
+        default=None,
+        description="escalated in one session only: compared on the standing judge's scores both hold",
+    )
     baseline_n: int | None = None
     baseline_sessions: int | None = Field(default=None, description="sessions the baseline entry pools")
     now_n: int | None = None
@@ -191,6 +195,28 @@ def _history_of(ids: Sequence[str], history: History) -> SessionHistory | None:
     return session_history(rows) if rows else None
 
 
+def _on_shared_ruler(entries: dict[str, BaselineEntry], measured: dict[str, Measurement]) -> set[str]:
+    """Items escalated in one session only, compared on the judge both sessions hold: the standing one.
+
+    An escalated measurement (and an escalated baseline entry) keeps the standing judge's scores next
+    to the stronger judge's. When the baseline entry was measured by today's standing judge, or holds
+    standing scores under today's ruler, the two are paired on the standing judge: one ruler, so the
+    difference is a drift. Swaps ``entries`` / ``measured`` to those views in place; anything else
+    with differing fingerprints stays not comparable."""
+    swapped: set[str] = set()
+    for item_id, m in measured.items():
+        entry = entries.get(item_id)
+        if entry is None or entry.fingerprint == m.fingerprint:
+            continue
+        if m.escalation is not None and m.escalation.standing.fingerprint == entry.fingerprint:
+            measured[item_id] = m.escalation.standing  # escalated now, not in the baseline session
+            swapped.add(item_id)
+        elif entry.standing is not None and entry.standing.fingerprint == m.fingerprint:
+            entries[item_id] = entry.on_standing_judge()  # escalated in the baseline session, not now
+            swapped.add(item_id)
+    return swapped
+
+
 def compare(
     baseline: BaselineFile | None,
     measurements: Sequence[Measurement],
@@ -240,8 +266,9 @@ def _compare(
     var_floors: Mapping[str, float],
     history: History | None,
 ) -> Comparison:
-    entries: dict[str, BaselineEntry] = baseline.entries if baseline is not None else {}
+    entries: dict[str, BaselineEntry] = dict(baseline.entries) if baseline is not None else {}
     measured = {m.item_id: m for m in measurements if m.samples}
+    on_standing = _on_shared_ruler(entries, measured)
     items: dict[str, ItemComparison] = {}
     fingerprint_changes: dict[str, dict[str, Any]] = {}
     by_dimension: dict[str, list[str]] = {}
@@ -258,6 +285,8 @@ def _compare(
             "now_ci": (m.ci_low, m.ci_high),
             "now_n": len(m.samples),
         }
+        if item_id in on_standing:
+            common["compared_on"] = "standing_judge"
         entry = entries.get(item_id)
         if entry is None:
             items[item_id] = ItemComparison(verdict="new", **common)

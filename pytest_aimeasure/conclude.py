@@ -38,10 +38,35 @@ def _floor_breach(m: Measurement, nodeid: str) -> Finding:
     )
 
 
+def _escalated(m: Measurement, nodeid: str) -> Finding:
+    assert m.escalation is not None
+    w = m.escalation.standing
+    return Finding(
+        kind="escalated",
+        severity="info",
+        subject=m.item_id,
+        nodeid=nodeid,
+        message=(
+            f"{m.dimension}: escalated to {m.fingerprint.model} ({m.escalation.reason_text}): the "
+            f"standing judge {w.fingerprint.model} scored mean {w.mean:.2f} (samples "
+            f"{', '.join(map(str, w.scores))}), the stronger judge {m.mean:.2f} (samples "
+            f"{', '.join(map(str, m.scores))}); the stronger judge's mean decides the floor verdict and "
+            "goes to the baseline"
+        ),
+        excerpt=m.excerpt,
+        detail={
+            "reasons": list(m.escalation.reasons),
+            "standing": {"model": w.fingerprint.model, "mean": round(w.mean, 4), "scores": w.scores},
+            "escalated": {"model": m.fingerprint.model, "mean": round(m.mean, 4), "scores": m.scores},
+        },
+    )
+
+
 def _floor_and_error_findings(state: SessionState) -> list[Finding]:
     out: list[Finding] = []
     for result in state.results.values():
         out += [_floor_breach(m, result.nodeid) for m in result.measurements if m.breached]
+        out += [_escalated(m, result.nodeid) for m in result.measurements if m.escalation is not None]
         if result.judge_error:
             out.append(
                 Finding(

@@ -3,40 +3,52 @@ what it declares it measures, and the order that puts each artifact's gates befo
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Callable, Mapping
+from typing import Any, NamedTuple
 
 import pytest
 
 from pytest_aimeasure.keys import item_nodeid
-from pytest_aimeasure.sampling import Samples, samples_problem
+from pytest_aimeasure.sampling import SamplePlan, Samples, call_range, samples_problem
 
 __all__ = [
     "DIMENSION_KWARGS",
     "MARKER_LINES",
+    "PlannedItem",
     "calibration_marker_problem",
     "declared_dimensions",
     "item_kind",
+    "judge_marker_problem",
     "marker_problem",
     "order_gates_first",
+    "planned_items",
 ]
 
 MARKER_LINES = (
     "gate(*, phase=None): a hard, deterministic check of an artifact; when it fails, the dimensions "
     "of the same artifact are skipped and the judge is never called for them.",
-    "dimension(name, *, floor=3.0, samples=None, tolerance=0.5, rubric=None, phase=None): a quality "
-    "graded 1-5 by the LLM judge against a floor (needs --ai-judge); samples='auto' samples adaptively.",
+    "dimension(name, *, floor=3.0, samples=None, tolerance=0.5, rubric=None, phase=None, judge=None, "
+    "escalate=None): a quality graded 1-5 by the LLM judge against a floor (needs --ai-judge); "
+    "samples='auto' samples adaptively; judge= overrides --judge-model for this dimension, escalate= "
+    "names a stronger model that re-judges an item whose samples disagree by 2+ points or straddle "
+    "the floor.",
 )
 """The ``markers`` ini lines (``pytest --markers``)."""
 
 DIMENSION_KWARGS = (
-    *("floor", "samples", "tolerance", "rubric", "phase"),
+    *("floor", "samples", "tolerance", "rubric", "phase", "judge", "escalate"),
     *("anchors", "min_kappa", "max_abs_bias"),  # calibration
 )
 
 
-def marker_problem(item: pytest.Item) -> str | None:
-    """Why the item's aimeasure markers are invalid, or None."""
+ModelCheck = Callable[[str], "str | None"]
+"""Why a judge model string cannot be used (unknown provider, with a suggestion), or None."""
+
+
+def marker_problem(item: pytest.Item, model_problem: ModelCheck | None = None) -> str | None:
+    """Why the item's aimeasure markers are invalid, or None. ``model_problem`` checks the
+    dimension's ``judge=`` and ``escalate=`` models as the session's judge is checked (the caller
+    passes it when judging: this ground module knows no backend)."""
     dims = list(item.iter_markers("dimension"))
     gates = list(item.iter_markers("gate"))
     if dims and gates:
@@ -75,7 +87,32 @@ def marker_problem(item: pytest.Item) -> str | None:
         value = mark.kwargs.get(key)
         if value is not None and not (isinstance(value, str) and value.strip()):
             return f"@pytest.mark.dimension {key}={value!r} must be a non-empty string"
+    problem = judge_marker_problem(mark.kwargs, model_problem)
+    if problem is not None:
+        return problem
     return calibration_marker_problem(mark.kwargs)
+
+
+def judge_marker_problem(kwargs: Mapping[str, Any], model_problem: ModelCheck | None) -> str | None:
+    """Why the marker's judge=/escalate= models are invalid."""
+    for key in ("judge", "escalate"):
+        value = kwargs.get(key)
+        if value is None:
+            continue
+        if not (isinstance(value, str) and value.strip() and value == value.strip()):
+            return (
+                f"@pytest.mark.dimension {key}={value!r} must be a judge model string, e.g. "
+                f"{key}='anthropic/claude-opus-4-1'"
+            )
+        problem = model_problem(value) if model_problem is not None else None
+        if problem is not None:
+            return f"@pytest.mark.dimension {key}={value!r}: {problem}"
+    if kwargs.get("escalate") is not None and kwargs.get("escalate") == kwargs.get("judge"):
+        return (
+            f"@pytest.mark.dimension escalate={kwargs['escalate']!r} is the dimension's own judge: name a "
+            "stronger model to escalate to"
+        )
+    return None
 
 
 def calibration_marker_problem(kwargs: Mapping[str, Any]) -> str | None:
@@ -137,11 +174,40 @@ def order_gates_first(items: list[pytest.Item]) -> None:
     items[:] = ordered
 
 
-def declared_dimensions(item: pytest.Item, samples: Samples) -> list[tuple[str, str]]:
-    """(node id, dimension) of each item the test declares it measures (marker or suite)."""
+class PlannedItem(NamedTuple):
+    """One item a test will measure, as the dry run plans it: from ``fewest`` to ``most`` judge calls
+    (equal for a fixed N; the plan's range under ``samples="auto"``) with ``judge`` (None: the
+    session's model), and at worst ``most`` again with ``escalate``."""
+
+    nodeid: str
+    dimension: str
+    fewest: int
+    most: int
+    judge: str | None = None
+    escalate: str | None = None
+
+
+def planned_items(item: pytest.Item, samples: Samples, plan: SamplePlan) -> list[PlannedItem]:
+    """The items a test will measure (marker or suite), with the calls each plans; ``samples`` is the
+    session's setting, ``plan`` its adaptive plan."""
     mark = item.get_closest_marker("dimension")
     if mark is not None:
-        return [(item_nodeid(item), str(mark.args[0]))]
+        fewest, most = call_range(mark.kwargs.get("samples") or samples, plan)
+        return [
+            PlannedItem(
+                item_nodeid(item),
+                str(mark.args[0]),
+                fewest,
+                most,
+                mark.kwargs.get("judge"),
+                mark.kwargs.get("escalate"),
+            )
+        ]
     if hasattr(item, "dimension_items"):
-        return [(nodeid, dimension) for nodeid, dimension, *_ in item.dimension_items(samples)]
+        return list(item.dimension_items(samples, plan))
     return []
+
+
+def declared_dimensions(item: pytest.Item, samples: Samples) -> list[tuple[str, str]]:
+    """(node id, dimension) of each item the test declares it measures (marker or suite)."""
+    return [(p.nodeid, p.dimension) for p in planned_items(item, samples, SamplePlan())]

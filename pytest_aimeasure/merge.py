@@ -32,29 +32,37 @@ class MergeError(Exception):
     """The shards cannot be merged; the message names the shard files and what differs."""
 
 
-def _rulers(results: SessionResults) -> list[Fingerprint]:
-    out: list[Fingerprint] = []
+def _rulers(results: SessionResults) -> list[tuple[tuple[str, str], Fingerprint]]:
+    """Each dimension's ruler: its standing judge's, and the one its escalated items were judged with
+    (a dimension may have its own judge; escalation depends on the samples, not on the shard)."""
+    out: list[tuple[tuple[str, str], Fingerprint]] = []
     for item in results.items:
         for m in item.measurements:
-            r = m.fingerprint.ruler()
-            if r not in out:
-                out.append(r)
+            found = [(("standing" if m.escalation is None else "escalated"), m.fingerprint)]
+            if m.escalation is not None:
+                found.append(("standing", m.escalation.standing.fingerprint))
+            for role, fp in found:
+                entry = ((m.dimension, role), fp.ruler())
+                if entry not in out:
+                    out.append(entry)
     return out
 
 
 def _check_rulers(shards: Sequence[tuple[str, SessionResults]]) -> None:
-    reference: tuple[str, Fingerprint] | None = None
+    references: dict[tuple[str, str], tuple[str, Fingerprint]] = {}
     for name, results in shards:
-        for fp in _rulers(results):
+        for key, fp in _rulers(results):
+            reference = references.get(key)
             if reference is None:
-                reference = (name, fp)
+                references[key] = (name, fp)
                 continue
             fields = reference[1].differences(fp)
             if fields:
                 what = ", ".join(f"{f} ({getattr(reference[1], f)!r} vs {getattr(fp, f)!r})" for f in fields)
                 raise MergeError(
-                    f"shard {name} was judged with a different judge fingerprint than {reference[0]}: "
-                    f"{what}; shards of one session must use one judge (re-run the odd shard)"
+                    f"shard {name} was judged with a different judge fingerprint than {reference[0]} "
+                    f"(dimension {key[0]!r}): {what}; shards of one session must use the same judges "
+                    "(re-run the odd shard)"
                 )
 
 

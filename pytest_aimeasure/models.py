@@ -186,6 +186,10 @@ class Measurement(BaseModel):
     ci_high: float
     confidence: float = 0.95
     fingerprint: Fingerprint
+    judge: str | None = None
+    """The judge model string that measured it (a dimension's ``judge=``, the escalation model, else
+    ``--judge-model``), so the item can be judged again by the same judge (attribution). Absent in
+    records written before per-dimension judges."""
     artifact_key: str | None = None
     artifact_sha256: str | None = None
     excerpt: str = ""
@@ -194,6 +198,9 @@ class Measurement(BaseModel):
     """Set when the item pooled several generation repeats (``repeats=K``)."""
     adaptive: AdaptiveRecord | None = None
     """Set when the item was sampled adaptively (``samples="auto"``): why it stopped where it did."""
+    escalation: Escalation | None = None
+    """Set when the standing judge's samples were unsettled and a stronger model re-judged the item
+    (``escalate=``): this measurement is the stronger judge's; the standing judge's is kept here."""
 
     @property
     def scores(self) -> list[int]:
@@ -227,6 +234,33 @@ class Measurement(BaseModel):
         return float(sum(c for c in costs if c is not None))
 
 
+class Escalation(BaseModel):
+    """Why an item was re-judged by a stronger model, and the standing judge's measurement of it.
+
+    The stronger judge's measurement is the item's: it decides the floor verdict and goes to the
+    baseline. The standing judge's is kept (``standing``, without the artifact excerpt and facts the
+    item's measurement already holds) so the reports show both means, and so a baseline taken with
+    the standing judge can still be compared on that judge (:mod:`pytest_aimeasure.compare`)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    reasons: list[Literal["disagreement", "straddles_floor"]] = Field(min_length=1)
+    spread: int = Field(ge=0, description="max - min of the standing judge's scores")
+    standing: Measurement
+
+    @property
+    def reason_text(self) -> str:
+        """'samples disagree by 2 points; samples straddle the floor 3'."""
+        parts = []
+        if "disagreement" in self.reasons:
+            parts.append(f"samples disagree by {self.spread} points")
+        if "straddles_floor" in self.reasons:
+            parts.append(f"samples straddle the floor {self.standing.floor:g}")
+        return "; ".join(parts)
+
+
+Measurement.model_rebuild()
+
 FindingKind = Literal[
     "floor_breach",
     "floor_warning",
@@ -250,6 +284,7 @@ FindingKind = Literal[
     "judge_bias",
     "cache",
     "attribution",
+    "escalated",
 ]
 
 

@@ -97,6 +97,11 @@ class MeasurePlugin:
         self._logging_failures = False
 
     # -- collection ------------------------------------------------------------------------------
+    @property
+    def _model_check(self) -> Callable[[str], str | None] | None:
+        """A dimension's judge=/escalate= models are checked like --judge-model, when judging."""
+        return self.state.model_problem if self.state.judging else None
+
     @pytest.hookimpl(wrapper=True)
     def pytest_pycollect_makeitem(
         self, collector: pytest.Collector, name: str, obj: object
@@ -105,7 +110,7 @@ class MeasurePlugin:
         made = result if isinstance(result, list) else [result]
         for item in made:
             if isinstance(item, pytest.Item):
-                problem = marker_problem(item)
+                problem = marker_problem(item, self._model_check)
                 if problem:
                     raise pytest.Collector.CollectError(f"{item.nodeid}: {problem}")
         return result
@@ -115,7 +120,7 @@ class MeasurePlugin:
         self, config: pytest.Config, items: list[pytest.Item]
     ) -> Generator[None, None, None]:
         for item in items:
-            problem = marker_problem(item)  # items from non-Python collectors (suite files) too
+            problem = marker_problem(item, self._model_check)  # non-Python collectors' items too
             if problem:
                 raise pytest.UsageError(f"{item.nodeid}: {problem}")
         yield

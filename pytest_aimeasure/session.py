@@ -20,6 +20,7 @@ __all__ = ["Outcome", "SessionFailure", "SessionState", "Settings"]
 
 if TYPE_CHECKING:
     from pytest_aimeasure.judge.engine import JudgeEngine
+    from pytest_aimeasure.markers import PlannedItem
     from pytest_aimeasure.models import Finding, ItemResult, Measurement
     from pytest_aimeasure.pipeline import Pipeline
     from pytest_aimeasure.recording import Recording
@@ -36,8 +37,8 @@ class SessionState:
         self.results: dict[str, ItemResult] = {}
         self.collected: set[str] | None = None  # None: not known (an xdist controller before collection)
         self.failed_collectors: list[str] = []
-        self.dimension_items: list[tuple[str, str, int, int]] = []
-        """(node id, dimension, fewest calls, most calls) of each collected item, for the dry run."""
+        self.dimension_items: list[PlannedItem] = []
+        """Each collected item with its fewest and most calls and its judges, for the dry run."""
         self.outcome: Outcome | None = None
         self.recording: Recording | None = None
         self.worker_spend: list[dict[str, Any]] = []
@@ -54,6 +55,9 @@ class SessionState:
         self.var_floors: dict[str, float] = {}
         self.calibration_run: Any = None
         self.pipeline: Pipeline | None = None  # this process's held dimension tests (--judge-pipeline)
+        self._model_problems: dict[str, str | None] = {}
+        self.judges: dict[str, str] = {}
+        """Dimension -> its own judge model (``judge=``), for the dimensions collected."""
 
     @classmethod
     def from_config(cls, config: pytest.Config) -> SessionState:
@@ -121,11 +125,15 @@ class SessionState:
         plan = self.settings.sample_plan
         baseline = self._baseline_for_sampling()
         entry = baseline.entries.get(item_id) if baseline is not None else None
-        reference = (
-            Reference(tuple(tuple(g) for g in entry.session_scores()), entry.fingerprint)
-            if entry is not None
-            else None
-        )
+        reference = None
+        if entry is not None:
+            standing = (  # an escalated entry: its standing judge's scores, for that judge's looks
+                Reference(((*entry.standing.scores,),), entry.standing.fingerprint)
+                if entry.standing is not None
+                else None
+            )
+            sessions = tuple(tuple(g) for g in entry.session_scores())
+            reference = Reference(sessions, entry.fingerprint, standing)
         return {"samples": plan.maximum, "adaptive": plan, "reference": reference}
 
     def _baseline_for_sampling(self) -> Any:
@@ -223,6 +231,7 @@ class SessionState:
             judge_model=s.model,
             fail=s.calibrate == "fail",
             item_probes=item_probes,
+            judges=self.judges,
         )
 
     def _warm_sdk(self) -> None:
@@ -247,6 +256,20 @@ class SessionState:
 
         self._warm_thread = threading.Thread(target=load, name="aimeasure-warm-sdk", daemon=True)
         self._warm_thread.start()
+
+    def model_problem(self, model: str) -> str | None:
+        """Why a dimension's ``judge=`` / ``escalate=`` model cannot judge in this session, or None:
+        the checks ``--judge-model`` gets (a plugin's ``pytest_aimeasure_make_backend`` may serve it)."""
+        if model not in self._model_problems:
+            from pytest_aimeasure.judge.resolve import model_problem
+
+            config = self.config
+
+            def claimed(name: str) -> bool:
+                return config.hook.pytest_aimeasure_make_backend(model=name, config=config) is not None
+
+            self._model_problems[model] = model_problem(model, claimed)
+        return self._model_problems[model]
 
     def workerinput(self) -> dict[str, Any]:
         return self.recording.workerinput() if self.recording is not None else {}
@@ -326,22 +349,37 @@ class SessionState:
         if spend:
             self.worker_spend.append(spend)
         self.anchor_refs += output.get("aimeasure_anchor_refs", [])
+        judges = output.get("aimeasure_judges") or {}
+        if judges and not judges.items() <= self.judges.items():
+            self.judges.update(judges)  # the controller of xdist collects nothing: the workers know
+            if self.stored_calibration is not None:
+                from pytest_aimeasure.calibrate.file import var_floors
+
+                self.var_floors = dict(var_floors(self.stored_calibration, self.settings.model, self.judges))
         if self.recording is not None:
             self.recording.add_problems(list(output.get("aimeasure_problems", [])))
 
     # -- collection and reports ------------------------------------------------------------------
     def note_collected(self, items: list[pytest.Item]) -> None:
         from pytest_aimeasure.keys import item_nodeid
+        from pytest_aimeasure.markers import planned_items
 
         self.collected = {item_nodeid(i) for i in items}
         self.dimension_items = []
-        for item in items:
-            mark = item.get_closest_marker("dimension")
-            if mark is not None:
-                low, high = self.settings.calls(mark.kwargs.get("samples"))
-                self.dimension_items.append((item_nodeid(item), mark.args[0], low, high))
-            elif hasattr(item, "dimension_items"):  # a suite item measures several dimensions
-                self.dimension_items += item.dimension_items(self.settings.samples, self.settings.sample_plan)
+        for item in items:  # a suite item measures several dimensions
+            self.dimension_items += planned_items(item, self.settings.samples, self.settings.sample_plan)
+        self.judges = {p.dimension: p.judge for p in self.dimension_items if p.judge}
+        if self.judging and not self.dry_run and self.settings.budget_usd is not None:
+            from pytest_aimeasure.recording import Recording
+
+            # A dimension's own judge and its escalation model are bounded by the budget too.
+            for model in sorted({m for p in self.dimension_items for m in (p.judge, p.escalate) if m}):
+                Recording.check_budget_prices(model)
+        if self.stored_calibration is not None and self.judges:
+            from pytest_aimeasure.calibrate.file import var_floors
+
+            # A dimension's measured noise belongs to the judge that measured it: its own judge's.
+            self.var_floors = dict(var_floors(self.stored_calibration, self.settings.model, self.judges))
         if self.settings.calibrate:
             self._note_anchor_refs(items)
 
@@ -350,6 +388,7 @@ class SessionState:
         from pytest_aimeasure.calibrate.anchors import AnchorError
         from pytest_aimeasure.calibrate.runner import planned_calls
         from pytest_aimeasure.calibrate.targets import marker_ref
+        from pytest_aimeasure.markers import PlannedItem
 
         self.anchor_refs = []
         for item in items:
@@ -373,7 +412,9 @@ class SessionState:
             for t in targets:
                 n = s.fixed_samples
                 items_of_t = planned_calls([t], n, s.judge_bias) // n
-                self.dimension_items += [(f"anchors::{t.dimension}", t.dimension, n, n)] * items_of_t
+                self.dimension_items += [
+                    PlannedItem(f"anchors::{t.dimension}", t.dimension, n, n, t.judge)
+                ] * items_of_t
 
     def dry_run_attribution_calls(self) -> dict[str, int]:
         """Dimension → re-judge calls ``--aimeasure-attribute`` would make at most (``--judge-dry-run``)."""
@@ -461,7 +502,8 @@ class SessionState:
             return None
         from pytest_aimeasure.calibrate.file import staleness
 
-        if staleness(c, [m.fingerprint], self.settings.model):
+        standing = m.escalation.standing if m.escalation is not None else m  # calibrated: the standing judge
+        if staleness(c, [standing.fingerprint], self.judges.get(m.dimension, self.settings.model)):
             return "stale"
         return "calibrated" if c.passed else "uncalibrated"
 
@@ -494,6 +536,7 @@ class SessionState:
             if self._engine is not None:
                 self.config.workeroutput["aimeasure_spend"] = self._engine.spend.as_dict()  # type: ignore[attr-defined]
             self.config.workeroutput["aimeasure_anchor_refs"] = self.anchor_refs  # type: ignore[attr-defined]
+            self.config.workeroutput["aimeasure_judges"] = self.judges  # type: ignore[attr-defined]
             if self.recording is not None:
                 self.config.workeroutput["aimeasure_problems"] = self.recording.problems()  # type: ignore[attr-defined]
             return

@@ -101,12 +101,16 @@ def staleness(
     return reasons
 
 
-def var_floors(calibration: CalibrationFile | None, judge_model: str | None) -> Mapping[str, float]:
-    """Measured variance floors of dimensions calibrated with enough anchors under this judge model."""
+def var_floors(
+    calibration: CalibrationFile | None, judge_model: str | None, judges: Mapping[str, str] | None = None
+) -> Mapping[str, float]:
+    """Measured variance floors of dimensions calibrated with enough anchors under the judge model
+    that judges them now (``judges``: a dimension's own ``judge=``, else ``judge_model``)."""
     if calibration is None:
         return {}
+    judges = judges or {}
     return {
         name: c.repeatability.var_floor
         for name, c in calibration.dimensions.items()
-        if c.repeatability.var_floor is not None and c.judge_model == judge_model
+        if c.repeatability.var_floor is not None and c.judge_model == judges.get(name, judge_model)
     }

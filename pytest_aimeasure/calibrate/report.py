@@ -25,15 +25,18 @@ def summarise(
     judge_model: str | None,
     fail: bool,
     item_probes: Mapping[str, ProbeResult] | None = None,
+    judges: Mapping[str, str] | None = None,
 ) -> tuple[dict[str, Any], list[Finding]]:
     """The calibration summary by dimension (JSON-ready) and its findings.
 
     A dimension is reported when it was calibrated now, or when it was measured now and a stored
     calibration exists for it, or when ``item_probes`` (the order probe on its test items) has it.
+    ``judges``: a dimension's own judge model (``judge=``), else ``judge_model``. A calibration
+    describes the standing judge: an escalated item is read through its standing measurement.
     """
     by_dim: dict[str, list[Measurement]] = {}
     for m in measurements:
-        by_dim.setdefault(m.dimension, []).append(m)
+        by_dim.setdefault(m.dimension, []).append(m.escalation.standing if m.escalation is not None else m)
     summary: dict[str, Any] = {}
     findings: list[Finding] = []
     names = set(fresh) | set(errors) | ({n for n in by_dim if n in stored.dimensions} if stored else set())
@@ -73,9 +76,8 @@ def summarise(
             continue
         c = fresh.get(name) or (stored.dimensions[name] if stored else None)
         assert c is not None
-        stale = (
-            [] if name in fresh else staleness(c, [m.fingerprint for m in by_dim.get(name, [])], judge_model)
-        )
+        prints = [m.fingerprint for m in by_dim.get(name, [])]
+        stale = [] if name in fresh else staleness(c, prints, (judges or {}).get(name, judge_model))
         scores = [m.mean for m in by_dim.get(name, [])]
         entry: dict[str, Any] = {
             "status": "stale" if stale else ("calibrated" if c.passed else "uncalibrated"),

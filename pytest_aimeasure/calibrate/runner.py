@@ -37,6 +37,8 @@ class CalibrationTarget:
     anchors: list[Anchor]
     files: list[str]
     thresholds: Thresholds = field(default_factory=Thresholds)
+    judge: str | None = None
+    """The dimension's own judge model (``judge=``); None: the session's."""
 
 
 @dataclass
@@ -61,6 +63,7 @@ def _spec(target: CalibrationTarget, anchor: Anchor, samples: int, text: str, va
         samples=samples,
         floor=1.0,
         facts=anchor.facts,
+        judge=target.judge,
     )
 
 
@@ -116,7 +119,7 @@ async def acalibrate(
             target,
             {k: m.scores for k, m in plain.items()},
             fingerprint=fingerprint,
-            judge_model=judge_model,
+            judge_model=target.judge or judge_model,
             padded={k: m.scores for k, m in by_variant["padded"].items()} if probes else None,
             reversed_={k: m.scores for k, m in by_variant["reversed"].items()} if probes else None,
         )

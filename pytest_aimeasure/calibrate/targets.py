@@ -15,7 +15,7 @@ from pytest_aimeasure.calibrate.results import Thresholds
 from pytest_aimeasure.calibrate.runner import CalibrationTarget
 
 AnchorRef = dict[str, Any]
-"""{"dimension", "files": [absolute paths], "rubric", "min_kappa", "max_abs_bias", "source"}."""
+"""{"dimension", "files": [absolute paths], "rubric", "min_kappa", "max_abs_bias", "judge", "source"}."""
 
 
 def marker_ref(
@@ -30,6 +30,7 @@ def marker_ref(
         "rubric": kwargs.get("rubric"),
         "min_kappa": kwargs.get("min_kappa"),
         "max_abs_bias": kwargs.get("max_abs_bias"),
+        "judge": kwargs.get("judge"),
         "source": source,
     }
 
@@ -43,7 +44,7 @@ def merge_refs(refs: Iterable[AnchorRef]) -> dict[str, AnchorRef]:
             merged[ref["dimension"]] = {**ref, "files": sorted(set(ref["files"]))}
             continue
         have["files"] = sorted(set(have["files"]) | set(ref["files"]))
-        for key in ("rubric", "min_kappa", "max_abs_bias"):
+        for key in ("rubric", "min_kappa", "max_abs_bias", "judge"):
             if have.get(key) is None:
                 have[key] = ref.get(key)
     return merged
@@ -128,6 +129,7 @@ def build_targets(
                     min_kappa=float(kappa) if kappa is not None else min_kappa,
                     max_abs_bias=float(bias) if bias is not None else max_abs_bias,
                 ),
+                judge=ref.get("judge"),
             )
         )
     return targets

@@ -79,6 +79,18 @@ class Reference:
 
     sessions: tuple[tuple[int, ...], ...]
     fingerprint: Fingerprint
+    standing: Reference | None = None
+    """An escalated entry's standing-judge scores (``escalate=``): the reference of today's standing
+    judge, as the comparison pairs the two on that judge."""
+
+    def under(self, fingerprint: Fingerprint) -> Reference | None:
+        """The scores taken with ``fingerprint`` (the entry's, or an escalated entry's standing judge's),
+        or None: another ruler, which the comparison calls "not comparable", never drift."""
+        if self.fingerprint == fingerprint:
+            return self
+        if self.standing is not None and self.standing.fingerprint == fingerprint:
+            return self.standing
+        return None
 
 
 def spending(fraction: float, alpha: float = STOP_ALPHA) -> float:

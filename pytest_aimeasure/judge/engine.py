@@ -45,6 +45,7 @@ from pytest_aimeasure.judge.backends.base import (
     ProviderRejection,
     RateLimited,
 )
+from pytest_aimeasure.judge.escalate import with_escalation
 from pytest_aimeasure.judge.limits import MAX_COOLDOWN_S, ProviderLimit, backoff_s
 from pytest_aimeasure.judge.prompt import (
     JudgePrompt,
@@ -167,6 +168,11 @@ class ItemSpec:
     """The item's baseline entry, for adaptive sampling's drift decision."""
     floor_applies: bool = True
     """False when ``judge.score`` was given no floor outside a dimension test: no floor decision."""
+    judge: str | None = None
+    """The dimension's judge model (``judge=``); None: the session's ``--judge-model``."""
+    escalate: str | None = None
+    """A stronger model that re-judges the item when the standing judge's samples are unsettled
+    (:mod:`pytest_aimeasure.judge.escalate`)."""
 
 
 @dataclass
@@ -360,7 +366,14 @@ class JudgeEngine:
         return self.run(self.ameasure(spec))
 
     async def ameasure(self, spec: ItemSpec) -> Measurement:
-        backend = self.backend()
+        """Measure one item with its judge (the dimension's, else the session's), escalating it to a
+        stronger model when the spec says so and the samples are unsettled."""
+        if spec.escalate is not None:
+            return await with_escalation(spec, self._ameasure_once)
+        return await self._ameasure_once(spec)
+
+    async def _ameasure_once(self, spec: ItemSpec) -> Measurement:
+        backend = self.backend(spec.judge)
         template = self._prompt(spec.dimension)
         fixed, per_item = render_user_parts(
             template, dimension=spec.dimension, rubric=spec.rubric, artifact=spec.artifact, facts=spec.facts
@@ -443,11 +456,13 @@ class JudgeEngine:
         self, spec: ItemSpec, backend: Backend, samples: list[Sample], prompt_hash: str, rubric_hash: str
     ) -> ItemRule:
         """Adaptive sampling's rule for the item, given the samples so far (they tell the ruler)."""
-        reference = spec.reference
-        if reference is not None and reference.fingerprint != self._fingerprint(
-            backend, samples, prompt_hash, rubric_hash
-        ):
-            reference = None  # another ruler: the comparison will say "not comparable", not drift
+        # The backend is the item's own judge (the dimension's ``judge=``, or the escalation model on a
+        # re-judge), so only the baseline scores taken with that judge's ruler are a reference.
+        reference = (
+            spec.reference.under(self._fingerprint(backend, samples, prompt_hash, rubric_hash))
+            if spec.reference is not None
+            else None
+        )
         return ItemRule(
             floor=spec.floor if spec.floor_applies else None,
             tolerance=spec.tolerance,
@@ -498,6 +513,7 @@ class JudgeEngine:
             ci_low=stats.ci_low,
             ci_high=stats.ci_high,
             fingerprint=fingerprint,
+            judge=spec.judge or self.settings.model,
             artifact_key=spec.artifact_key,
             artifact_sha256=artifact_sha,
             excerpt=excerpt(spec.artifact),

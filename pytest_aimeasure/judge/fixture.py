@@ -44,6 +44,15 @@ def floor_message(m: Measurement) -> str:
         f"samples: {scores}",
         *(
             [
+                f"escalated to {m.fingerprint.model} ({e.reason_text}); the standing judge "
+                f"{e.standing.fingerprint.model} scored {', '.join(str(s) for s in e.standing.scores)} "
+                f"(mean {e.standing.mean:.2f})"
+            ]
+            if (e := m.escalation) is not None
+            else []
+        ),
+        *(
+            [
                 f"repeats: {r.k} judged of {r.generated}, means {', '.join(f'{x:.2f}' for x in r.means)}; "
                 f"generation variance {r.var_generation:.3f}, judge variance {r.var_judge:.3f}"
             ]
@@ -166,6 +175,8 @@ class Judge:
             phase=kwargs.get("phase"),
             artifact_key=key,
             artifact_sha256=sha,
+            judge=kwargs.get("judge"),
+            escalate=kwargs.get("escalate"),
             **self._state.sampling(item_id(name, item_nodeid(self._item)), samples or kwargs.get("samples")),
         )
         if record is not None:
@@ -217,7 +228,7 @@ class Judge:
 
     def _warn_self_preference(self, parts: tuple[Any, ...], spec: ItemSpec) -> None:
         """A warning when an artifact was written by the judge's own model family."""
-        judge_model = self._state.settings.model
+        judge_model = spec.judge or self._state.settings.model
         if judge_model is None:
             return
         for part in parts:
@@ -249,6 +260,9 @@ class Judge:
             artifact=join_parts(list(reversed(texts))),
             artifact_key=None,
             artifact_sha256=None,
+            # The judge whose scores the plain measurement holds: the probe never mixes two judges.
+            judge=spec.escalate if plain.escalation is not None else spec.judge,
+            escalate=None,
         )
         try:
             reversed_ = self._state.engine().measure(swapped)

@@ -12,6 +12,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
+from pytest_aimeasure.judge.escalate import with_escalation
 from pytest_aimeasure.repeats import pool
 
 if TYPE_CHECKING:
@@ -30,7 +31,17 @@ async def ameasure_repeats(
     facts_of: Callable[[Artifact], dict[str, Any] | None] | None = None,
 ) -> Measurement:
     """Judge ``repeats`` (``(0-based repeat index, artifact)``, those that passed their gates) and pool
-    them. ``generated`` is how many repeats there were in all."""
+    them. ``generated`` is how many repeats there were in all. Escalation (``spec.escalate``) looks at
+    the pooled samples and re-judges every repeat with the stronger model, so one item never mixes
+    two judges."""
+    if spec.escalate is not None:
+
+        async def pooled(one: ItemSpec) -> Measurement:
+            return await ameasure_repeats(
+                engine, one, repeats, generated=generated, group_key=group_key, facts_of=facts_of
+            )
+
+        return await with_escalation(spec, pooled)
     specs = [
         (
             index,

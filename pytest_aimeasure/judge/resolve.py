@@ -122,6 +122,25 @@ def require_available(model: str) -> str:
     return kind
 
 
+def model_problem(model: str, claimed: Callable[[str], bool] | None = None) -> str | None:
+    """Why ``model`` cannot judge here (not a model string, a provider nobody serves with the closest
+    known names, litellm missing), or None; the check the session's ``--judge-model`` gets, for a
+    dimension's ``judge=`` / ``escalate=``. ``claimed(model)``: a plugin serves it
+    (``pytest_aimeasure_make_backend``), which excuses an unknown provider or a missing litellm."""
+    try:
+        route(model)
+    except ModelError as exc:
+        return str(exc)
+    try:
+        check_provider(model)
+        require_available(model)
+    except ModelError as exc:
+        if claimed is not None and claimed(model):
+            return None
+        return str(exc)
+    return None
+
+
 def build_backend(
     model: str,
     *,

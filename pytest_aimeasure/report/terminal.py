@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     import pytest
 
     from pytest_aimeasure.compare import DimensionComparison, ItemComparison
+    from pytest_aimeasure.markers import PlannedItem
     from pytest_aimeasure.models import ItemResult
     from pytest_aimeasure.report.summary import SessionSummary
     from pytest_aimeasure.settings import Settings
@@ -169,8 +170,16 @@ def _spend_line(summary: SessionSummary) -> str:
         )
     elif spend.get("transport_retries"):
         pressure += f", {spend['transport_retries']} calls retried"
+    # A dimension's own judge (judge=) and the models items escalated to are judges of this session too.
+    models = [summary.settings.model] if summary.settings.model else []
+    for item in summary.results.items:
+        for m in item.measurements:
+            for one in (m, m.escalation.standing if m.escalation is not None else None):
+                if one is not None and one.judge and one.judge not in models:
+                    models.append(one.judge)
+    judges = f"judge {models[0]}" if len(models) == 1 else f"judges {', '.join(models) or '(none)'}"
     return (
-        f"judge {summary.settings.model}: {spend['calls']} calls, {spend['cached']} samples reused, "
+        f"{judges}: {spend['calls']} calls, {spend['cached']} samples reused, "
         f"{spend['retries']} retries, {spend['input_tokens']:,} tokens in{cache} / "
         f"{spend['output_tokens']:,} out, {cost_text}{pressure}"
     )
@@ -380,7 +389,10 @@ def item_lines(summary: SessionSummary) -> list[str]:
                 verdict = "not compared (--aimeasure-drift=off)"
             if m.mean < m.floor:
                 verdict = f"below the floor {m.floor:g}; {verdict}"
-            rows.append([m.item_id, _fmt_ci(m.mean, (m.ci_low, m.ci_high)), str(m.n), verdict])
+            mean = _fmt_ci(m.mean, (m.ci_low, m.ci_high))
+            if m.escalation is not None:
+                mean += f" (escalated from {m.escalation.standing.mean:.2f})"
+            rows.append([m.item_id, mean, str(m.n), verdict])
     if not rows:
         return []
     return ["", "Items measured:", *_table(rows, ["item", "mean (95% CI)", "n", "verdict"], _item_colour)]
@@ -545,7 +557,7 @@ def next_steps(summary: SessionSummary, new_count: int) -> list[str]:
 def write_dry_run(
     config: pytest.Config,
     settings: Settings,
-    items: list[tuple[str, str, int, int]],
+    items: list[PlannedItem],
     attribution: Mapping[str, int] | None = None,
 ) -> None:
     """The dry run's plan: what would be judged, how many calls, what it would cost."""
@@ -557,38 +569,61 @@ def write_dry_run(
 
 def dry_run_lines(
     settings: Settings,
-    items: list[tuple[str, str, int, int]],
+    items: list[PlannedItem],
     attribution: Mapping[str, int] | None = None,
 ) -> list[str]:
-    """Under ``samples="auto"`` an item takes from the plan's minimum to its maximum calls: the plan
-    shows that range ("30..90 judge calls") and the cost of both ends. ``attribution``: dimension → the
-    re-judge calls of ``--aimeasure-attribute`` at most (shown, and priced, apart: they are made only
-    for dimensions that drift or are not comparable)."""
-    low = sum(lo for _, _, lo, _ in items)
-    high = sum(hi for _, _, _, hi in items)
-    per_dim: dict[str, list[int]] = {}
-    for _, dim, lo, hi in items:
-        counts = per_dim.setdefault(dim, [0, 0])
-        counts[0] += lo
-        counts[1] += hi
-    model = settings.model or "(no judge model configured)"
+    """The plan: calls per dimension, and per judge model (a dimension's ``judge=``) with its cost.
+    Under ``samples="auto"`` an item takes from the plan's minimum to its maximum calls: the plan
+    shows that range ("30..90 judge calls") and the cost of both ends. Escalations are counted as a
+    worst case: every item with ``escalate=`` re-judged with its most calls again (the same fixed N,
+    or the plan's maximum under ``auto``). ``attribution``: dimension -> the re-judge calls of
+    ``--aimeasure-attribute`` at most, shown and priced apart (they are made only for dimensions that
+    drift or are not comparable), each at its dimension's judge's price."""
+    from pytest_aimeasure.cost import estimate_call_usd
+
+    default = settings.model or "(no judge model configured)"
     rejudge = dict(attribution or {})
+    low = sum(p.fewest for p in items)
+    high = sum(p.most for p in items)
+    escalations = sum(p.most for p in items if p.escalate)
+    per_dim: dict[str, list[int]] = {}
+    dim_judge: dict[str, str] = {}
+    # model -> [fewest standing calls, most standing calls, escalation calls at most]
+    per_model: dict[str, list[int]] = {}
+    for p in items:
+        counts = per_dim.setdefault(p.dimension, [0, 0])
+        counts[0] += p.fewest
+        counts[1] += p.most
+        dim_judge.setdefault(p.dimension, p.judge or default)
+        standing = per_model.setdefault(p.judge or default, [0, 0, 0])
+        standing[0] += p.fewest
+        standing[1] += p.most
+        if p.escalate:
+            per_model.setdefault(p.escalate, [0, 0, 0])[2] += p.most
+
+    models = ", ".join(m for m, (_, most, _) in per_model.items() if most) or default
     adaptive = (
         f"; samples auto: {settings.sample_plan.minimum}..{settings.sample_plan.maximum} calls an item, "
         "stopping when the item's decisions are settled"
         if low != high
         else ""
     )
-    lines = [
-        f"aimeasure dry run: {len(items)} dimension items, {_span(low, high)} judge calls with "
-        f"{model}{adaptive}"
-    ]
+    head = f"aimeasure dry run: {len(items)} dimension items, {_span(low, high)} judge calls with {models}"
+    if escalations:
+        head += f", and up to {escalations} escalation calls"
+    priced = set(per_model) | {dim_judge.get(d, default) for d in rejudge}
+    prices: dict[str, float | None] = {
+        m: (_estimate_one(m, estimate_call_usd) if m != default or settings.model is not None else None)
+        for m in priced
+    }
+    unpriced = sorted(m for m, one in prices.items() if one is None)
+    # A fixed N has one cost (at most, with escalations); auto spans its fewest to its most calls.
+    cheapest = sum(
+        (prices[m] or 0.0) * (fewest if adaptive else fewest + e) for m, (fewest, _, e) in per_model.items()
+    )
+    dearest = sum((prices[m] or 0.0) * (most + e) for m, (_, most, e) in per_model.items())
     rows: list[tuple[str | int, ...]]
     if settings.attribute:
-        lines.append(
-            f"--aimeasure-attribute: up to {sum(rejudge.values())} more calls re-judging the baseline's "
-            "stored artifacts (only of dimensions that regress, improve or are not comparable)"
-        )
         rows = []
         for d in sorted(set(per_dim) | set(rejudge)):
             lo, hi = per_dim.get(d, [0, 0])
@@ -597,9 +632,46 @@ def dry_run_lines(
     else:
         rows = [(dim, _span(lo, hi)) for dim, (lo, hi) in sorted(per_dim.items())]
         headers = ["dimension", "calls"]
+    lines = [head + adaptive]
+    if settings.attribute:
+        lines.append(
+            f"--aimeasure-attribute: up to {sum(rejudge.values())} more calls re-judging the baseline's "
+            "stored artifacts (only of dimensions that regress, improve or are not comparable)"
+        )
     lines += tabulate(rows, headers=headers, tablefmt="simple").splitlines()
-    cost = estimated_cost(settings.model, low, high, rejudge=sum(rejudge.values()))
-    lines.append(f"estimated cost: {cost}")
+    if len(per_model) > 1 or escalations:
+        model_rows = [
+            [
+                m,
+                _span(fewest, most),
+                e,
+                "unknown"
+                if prices[m] is None
+                else _span(
+                    (prices[m] or 0.0) * (fewest if adaptive else fewest + e),
+                    (prices[m] or 0.0) * (most + e),
+                    "${:.4f}",
+                ),
+            ]
+            for m, (fewest, most, e) in sorted(per_model.items())
+        ]
+        lines += tabulate(
+            model_rows,
+            headers=["judge model", "calls", "escalation calls (at most)", "cost"],
+            tablefmt="simple",
+        ).splitlines()
+    if unpriced:
+        what = "this model" if len(prices) == 1 else ", ".join(unpriced)
+        cost = f"unknown (no price for {what} in litellm's price map)"
+    else:
+        cost = _span(cheapest, dearest, "${:.4f}") + (" at most" if escalations else "")
+        if rejudge:
+            rejudge_usd = sum((prices[dim_judge.get(d, default)] or 0.0) * n for d, n in rejudge.items())
+            cost += f" + up to ${rejudge_usd:.4f} for attribution"
+    lines.append(
+        f"estimated cost: {cost} (assuming ~{DRY_RUN_PROMPT_CHARS:,} prompt characters a call; "
+        "nothing was called)"
+    )
     return lines
 
 

@@ -19,6 +19,7 @@ import pytest
 from pytest_aimeasure import runtime
 from pytest_aimeasure.attribute import RUBRICS_KEY
 from pytest_aimeasure.keys import item_nodeid, state_key
+from pytest_aimeasure.markers import PlannedItem
 from pytest_aimeasure.sampling import SamplePlan, Samples, call_range
 from pytest_aimeasure.suites.callables import CallableError, load_callable
 from pytest_aimeasure.suites.model import LoadedSuite, load_suite
@@ -127,12 +128,36 @@ class SuiteFile(pytest.File):
                         "rubric": dim.rubric,
                         "min_kappa": dim.min_kappa,
                         "max_abs_bias": dim.max_abs_bias,
+                        "judge": dim.judge,
                         "source": f"{self.path}:{line}" if line else str(self.path),
                     }
                 )
+        problems += self._judge_problems(loaded)
         if problems:
             raise self.CollectError(str(loaded.error(problems)))
         return targets, callables, anchor_refs
+
+    def _judge_problems(self, loaded: LoadedSuite) -> list[SuiteProblem]:
+        """A dimension's judge:/escalate: models get the checks --judge-model gets (when judging)."""
+        state = self.config.stash[state_key]
+        if not state.judging:
+            return []
+        spec = loaded.spec
+        places: list[tuple[tuple[str | int, ...], Any]] = [
+            (("dimensions", i), d) for i, d in enumerate(spec.dimensions)
+        ]
+        for i, prompt in enumerate(spec.prompts):
+            places += [
+                (("prompts", i, "dimensions", j), d) for j, d in enumerate(prompt.dimensions or [])
+            ]
+        problems: list[SuiteProblem] = []
+        for loc, dim in places:
+            for key in ("judge", "escalate"):
+                model = getattr(dim, key)
+                problem = state.model_problem(model) if model is not None else None
+                if problem is not None:
+                    problems.append(SuiteProblem((*loc, key), f"{key} {model!r}: {problem}"))
+        return problems
 
 
 class SuiteNode(pytest.Collector):
@@ -227,15 +252,13 @@ class SuiteItem(pytest.Item):
         """The suite's anchor references, for ``--judge-calibrate`` (the session merges duplicates)."""
         return list(self.suite_node.anchor_refs)
 
-    def dimension_items(
-        self, default_samples: Samples, plan: SamplePlan | None = None
-    ) -> list[tuple[str, str, int, int]]:
-        """(nodeid, dimension, fewest calls, most calls) for the judge's dry run (``--judge-dry-run``)."""
+    def dimension_items(self, default_samples: Samples, plan: SamplePlan | None = None) -> list[PlannedItem]:
+        """The items to judge, with their calls, for the judge's dry run (``--judge-dry-run``)."""
         k = self.plan.repeats  # each repeat is judged N times
         out = []
         for d in self.dimensions:
-            low, high = call_range(d.samples or default_samples, plan or SamplePlan())
-            out.append((self.plan.nodeid, d.name, low * k, high * k))
+            fewest, most = call_range(d.samples or default_samples, plan or SamplePlan())
+            out.append(PlannedItem(self.plan.nodeid, d.name, fewest * k, most * k, d.judge, d.escalate))
         return out
 
     # -- running ---------------------------------------------------------------------------------
@@ -444,11 +467,17 @@ class SuiteItem(pytest.Item):
 
     def _warn_self_preference(self) -> None:
         state = self.config.stash[state_key]
-        judge = state.settings.model
-        if not state.judging or judge is None or self.target.kind in ("callable",):
+        if not state.judging or self.target.kind in ("callable",) or _first_item_of_target(self) is not self:
             return
+        # The judges of this target's outputs: each dimension's own (judge:), else the session's.
+        judges = dict.fromkeys(d.judge or state.settings.model for d in self.dimensions)
+        for judge in judges:
+            if judge is not None:
+                self._warn_family(judge)
+
+    def _warn_family(self, judge: str) -> None:
         shared = family_clash(self.target.model, judge)
-        if shared is None or _first_item_of_target(self) is not self:
+        if shared is None:
             return
         runtime.record_finding(
             "self_preference",

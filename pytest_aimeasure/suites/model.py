@@ -172,6 +172,20 @@ def semantic_problems(spec: SuiteSpec) -> list[SuiteProblem]:
                 )
     out += _gate_problems(spec.gates, ("gates",))
     known = {d.name for d in spec.dimensions}
+    by_name = {d.name: d for d in spec.dimensions}
+    escalations: list[tuple[tuple[str | int, ...], str | None, str | None]] = [
+        (("dimensions", i, "escalate"), d.judge, d.escalate) for i, d in enumerate(spec.dimensions)
+    ]
+    for i, prompt in enumerate(spec.prompts):
+        for j, ref in enumerate(prompt.dimensions or []):
+            base = by_name.get(ref.name)
+            judge = ref.judge or (base.judge if base is not None else None)
+            escalate = ref.escalate or (base.escalate if base is not None else None)
+            escalations.append((("prompts", i, "dimensions", j), judge, escalate))
+    for loc, judge, escalate in escalations:
+        if escalate is not None and escalate == judge:
+            problem = f"escalate {escalate!r} is the dimension's own judge: name a stronger model"
+            out.append(SuiteProblem(loc, problem))
     for i, prompt in enumerate(spec.prompts):
         out += _gate_problems(prompt.gates, ("prompts", i, "gates"))
         variables = spec.variables_for(prompt)

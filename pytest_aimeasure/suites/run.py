@@ -530,6 +530,8 @@ class SuiteRunner:
                 phase=dim.phase,
                 artifact_key=artifact.key,
                 artifact_sha256=artifact.sha256,
+                judge=dim.judge,
+                escalate=dim.escalate,
                 **self.state.sampling(plan.item_id(dim.name), dim.samples),
             )
             for dim in plan.dimensions

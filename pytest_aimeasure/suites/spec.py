@@ -178,6 +178,11 @@ class DimensionSpec(_Strict):
     )
     min_kappa: float | None = Field(default=None, ge=-1, le=1)
     max_abs_bias: float | None = Field(default=None, ge=0)
+    judge: str | None = Field(default=None, min_length=1)
+    """This dimension's judge model (``anthropic/<model>``, ``provider/model``); else ``--judge-model``."""
+    escalate: str | None = Field(default=None, min_length=1)
+    """A stronger model that re-judges an output whose samples disagree by 2+ points or straddle the
+    floor; its measurement decides the floor verdict and goes to the baseline."""
 
 
 class DimensionRef(_Strict):
@@ -190,6 +195,8 @@ class DimensionRef(_Strict):
     tolerance: float | None = Field(default=None, gt=0)
     samples: Annotated[int, Field(ge=1)] | Literal["auto"] | None = None
     phase: str | None = Field(default=None, min_length=1)
+    judge: str | None = Field(default=None, min_length=1)
+    escalate: str | None = Field(default=None, min_length=1)
 
 
 # -- targets and prompts -----------------------------------------------------------------------------
