@@ -270,6 +270,25 @@ def test_set_scores_cycles_per_dimension(server: ProviderServer) -> None:
     assert other == 4
 
 
+def test_set_scores_per_model_take_precedence_for_that_model(server: ProviderServer) -> None:
+    server.set_scores({"tone": 4})
+    server.set_scores({"tone": [1, 2]}, model="claude-strong")
+    server.set_scores({"tone": 5}, model="gpt-own")
+
+    def score(body: dict[str, Any], openai: bool = False) -> int:
+        if openai:
+            return int(openai_tool_input(post_openai(server, body)[2])["score"])
+        return int(anthropic_tool_input(post_anthropic(server, body)[2])["score"])
+
+    strong = [score(anthropic_body("tone", model="claude-strong")) for _ in range(3)]
+    standing = [score(anthropic_body("tone", model="claude-test")) for _ in range(2)]
+    own = score(openai_body("tone", model="gpt-own"), openai=True)
+    other_dimension = score(anthropic_body("depth", model="claude-strong"))
+    assert strong == [1, 2, 1]  # the model's own cycle, stepped by its own calls only
+    assert standing == [4, 4] and own == 5 and other_dimension == 4
+    assert server.calls_by_model == {"claude-strong": 4, "claude-test": 2, "gpt-own": 1}
+
+
 def test_script_wins_over_set_scores(server: ProviderServer) -> None:
     server.set_scores({"tone": 2})
     server.script(5)
