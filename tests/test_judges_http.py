@@ -586,3 +586,39 @@ def test_a_budget_needs_a_price_for_every_dimensions_judge(
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(["*--judge-budget-usd: *no price for 'anthropic/claude-unpriced-9'*"])
     assert server.calls == 0
+
+
+INTERRUPTED = """
+    import pytest
+
+    ESCALATE = dict(rubric="5 = calm; 1 = shouting", floor=3.0, escalate="anthropic/claude-opus")
+
+    @pytest.mark.dimension("tone", **ESCALATE)
+    def test_a_split(judge):
+        judge.score("ART-split claude-base=2,4,4 claude-opus=3")
+
+    def test_b_interrupt():
+        raise KeyboardInterrupt
+
+    @pytest.mark.dimension("tone", **ESCALATE)
+    def test_c_clear(judge):
+        judge.score("ART-clear claude-base=4,4,4")
+"""
+
+
+def test_a_resumed_run_does_not_pay_for_an_escalation_again(
+    pytester: pytest.Pytester, server: ProviderServer, scorer: ScoresInText
+) -> None:
+    pytester.makepyfile(test_story=textwrap.dedent(INTERRUPTED))
+    # In a subprocess: in-process, the KeyboardInterrupt would stop this session too.
+    argv = ("--ai-judge", "--judge-model", BASE, "--judge-samples", str(N), "--judge-cache=off")
+    result = pytester.runpytest_subprocess(*argv, "-p", "no:hypothesispytest", timeout=120)
+    assert result.ret == pytest.ExitCode.INTERRUPTED
+    assert scorer.calls == Counter({("claude-base", "split"): N, ("claude-opus", "split"): N})
+    (run_dir,) = (pytester.path / ".aimeasure" / "runs").iterdir()
+    scorer.reset()
+    resumed = pytester.runpytest(*argv, f"--aimeasure-resume={run_dir.name}", "-k", "split or clear")
+    resumed.assert_outcomes(passed=2)
+    # The split item's standing and escalated samples come from the run's journal: only c is judged.
+    assert scorer.calls == Counter({("claude-base", "clear"): N})
+    resumed.stdout.fnmatch_lines([f"*: {N} calls, {2 * N} samples reused*"])
