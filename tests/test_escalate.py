@@ -15,6 +15,7 @@ import pytest
 from pytest_aimeasure.artifact import Artifact
 from pytest_aimeasure.baseline import BaselineFile, dumps_baseline, entry_from_measurement, parse_baseline
 from pytest_aimeasure.compare import compare
+from pytest_aimeasure.judge.adaptive import Reference
 from pytest_aimeasure.judge.backends.scripted import ScriptedBackend, ScriptedCall
 from pytest_aimeasure.judge.engine import ItemSpec, JudgeEngine, JudgeSettings, NotJudged
 from pytest_aimeasure.judge.escalate import escalation_reasons
@@ -23,6 +24,7 @@ from pytest_aimeasure.judge.repeats import ameasure_repeats
 from pytest_aimeasure.merge import MergeError, merge
 from pytest_aimeasure.models import Measurement
 from pytest_aimeasure.report.results import ResultItem, SessionResults
+from pytest_aimeasure.sampling import SamplePlan
 
 N = 3
 
@@ -146,6 +148,57 @@ def test_escalation_calls_pass_the_budget(judges: Judges) -> None:
             engine.measure(spec("split", escalate="scripted:strong"))
     assert budget.reserved == N + 1
     assert judges.calls[("scripted:strong", "split")] == 1
+
+
+PLAN = SamplePlan(3, 9, 2)
+
+
+def auto(artifact: str, **kwargs: Any) -> ItemSpec:
+    return replace(spec(artifact, **kwargs), samples=PLAN.maximum, adaptive=PLAN)
+
+
+def test_auto_sampling_and_escalation_together() -> None:
+    """The standing judge samples look by look and escalation reads its final samples; the stronger
+    judge samples by the same plan, against the baseline scores taken under its own ruler only."""
+    judges = Judges(
+        {
+            "scripted:weak": {"split": [2, 4, 4], "steady": [4]},
+            "scripted:strong": {"split": [4], "steady": [4]},
+        }
+    )
+    base = ((4, 4, 3), (4, 3, 4))  # mean 3.67: 4, 4, 4 leaves the drift decision open at 3 samples
+    for engine in engine_for(judges):
+        weak_fp = engine.measure(spec("steady")).fingerprint
+        strong_fp = engine.measure(spec("steady", judge="scripted:strong")).fingerprint
+        judges.calls.clear()
+
+        m = engine.measure(auto("split", escalate="scripted:strong"))
+        standing = m.escalation.standing if m.escalation is not None else None
+        assert standing is not None and standing.adaptive is not None
+        # Escalation fired on the standing judge's final samples, all of them looked at adaptively.
+        assert judges.calls[("scripted:weak", "split")] == standing.n > PLAN.minimum
+        assert m.escalation is not None and "straddles_floor" in m.escalation.reasons
+        # The stronger judge took its own looks: unanimous 4s with no reference settle at the minimum.
+        assert m.adaptive is not None and (m.n, m.adaptive.stopped) == (PLAN.minimum, "settled")
+        assert judges.calls[("scripted:strong", "split")] == PLAN.minimum and m.judge == "scripted:strong"
+
+        # A baseline entry under the stronger judge's ruler is its reference: the drift decision keeps
+        # it sampling; the same entry is no reference for the standing judge (another ruler).
+        judges.calls.clear()
+        m = engine.measure(auto("split", escalate="scripted:strong", reference=Reference(base, strong_fp)))
+        assert m.adaptive is not None and "drift" in m.adaptive.open and m.n > PLAN.minimum
+        assert judges.calls[("scripted:strong", "split")] == m.n
+        assert m.escalation is not None and m.escalation.standing.n == standing.n
+
+        # An escalated entry's standing scores are the standing judge's reference (it is not
+        # escalated here: one score every time); without them it settles at the minimum.
+        judges.calls.clear()
+        escalated_entry = Reference(base, strong_fp, standing=Reference(base, weak_fp))
+        m = engine.measure(auto("steady", escalate="scripted:strong", reference=escalated_entry))
+        assert m.escalation is None and m.adaptive is not None and "drift" in m.adaptive.open
+        assert judges.calls == Counter({("scripted:weak", "steady"): m.n}) and m.n > PLAN.minimum
+        m = engine.measure(auto("steady", escalate="scripted:strong", reference=Reference(base, strong_fp)))
+        assert m.escalation is None and m.n == PLAN.minimum
 
 
 def text_artifact(key: str, text: str) -> Artifact:

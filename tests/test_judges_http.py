@@ -339,6 +339,30 @@ def test_escalation_dry_run_counts_the_worst_case_per_model(
     result.stdout.fnmatch_lines(["estimated cost: *"])
 
 
+def test_escalation_dry_run_under_auto_counts_the_plans_maximum_twice(
+    pytester: pytest.Pytester, server: ProviderServer
+) -> None:
+    """Under ``--judge-samples auto`` an escalating item costs at worst the plan's maximum with its
+    standing judge and the maximum again with the stronger one (9 + 9 with the default plan)."""
+    pytester.makepyfile(test_esc=textwrap.dedent(ESCALATING), test_dims=textwrap.dedent(PER_DIMENSION))
+    result, _ = session(pytester, "--judge-dry-run", "--judge-samples", "auto")
+    assert result.ret == 0, result.stdout.str()
+    assert server.calls == 0
+    result.stdout.fnmatch_lines(
+        [
+            f"aimeasure dry run: 15 dimension items, {15 * 3}..{15 * 9} judge calls with *, and up to "
+            f"{3 * 9} escalation calls; samples auto: 3..9 calls an item*",
+        ]
+    )
+    rows = {
+        line.split()[0]: line.split()[1:]
+        for line in result.stdout.lines
+        if line.startswith(("anthropic/", "openai/"))
+    }
+    assert rows["anthropic/claude-base"][:2] == [f"{7 * 3}..{7 * 9}", "0"]
+    assert rows["anthropic/claude-opus"][:2] == ["0", str(3 * 9)]
+
+
 def test_an_item_escalated_in_one_session_only_is_compared_on_the_standing_judge(
     pytester: pytest.Pytester, server: ProviderServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -1,8 +1,10 @@
 """Escalation: an item whose standing judge is unsettled is judged again by a stronger model.
 
 ``@pytest.mark.dimension(..., escalate="anthropic/<stronger model>")`` (a suite dimension's
-``escalate:``): once the standing judge's N samples are in, the item is re-judged with the stronger
-model, with the same N, prompt and rubric, when the samples
+``escalate:``): once the standing judge's samples are in, the item is re-judged with the stronger
+model, with the same sampling (the same N; under ``samples="auto"`` the same plan, look by look, its
+drift decision against baseline scores under the stronger model's ruler only), prompt and rubric,
+when the standing judge's final samples
 
 * disagree by two or more points (``max - min >= 2``: the rubric reads two ways), or
 * straddle the floor (some below it, some at or above it: the floor verdict hangs on the draw).
@@ -11,7 +13,8 @@ The stronger judge's measurement is the item's: it decides the floor verdict and
 baseline, and its fingerprint is the stronger model's. The standing judge's measurement is kept in
 :attr:`~pytest_aimeasure.models.Measurement.escalation`, so reports show both means. Escalation calls
 are judge calls like any other: they pass the budget, are journaled and cached (a resumed run reads
-them back instead of paying again), and ``--judge-dry-run`` counts them as a worst case.
+them back instead of paying again), and ``--judge-dry-run`` counts them as a worst case (N more
+calls, or the plan's maximum under ``auto``).
 
 The decision is taken here, around whatever measures the item once (one artifact, or the pooled
 generation repeats of :mod:`pytest_aimeasure.judge.repeats`), so the engine's per-item path only
