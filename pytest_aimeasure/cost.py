@@ -96,6 +96,13 @@ class Price:
     cache_write_per_token: float | None = None
     prompt_caching: bool | None = None
     """The map's ``supports_prompt_caching``: None when the entry does not say."""
+    batch: Price | None = None
+    """The Batch API's rates (the map's ``*_batches`` fields), None when the entry gives none."""
+
+    def for_batch(self) -> Price:
+        """The rates a batch request pays: the map's batch rates, or the standard ones when the map
+        has none (an unknown discount is never assumed)."""
+        return self.batch if self.batch is not None else self
 
     def cost(self, usage: Usage) -> float:
         rate_in, rate_out = self.input_per_token, self.output_per_token
@@ -181,7 +188,21 @@ def _entry_price(key: str, entry: dict[str, Any]) -> Price | None:
             )
         )
     tiers.sort(key=lambda t: t.above_tokens)
+    batch_in = _number(entry.get("input_cost_per_token_batches"))
+    batch_out = _number(entry.get("output_cost_per_token_batches"))
+    batch = (
+        Price(
+            key=f"{key} (batch)",
+            input_per_token=batch_in,
+            output_per_token=batch_out,
+            cache_read_per_token=_number(entry.get("cache_read_input_token_cost_batches")),
+            cache_write_per_token=_number(entry.get("cache_creation_input_token_cost_batches")),
+        )
+        if batch_in is not None and batch_out is not None
+        else None
+    )
     return Price(
+        batch=batch,
         key=key,
         input_per_token=rate_in,
         output_per_token=rate_out,
@@ -248,14 +269,17 @@ def supports_prompt_caching(model: str, provider: str | None = None) -> bool:
     return price is None or price.prompt_caching is not False
 
 
-def cost_usd(model: str, usage: Usage, provider: str | None = None) -> float | None:
-    """What a call with ``usage`` cost in USD; None when the model's price is unknown (never 0.0)."""
+def cost_usd(model: str, usage: Usage, provider: str | None = None, *, batch: bool = False) -> float | None:
+    """What a call with ``usage`` cost in USD; None when the model's price is unknown (never 0.0).
+    ``batch``: the call went through a Batch API (:meth:`Price.for_batch`)."""
     price = price_for(model, provider)
-    return None if price is None else price.cost(usage)
+    if price is None:
+        return None
+    return (price.for_batch() if batch else price).cost(usage)
 
 
 def estimate_call_usd(
-    model: str, prompt_chars: int, max_output_tokens: int, provider: str | None = None
+    model: str, prompt_chars: int, max_output_tokens: int, provider: str | None = None, *, batch: bool = False
 ) -> float | None:
     """A judge call's expected cost before it is made, for :meth:`Budget.reserve`.
 
@@ -269,7 +293,7 @@ def estimate_call_usd(
         input_tokens=math.ceil(max(prompt_chars, 0) / CHARS_PER_TOKEN),
         output_tokens=max(min(max_output_tokens, TYPICAL_VERDICT_TOKENS), 0),
     )
-    return price.cost(usage)
+    return (price.for_batch() if batch else price).cost(usage)
 
 
 # --------------------------------------------------------------------------------------------------

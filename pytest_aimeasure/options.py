@@ -253,6 +253,27 @@ OPTIONS: tuple[Option, ...] = (
         metavar="USD",
     ),
     Option(
+        "--judge-batch",
+        "judge_batch",
+        "Send judge calls through the Anthropic Message Batches API at batch prices (anthropic judges "
+        "only): collected, submitted, polled until done; batch ids are journaled, so "
+        "--aimeasure-resume polls them and never resubmits.",
+        boolean,
+        False,
+        "aimeasure_judge_batch",
+        flag_only=True,
+    ),
+    Option(
+        "--judge-batch-poll",
+        "judge_batch_poll",
+        "Seconds before the first poll of a submitted batch (default 5); each later pause is 1.5 times "
+        "longer, at most 60 s.",
+        positive_float,
+        5.0,
+        "aimeasure_judge_batch_poll",
+        metavar="SECONDS",
+    ),
+    Option(
         "--judge-dry-run",
         "judge_dry_run",
         "Count the judge calls the selected tests would make and estimate their cost; call nothing.",

@@ -336,22 +336,25 @@ class Recording:
         return text, media, ref.label
 
     # -- money -----------------------------------------------------------------------------------
-    def cost(self, provider: str, model: str, usage: Usage) -> float | None:
+    def cost(self, provider: str, model: str, usage: Usage, *, batch: bool = False) -> float | None:
+        """``batch``: priced at the Batch API's rates (``--judge-batch``)."""
         if provider == "scripted":
             return 0.0
         from pytest_aimeasure.cost import cost_usd
 
         name, prov = _cost_model(provider, model)
-        return cost_usd(name, usage, provider=prov)
+        return cost_usd(name, usage, provider=prov, batch=batch)
 
     @staticmethod
-    def estimate(provider: str, model: str, prompt_chars: int, max_tokens: int) -> float | None:
+    def estimate(
+        provider: str, model: str, prompt_chars: int, max_tokens: int, *, batch: bool = False
+    ) -> float | None:
         if provider == "scripted":
             return 0.0
         from pytest_aimeasure.cost import estimate_call_usd
 
         name, prov = _cost_model(provider, model)
-        return estimate_call_usd(name, prompt_chars, max_tokens, provider=prov)
+        return estimate_call_usd(name, prompt_chars, max_tokens, provider=prov, batch=batch)
 
     @classmethod
     def check_budget_prices(cls, model: str | None) -> None:

@@ -8,6 +8,7 @@ Workers (xdist) judge and journal; only the controller reads or writes the basel
 from __future__ import annotations
 
 import threading
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 import pytest
@@ -297,22 +298,44 @@ class SessionState:
             )
             return result
 
+        rec = self.recording
+
         def make_backend(model: str) -> Backend:
             custom: Backend | None = config.hook.pytest_aimeasure_make_backend(model=model, config=config)
             if custom is not None:
-                return custom
-            try:
-                # The engine does the transport retries (--judge-retries), so it sees every 429.
-                return build_backend(model, timeout=s.timeout, retries=0, scripted_fallback=scripted_fallback)
-            except ModelError as exc:
-                raise pytest.UsageError(f"--judge-model: {exc}") from None
+                backend = custom
+            else:
+                try:
+                    # The engine does the transport retries (--judge-retries), so it sees every 429.
+                    backend = build_backend(
+                        model, timeout=s.timeout, retries=0, scripted_fallback=scripted_fallback
+                    )
+                except ModelError as exc:
+                    raise pytest.UsageError(f"--judge-model: {exc}") from None
+            if s.batch:
+                use_batches(backend, model)
+            return backend
+
+        def use_batches(backend: Backend, model: str) -> None:
+            from pytest_aimeasure.judge.backends.anthropic import AnthropicBackend
+            from pytest_aimeasure.judge.batch import BatchJournal
+
+            if not isinstance(backend, AnthropicBackend):
+                raise pytest.UsageError(
+                    f"--judge-batch: batch mode is Anthropic-only for now, and the judge {model} is "
+                    f"served by {type(backend).__name__}; drop --judge-batch"
+                )
+            journal = BatchJournal(rec.run.path, rec.run.writer) if rec is not None else None
+            backend.use_batches(journal, poll_s=s.batch_poll)
 
         def prompt(dimension: str) -> JudgePrompt:
             template = JudgePrompt()
             config.hook.pytest_aimeasure_judge_prompt(prompt=template, dimension=dimension, config=config)
             return template
 
-        rec = self.recording
+        cost, estimate = (rec.cost, rec.estimate) if rec is not None else (None, None)
+        if rec is not None and s.batch:
+            cost, estimate = partial(rec.cost, batch=True), partial(rec.estimate, batch=True)
         return JudgeEngine(
             JudgeSettings(
                 model=s.model,
@@ -328,8 +351,8 @@ class SessionState:
             prompt=prompt,
             sink=rec.sink if rec is not None else None,
             budget=rec.budget if rec is not None else None,
-            cost=rec.cost if rec is not None else None,
-            estimate=rec.estimate if rec is not None else None,
+            cost=cost,
+            estimate=estimate,
         )
 
     def budget_text(self) -> str:

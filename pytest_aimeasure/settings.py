@@ -46,6 +46,8 @@ class Settings:
     sample_plan: SamplePlan = field(default_factory=SamplePlan)
     """The looks of ``samples="auto"`` (--judge-samples-min/-max/-step)."""
     pipeline: int = 0  # dimension tests whose verdicts may be pending at once (--judge-pipeline)
+    batch: bool = False  # --judge-batch: judge calls through the Message Batches API
+    batch_poll: float = 5.0
 
     @classmethod
     def from_config(cls, config: pytest.Config) -> Settings:
@@ -110,6 +112,16 @@ class Settings:
             )
         if rejudge is not None and resume is not None:
             raise pytest.UsageError("--aimeasure-rejudge and --aimeasure-resume do not combine: pick one")
+        batch = bool(options.get(config, "judge_batch"))
+        if batch and judging and model is not None:
+            from pytest_aimeasure.judge.resolve import route
+
+            if route(model) != "anthropic":
+                raise pytest.UsageError(
+                    f"--judge-batch: batch mode is Anthropic-only for now (the Message Batches API), and "
+                    f"--judge-model {model} is not an anthropic model; use an 'anthropic/<model>' or "
+                    "'claude-*' judge, or drop --judge-batch"
+                )
         if dry_run and getattr(config.option, "numprocesses", None):
             raise pytest.UsageError("--judge-dry-run does not combine with -n: it runs no test anyway")
         low, high = options.get(config, "judge_samples_min"), options.get(config, "judge_samples_max")
@@ -151,6 +163,8 @@ class Settings:
             attribute=bool(options.get(config, "attribute")),
             sample_plan=SamplePlan(low, high, options.get(config, "judge_samples_step")),
             pipeline=pipeline,
+            batch=batch,
+            batch_poll=options.get(config, "judge_batch_poll"),
         )
 
     def calls(self, samples: Samples | None = None) -> tuple[int, int]:

@@ -666,6 +666,8 @@ class JudgeEngine:
     async def _attempts(self, backend: Backend, request: JudgeRequest) -> JudgeReply:
         """One judge call, retried up to ``retries`` times after a transport failure. A 429/529 pauses
         every call to the provider (the limiter's cooldown); other failures back off this call only."""
+        if getattr(backend, "batched", False):
+            return await self._batch_attempts(backend, request)
         limit = self.limit(backend.concurrency_key)
         attempts = self.settings.retries + 1
         failures = 0
@@ -707,4 +709,24 @@ class JudgeEngine:
                 self.spend.transport_retries += 1
             if pause:
                 await asyncio.sleep(pause)
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    async def _batch_attempts(self, backend: Backend, request: JudgeRequest) -> JudgeReply:
+        """One judge call in batch mode (``--judge-batch``): no per-call limit (the batch is one
+        request to the provider), and a failed result that is transient (errored with an API error,
+        overload or rate limit) joins the next batch, up to ``retries`` times."""
+        attempts = self.settings.retries + 1
+        for attempt in range(attempts):
+            try:
+                return await backend.judge(request)
+            except BackendError as error:
+                if not error.retryable or attempt + 1 >= attempts:
+                    tries = (
+                        f" ({attempt + 1} attempts, --judge-retries {self.settings.retries})"
+                        if attempt
+                        else ""
+                    )
+                    raise JudgeError(f"{backend.provider} judge call failed{tries}: {error}") from error
+                with self.spend.lock:
+                    self.spend.transport_retries += 1
         raise AssertionError("unreachable")  # pragma: no cover

@@ -24,6 +24,10 @@ backends.base.call_judge`): a model that rejects ``temperature`` is called again
 sent one again), and a model that rejects forced tool use is called with ``tool_choice: auto`` plus an
 instruction to call the tool (the replies then carry ``mode="auto"``).
 
+Batch mode (``--judge-batch``): with :attr:`AnthropicBackend.batch` set, judge calls go through the
+Message Batches API (:mod:`pytest_aimeasure.judge.batch`) instead of one Messages call each; the
+request body is the same, and so are the reply's parsing and the fallback path.
+
 A failure to connect (refused, DNS) names the base URL in use and is marked ``unreachable``, so the
 engine stops calling a provider that is not there.
 """
@@ -34,7 +38,7 @@ import asyncio
 import inspect
 import json
 import os
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pytest_aimeasure.judge.backends.base import (
     DEFAULT_MAX_TOKENS,
@@ -58,6 +62,9 @@ from pytest_aimeasure.judge.backends.base import (
     rejects_temperature,
     retry_after_of,
 )
+
+if TYPE_CHECKING:
+    from pytest_aimeasure.judge.batch import AnthropicBatch, BatchJournal
 
 # The shared helpers moved to base; they stay importable from here for existing callers.
 __all__ = [
@@ -102,6 +109,20 @@ class AnthropicBackend(LearnsQuirks):
         self._client: Any = None
         self._client_loop: asyncio.AbstractEventLoop | None = None
         self._create_params: frozenset[str] | None = None
+        self.batch: AnthropicBatch | None = None
+        """Set for batch mode: judge calls join Message Batches (see :meth:`use_batches`)."""
+
+    def use_batches(self, journal: BatchJournal | None, *, poll_s: float) -> AnthropicBatch:
+        """Send judge calls through the Message Batches API from now on (``--judge-batch``)."""
+        from pytest_aimeasure.judge.batch import AnthropicBatch
+
+        self.batch = AnthropicBatch(self._client_now, journal, poll_s=poll_s)
+        return self.batch
+
+    @property
+    def batched(self) -> bool:
+        """True in batch mode: the engine's per-call concurrency limit does not apply."""
+        return self.batch is not None
 
     @property
     def _sdk(self) -> Any:
@@ -168,6 +189,8 @@ class AnthropicBackend(LearnsQuirks):
 
     async def aclose(self) -> None:
         """Close the HTTP client (safe to call twice)."""
+        if self.batch is not None:
+            await self.batch.aclose()
         client, loop = self._client, self._client_loop
         self._client, self._client_loop = None, None
         # A client opened on another (possibly closed) loop cannot be closed from this one; drop it.
@@ -176,8 +199,18 @@ class AnthropicBackend(LearnsQuirks):
 
     # -- calls -----------------------------------------------------------------------------------
 
-    async def _create(self, kwargs: dict[str, Any], params: dict[str, Any], timeout: float | None) -> Any:
+    async def _create(
+        self,
+        kwargs: dict[str, Any],
+        params: dict[str, Any],
+        timeout: float | None,
+        *,
+        sample: str | None = None,
+    ) -> Any:
         client = self._client_now()
+        if self.batch is not None and sample is not None:
+            # A batch request's params are the Messages body itself: no SDK signature to fit.
+            return await self.batch.send({**kwargs, **params}, sample)
         accepted = self._create_params or frozenset()
         extra_body: dict[str, Any] = {}
         for name, value in params.items():
@@ -251,7 +284,8 @@ class AnthropicBackend(LearnsQuirks):
                     [{"type": "text", "text": system, "cache_control": CACHE_MARK}] if caching else system
                 )
             params = {"temperature": temperature} if temperature is not None else {}
-            return await self._create(kwargs, params, request.timeout)
+            sample = f"{request.context.get('index', 0)}" if self.batch is not None else None
+            return await self._create(kwargs, params, request.timeout, sample=sample)
 
         attempt = await call_judge(self.quirks, request, call, who="anthropic API", model=self.model)
         return self._judge_reply(

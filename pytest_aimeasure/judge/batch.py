@@ -1,0 +1,333 @@
+"""Batch mode (``--judge-batch``): judge calls go through the Anthropic Message Batches API at batch prices.
+
+A judge call in batch mode is not sent at once: its request body joins an open batch, which is
+submitted once no new request arrived for :data:`LINGER_S` (or it holds :data:`MAX_REQUESTS`). The
+submitted batch is polled with backoff (``--judge-batch-poll`` seconds first, then 1.5 times longer
+each time, at most :data:`MAX_POLL_S`) until it ends, and each result settles the call that waits for
+it, which goes on as any judge call would (validation, a retry with feedback, the journal).
+
+Every request has a ``custom_id`` derived from its body and sample (the same call in a later session
+gets the same id). The moment a batch is submitted, its id and custom_ids are appended (fsync-ed) to
+the run's batch journal (``batches-<writer>.jsonl`` in the run folder), so a session that was killed
+while a batch was in flight and is resumed with ``--aimeasure-resume`` polls that batch for those
+requests and never submits them again.
+
+A result that failed:
+
+* ``errored`` with a transient error (``api_error``, ``overloaded_error``, ``rate_limit_error``) is a
+  retryable failure of that call: the engine retries it (in the next batch), up to ``--judge-retries``;
+  any other error (``invalid_request_error``...) is a judge error of its item, with the provider's
+  message;
+* ``expired`` (the batch ended, 24 hours after it was created, before the request was processed) or
+  ``canceled`` is a judge error naming the batch; ``--aimeasure-resume`` submits those requests again
+  in a new batch (their results do not exist, so there is nothing to poll).
+
+Identical requests pending at once (two items with the same artifact, rubric and sample index) share
+one custom_id and one result, as the sample cache would have them share a sample.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import json
+import os
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pytest_aimeasure.judge.backends.base import BackendError, rejection
+
+LINGER_S = 0.25
+"""A batch is submitted once no new request joined it for this long."""
+MAX_REQUESTS = 10_000
+"""A batch is submitted at once when it holds this many requests (the API takes up to 100,000)."""
+MAX_POLL_S = 60.0
+"""The longest pause between two polls of a batch."""
+POLL_GROWTH = 1.5
+EXPIRY_GRACE_S = 60.0
+"""A batch still not ended this long after its ``expires_at`` is given up on (its requests expire)."""
+DEFAULT_POLL_S = 5.0
+
+_ERROR_STATUS = {
+    "invalid_request_error": 400,
+    "authentication_error": 401,
+    "permission_error": 403,
+    "not_found_error": 404,
+    "request_too_large": 413,
+    "rate_limit_error": 429,
+    "api_error": 500,
+    "overloaded_error": 529,
+}
+
+
+def custom_id(body: dict[str, Any], sample: str) -> str:
+    """The request's id in a batch: the same body and sample give the same id in every session."""
+    text = json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return "aim-" + hashlib.sha256(f"{sample}\n{text}".encode()).hexdigest()[:48]
+
+
+class BatchJournal:
+    """The run's record of submitted batches: ``batches-<writer>.jsonl`` in the run folder, one line a
+    batch, appended and fsync-ed the moment the batch exists at the provider."""
+
+    def __init__(self, run_path: Path, writer: str) -> None:
+        self.run_path = run_path
+        self.path = run_path / f"batches-{writer}.jsonl"
+
+    def known(self) -> dict[str, str]:
+        """custom_id -> the batch it was last submitted in, over every writer's file of the run."""
+        found: dict[str, tuple[float, str]] = {}
+        for path in sorted(self.run_path.glob("batches-*.jsonl")):
+            with contextlib.suppress(OSError), path.open(encoding="utf-8") as handle:
+                for line in handle:
+                    try:
+                        entry = json.loads(line)
+                        batch_id, at, ids = str(entry["batch_id"]), float(entry["at"]), entry["custom_ids"]
+                    except (ValueError, KeyError, TypeError):
+                        continue  # a torn last line of a killed process
+                    for cid in ids:
+                        if cid not in found or found[cid][0] <= at:
+                            found[str(cid)] = (at, batch_id)
+        return {cid: batch for cid, (_, batch) in found.items()}
+
+    def submitted(self, batch_id: str, custom_ids: list[str]) -> None:
+        line = json.dumps({"batch_id": batch_id, "at": time.time(), "custom_ids": custom_ids}) + "\n"
+        self.run_path.mkdir(parents=True, exist_ok=True)
+        with self.path.open("a", encoding="utf-8") as handle:
+            handle.write(line)
+            handle.flush()
+            os.fsync(handle.fileno())
+
+
+@dataclass
+class BatchStats:
+    """What batch mode did this session (this process)."""
+
+    submitted: int = 0
+    """Batches submitted."""
+    requests: int = 0
+    """Requests submitted in them."""
+    resumed: int = 0
+    """Requests whose result was collected from a batch submitted by an earlier session."""
+    polls: int = 0
+    failed: int = 0
+    """Results that were ``errored``, ``expired`` or ``canceled``."""
+    batch_ids: list[str] = field(default_factory=list)
+
+
+@dataclass
+class _Open:
+    bodies: dict[str, dict[str, Any]] = field(default_factory=dict)
+    timer: asyncio.TimerHandle | None = None
+
+
+class AnthropicBatch:
+    """Collects judge calls into Message Batches, submits, polls and settles them (on the judge loop).
+
+    ``client`` is a callable returning the SDK client for the running loop (the backend's); ``journal``
+    records submitted batches; ``poll_s`` is the first pause between polls.
+    """
+
+    def __init__(
+        self,
+        client: Callable[[], Any],
+        journal: BatchJournal | None,
+        *,
+        poll_s: float = DEFAULT_POLL_S,
+        linger_s: float = LINGER_S,
+        max_requests: int = MAX_REQUESTS,
+    ) -> None:
+        self._client = client
+        self.journal = journal
+        self.poll_s = poll_s
+        self.linger_s = linger_s
+        self.max_requests = max_requests
+        self.stats = BatchStats()
+        self._known = journal.known() if journal is not None else {}
+        self._waiting: dict[str, asyncio.Future[Any]] = {}
+        self._open = _Open()
+        self._resumed_polls: dict[str, asyncio.Task[None]] = {}
+        self._resumed_bodies: dict[str, dict[str, dict[str, Any]]] = {}
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    async def send(self, body: dict[str, Any], sample: str) -> Any:
+        """The Message the batch returned for ``body`` (an SDK ``Message``); raises a
+        :class:`ProviderRejection` or :class:`BackendError` for a failed result."""
+        cid = custom_id(body, sample)
+        waiting = self._waiting.get(cid)
+        if waiting is None:
+            waiting = self._waiting[cid] = asyncio.get_running_loop().create_future()
+            batch_id = self._known.pop(cid, None)
+            if batch_id is not None:
+                self._resume(batch_id, cid, body)
+            else:
+                self._add(cid, body)
+        return await asyncio.shield(waiting)
+
+    # -- collecting ------------------------------------------------------------------------------
+    def _add(self, cid: str, body: dict[str, Any]) -> None:
+        batch = self._open
+        batch.bodies[cid] = body
+        if batch.timer is not None:
+            batch.timer.cancel()
+        if len(batch.bodies) >= self.max_requests:
+            self._flush()
+        else:
+            batch.timer = asyncio.get_running_loop().call_later(self.linger_s, self._flush)
+
+    def _flush(self) -> None:
+        batch, self._open = self._open, _Open()
+        if batch.timer is not None:
+            batch.timer.cancel()
+        if batch.bodies:
+            self._spawn(self._run(batch.bodies))
+
+    def _spawn(self, coro: Any) -> asyncio.Task[None]:
+        task: asyncio.Task[None] = asyncio.ensure_future(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+        return task
+
+    # -- one batch -------------------------------------------------------------------------------
+    async def _run(self, bodies: dict[str, dict[str, Any]]) -> None:
+        try:
+            client = self._client()
+            requests = [{"custom_id": cid, "params": body} for cid, body in bodies.items()]
+            try:
+                batch = await client.messages.batches.create(requests=requests)
+            except Exception as exc:
+                raise _transport_error("submitting a batch", exc) from exc
+            self.stats.submitted += 1
+            self.stats.requests += len(bodies)
+            self.stats.batch_ids.append(batch.id)
+            if self.journal is not None:
+                # Journaled before anything waits on it: a kill from here on resumes by polling.
+                self.journal.submitted(batch.id, list(bodies))
+            await self._collect(batch.id, set(bodies))
+        except BaseException as exc:
+            self._fail(set(bodies), exc)
+            if not isinstance(exc, Exception):
+                raise
+
+    def _resume(self, batch_id: str, cid: str, body: dict[str, Any]) -> None:
+        """Collect ``cid`` from the batch an earlier session submitted (one poller per batch)."""
+        self.stats.resumed += 1
+        self._resumed_bodies.setdefault(batch_id, {})[cid] = body
+        if batch_id not in self._resumed_polls:
+            self._resumed_polls[batch_id] = self._spawn(self._collect_resumed(batch_id))
+
+    async def _collect_resumed(self, batch_id: str) -> None:
+        # Let the other requests of this batch that the session is about to ask for join the poll.
+        await asyncio.sleep(0)
+        try:
+            await self._collect(batch_id, None)
+        except BaseException as exc:
+            ids = set(self._resumed_bodies.get(batch_id, {}))
+            self._fail(ids, exc)
+            if not isinstance(exc, Exception):
+                raise
+
+    async def _collect(self, batch_id: str, cids: set[str] | None) -> None:
+        client = self._client()
+        pause = self.poll_s
+        while True:
+            try:
+                batch = await client.messages.batches.retrieve(batch_id)
+            except Exception as exc:
+                raise _transport_error(f"polling batch {batch_id}", exc) from exc
+            self.stats.polls += 1
+            if batch.processing_status == "ended":
+                break
+            expires = batch.expires_at.timestamp() if batch.expires_at is not None else None
+            if expires is not None and time.time() > expires + EXPIRY_GRACE_S:
+                raise BackendError(
+                    f"batch {batch_id} did not end by its expiry ({batch.expires_at.isoformat()}); its "
+                    "requests were not judged: rerun with --aimeasure-resume to submit them in a new batch"
+                )
+            await asyncio.sleep(pause)
+            pause = min(pause * POLL_GROWTH, MAX_POLL_S)
+        try:
+            async for entry in await client.messages.batches.results(batch_id):
+                self._settle(batch_id, entry)
+        except Exception as exc:
+            raise _transport_error(f"reading the results of batch {batch_id}", exc) from exc
+        # A request the results did not mention is not silently lost.
+        left = set(self._resumed_bodies.get(batch_id, {})) if cids is None else cids
+        self._fail(
+            {cid for cid in left if cid in self._waiting},
+            BackendError(f"batch {batch_id} returned no result for this request", retryable=True),
+        )
+
+    def _settle(self, batch_id: str, entry: Any) -> None:
+        cid = str(entry.custom_id)
+        future = self._waiting.get(cid)
+        if future is None:
+            return  # a request of a resumed batch this session does not need
+        result = entry.result
+        kind = str(result.type)
+        if kind == "succeeded":
+            del self._waiting[cid]
+            if not future.done():
+                future.set_result(result.message)
+            return
+        self.stats.failed += 1
+        if kind in ("expired", "canceled") and batch_id in self._resumed_polls:
+            # Resumed: its result never existed, so this session submits it again.
+            body = self._resumed_bodies.get(batch_id, {}).pop(cid, None)
+            if body is not None:
+                self._add(cid, body)
+                return
+        if kind == "errored":
+            error = getattr(result.error, "error", None)
+            etype = str(getattr(error, "type", "api_error"))
+            message = str(getattr(error, "message", "") or etype)
+            failure: BackendError = rejection(
+                f"anthropic batch {batch_id}: request errored: {etype}: {message}",
+                status=_ERROR_STATUS.get(etype, 500),
+                provider_message=message,
+            )
+        else:
+            what = "expired (the batch ended before it was processed)" if kind == "expired" else kind
+            failure = BackendError(
+                f"not judged: anthropic batch {batch_id}: request {what}; rerun with "
+                "--aimeasure-resume to submit it in a new batch"
+            )
+        self._fail({cid}, failure)
+
+    def _fail(self, cids: set[str], exc: BaseException) -> None:
+        for cid in cids:
+            future = self._waiting.pop(cid, None)
+            if future is not None and not future.done():
+                future.set_exception(exc if isinstance(exc, Exception) else BackendError(str(exc)))
+
+    async def aclose(self) -> None:
+        """Stop polling (batches keep running at the provider; a resumed session collects them)."""
+        if self._open.timer is not None:
+            self._open.timer.cancel()
+        for task in list(self._tasks):
+            task.cancel()
+
+
+def _transport_error(doing: str, exc: Exception) -> BackendError:
+    status = getattr(exc, "status_code", None)
+    if isinstance(status, int):
+        message = str(getattr(exc, "message", exc))
+        return rejection(
+            f"anthropic batch API error {status} {doing}: {message}", status=status, provider_message=message
+        )
+    if isinstance(exc, BackendError):
+        return exc
+    return BackendError(f"anthropic batch API: {doing} failed: {exc}", retryable=True)
+
+
+__all__ = [
+    "DEFAULT_POLL_S",
+    "AnthropicBatch",
+    "BatchJournal",
+    "BatchStats",
+    "custom_id",
+]
