@@ -15,6 +15,8 @@ import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Protocol
 
+from pytest_aimeasure.testing.batches import PREFIX as BATCHES_PREFIX
+from pytest_aimeasure.testing.batches import BatchDesk
 from pytest_aimeasure.testing.protocols import ProtocolName, Reply, SeenRequest, error_reply, parse_request
 
 __all__ = ["ROUTES", "Aborted", "ProviderHTTPServer", "ProviderHandler", "Responder"]
@@ -43,6 +45,9 @@ class Responder(Protocol):
     def _respond(self, seen: SeenRequest) -> Reply:
         """The reply for a parsed request; may sleep, and raises :class:`Aborted` when stopping."""
         ...
+
+    @property
+    def batches(self) -> BatchDesk: ...
 
 
 class ProviderHTTPServer(ThreadingHTTPServer):
@@ -101,12 +106,18 @@ class ProviderHandler(BaseHTTPRequestHandler):
         return  # no access log on stderr
 
     def do_GET(self) -> None:
+        if self.path.startswith(BATCHES_PREFIX):
+            self._batches("GET")
+            return
         self._not_found()
 
     def do_POST(self) -> None:
         provider = self.server.provider
         started = time.monotonic()
         path = self.path.split("?", 1)[0].rstrip("/") or "/"
+        if path.startswith(BATCHES_PREFIX):
+            self._batches("POST")
+            return
         protocol = ROUTES.get(path)
         if protocol is None:
             self._drain()
@@ -139,6 +150,32 @@ class ProviderHandler(BaseHTTPRequestHandler):
         finally:
             if not left:
                 provider._leave()
+
+    def _batches(self, method: str) -> None:
+        """The Message Batches API (:mod:`pytest_aimeasure.testing.batches`)."""
+        path = self.path.split("?", 1)[0].rstrip("/")
+        body: dict[str, Any] | None = None
+        if method == "POST":
+            try:
+                raw = self._read_body()
+                body = json.loads(raw.decode("utf-8")) if raw else {}
+            except (ValueError, UnicodeDecodeError) as exc:
+                self.close_connection = True
+                self._send(error_reply("anthropic", 400, f"could not parse the request body as JSON: {exc}"))
+                return
+            if not isinstance(body, dict):
+                self._send(error_reply("anthropic", 400, "the request body must be a JSON object"))
+                return
+        host = self.headers.get("Host") or "{}:{}".format(*self.server.server_address[:2])
+        try:
+            status, payload = self.server.provider.batches.handle(method, path, body, f"http://{host}")
+        except Aborted:
+            self.close_connection = True
+            return
+        if isinstance(payload, str):
+            self._send_bytes(status, payload.encode(), "application/binary")
+        else:
+            self._send(Reply(status, payload))
 
     # -- helpers --
 
@@ -197,10 +234,15 @@ class ProviderHandler(BaseHTTPRequestHandler):
         self._send(error_reply(protocol, 404, f"Not found: {self.command} {self.path}"))
 
     def _send(self, reply: Reply) -> None:
-        data = json.dumps(reply.payload).encode()
+        self._send_bytes(reply.status, json.dumps(reply.payload).encode(), "application/json", reply.headers)
+
+    def _send_bytes(
+        self, status: int, data: bytes, content_type: str, headers: dict[str, str] | None = None
+    ) -> None:
+        reply = Reply(status, {}, headers or {})
         try:
             self.send_response(reply.status)
-            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Type", content_type)
             self.send_header("Content-Length", str(len(data)))
             for name, value in reply.headers.items():
                 self.send_header(name, value)

@@ -7,7 +7,9 @@ answered with a tool call carrying a verdict ``{"dimension", "score", "rationale
 tools is answered with plain text. What comes back can be scripted per call (:meth:`ProviderServer.script`),
 per dimension (:meth:`ProviderServer.set_scores`) or by a callback, and :class:`Fault` injects the
 failures real providers produce (rate limits, overload, timeouts, malformed tool calls, rejections).
-Anthropic requests that mark ``cache_control`` breakpoints are answered with the prompt-cache usage
+The Message Batches API (``/v1/messages/batches``) is served too (:mod:`pytest_aimeasure.testing.batches`):
+each batched request is answered by the same scripting, with a scriptable delay, partial failure and
+expiry. Anthropic requests that mark ``cache_control`` breakpoints are answered with the prompt-cache usage
 the real API reports (:mod:`pytest_aimeasure.testing.promptcache`).
 
 Everything the server received is recorded as :class:`SeenRequest` objects, with timing and
@@ -27,6 +29,7 @@ import threading
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 
+from pytest_aimeasure.testing.batches import BatchDesk
 from pytest_aimeasure.testing.faults import DEFAULT_SCORE, Fault, Outcome, render_outcome
 from pytest_aimeasure.testing.http import Aborted, ProviderHandler, ProviderHTTPServer
 from pytest_aimeasure.testing.promptcache import DEFAULT_MIN_TOKENS, PromptCache
@@ -74,6 +77,9 @@ class ProviderServer:
         self.reject_forced_tool_models: set[str] = set()
         self.prompt_cache = PromptCache(min_tokens=DEFAULT_MIN_TOKENS)
         """Anthropic prompt caching: set ``prompt_cache.min_tokens`` to the model's minimum."""
+
+        self.batches = BatchDesk(self)
+        """The Message Batches API: ``batches.delay``, ``batches.expire_next()``, counters."""
 
         self._lock = threading.Lock()
         self._queue: deque[Outcome] = deque()
