@@ -139,7 +139,7 @@ class BatchDesk:
         return 200, self._view(batch, base_url)
 
     def _answer(self, params: dict[str, Any]) -> dict[str, Any]:
-        seen = parse_request("anthropic", "/v1/messages", params, {}, time.monotonic())
+        seen = parse_request("anthropic", PREFIX, params, {}, time.monotonic())
         self._server._record(seen)
         reply = self._server._respond(seen)
         seen.status = reply.status

@@ -1,0 +1,223 @@
+"""Batch mode (``--judge-batch``) over real HTTP: the real anthropic SDK's Message Batches calls against
+the local provider's batch endpoints. What was submitted, polled and read is counted on the server.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pytest_aimeasure.cost import cost_usd, price_for
+from pytest_aimeasure.models import Usage
+from pytest_aimeasure.testing import Fault, ProviderServer
+from pytest_aimeasure.testing.batches import PREFIX
+
+MODEL = "anthropic/claude-haiku-4-5"  # priced in litellm's map, batch rates included
+SAMPLES = 3
+
+TWO_ITEMS = """
+    import pytest
+
+    @pytest.mark.dimension("tone", rubric="5 = calm; 1 = shouting")
+    @pytest.mark.parametrize("text", ["The fox apologised.", "The fox fixed the fence."])
+    def test_tone(judge, text):
+        judge.score(text)
+"""
+
+
+@pytest.fixture
+def server() -> Iterator[ProviderServer]:
+    with ProviderServer() as running:
+        running.batches.delay = 0.3
+        yield running
+
+
+@pytest.fixture
+def project(
+    pytester: pytest.Pytester, server: ProviderServer, monkeypatch: pytest.MonkeyPatch
+) -> pytest.Pytester:
+    monkeypatch.setenv("ANTHROPIC_BASE_URL", server.url)
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "test-key")
+    monkeypatch.delenv("ANTHROPIC_AUTH_TOKEN", raising=False)
+    pytester.makepyfile(test_story=textwrap.dedent(TWO_ITEMS))
+    return pytester
+
+
+def args(*extra: str) -> list[str]:
+    return [
+        "-p",
+        "no:cacheprovider",
+        "--ai-judge",
+        f"--judge-model={MODEL}",
+        "--judge-batch",
+        "--judge-batch-poll=0.05",
+        f"--judge-samples={SAMPLES}",
+        "--aimeasure-json=out.json",
+        *extra,
+    ]
+
+
+def results(pytester: pytest.Pytester) -> dict[str, Any]:
+    data: dict[str, Any] = json.loads((pytester.path / "out.json").read_text())
+    return data
+
+
+def test_sdk_batches_against_the_local_server_partial_failure_and_expiry(server: ProviderServer) -> None:
+    import anthropic
+
+    client = anthropic.Anthropic(base_url=server.url, api_key="test-key", max_retries=0)
+    tool = {"name": "record_verdict", "description": "d", "input_schema": {"type": "object"}}
+    params = {
+        "model": "claude-haiku-4-5",
+        "max_tokens": 100,
+        "messages": [{"role": "user", "content": "grade"}],
+        "tools": [tool],
+    }
+    server.script(5, Fault.server_error(), 2)
+    batch = client.messages.batches.create(
+        requests=[{"custom_id": cid, "params": params} for cid in ("a", "b", "c")]  # type: ignore[misc]
+    )
+    assert batch.processing_status == "in_progress" and batch.request_counts.processing == 3
+    time.sleep(0.35)
+    ended = client.messages.batches.retrieve(batch.id)
+    assert ended.processing_status == "ended"
+    assert (ended.request_counts.succeeded, ended.request_counts.errored) == (2, 1)
+    got = {r.custom_id: r.result for r in client.messages.batches.results(batch.id)}
+    assert got["a"].type == "succeeded" and got["a"].message.content[0].input["score"] == 5  # type: ignore[union-attr]
+    assert got["b"].type == "errored" and got["b"].error.error.type == "api_error"  # type: ignore[union-attr]
+    assert got["c"].type == "succeeded"
+
+    server.batches.expire_next()
+    expiring = client.messages.batches.create(requests=[{"custom_id": "x", "params": params}])  # type: ignore[list-item]
+    time.sleep(0.35)
+    assert client.messages.batches.retrieve(expiring.id).request_counts.expired == 1
+    assert [r.result.type for r in client.messages.batches.results(expiring.id)] == ["expired"]
+    assert (server.batches.created, server.batches.requests) == (2, 4)
+
+
+def test_batch_prices_come_from_the_map_batch_fields() -> None:
+    usage = Usage(input_tokens=1000, output_tokens=200)
+    price = price_for("claude-haiku-4-5")
+    assert price is not None and price.batch is not None
+    standard, batched = cost_usd("claude-haiku-4-5", usage), cost_usd("claude-haiku-4-5", usage, batch=True)
+    assert standard is not None and batched is not None
+    assert batched == pytest.approx(1000 * price.batch.input_per_token + 200 * price.batch.output_per_token)
+    assert batched == pytest.approx(standard / 2)  # the map's Anthropic batch rates are half price
+
+
+def test_judge_batch_sends_every_sample_through_batches_at_batch_prices(
+    project: pytest.Pytester, server: ProviderServer
+) -> None:
+    result = project.runpytest_subprocess(*args())
+    assert result.ret == 0, result.stdout.str()
+    assert server.batches.created == 2  # no pipeline: one batch per item, its samples together
+    assert server.batches.requests == 2 * SAMPLES
+    assert {seen.path for seen in server.requests} == {PREFIX}  # no single Messages call
+    data = results(project)
+    assert data["spend"]["calls"] == 2 * SAMPLES
+    usage = Usage(input_tokens=data["spend"]["input_tokens"], output_tokens=data["spend"]["output_tokens"])
+    expected = cost_usd("claude-haiku-4-5", usage, batch=True)
+    assert expected is not None and expected > 0
+    assert data["spend"]["cost_usd"] == pytest.approx(expected, abs=1e-6)
+    assert data["spend"]["cost_usd"] < cost_usd("claude-haiku-4-5", usage)  # type: ignore[operator]
+    runs = list((project.path / ".aimeasure" / "runs").glob("*/batches-*.jsonl"))
+    assert len(runs) == 1
+    journaled = [json.loads(line) for line in runs[0].read_text().splitlines()]
+    assert sorted(e["batch_id"] for e in journaled) == sorted(server.batches.ids)
+    assert all(len(e["custom_ids"]) == SAMPLES for e in journaled)
+
+
+def test_a_transient_errored_result_is_retried_in_the_next_batch(
+    project: pytest.Pytester, server: ProviderServer
+) -> None:
+    server.script(Fault.server_error())  # the first request of the first batch errors (api_error)
+    result = project.runpytest_subprocess(*args())
+    assert result.ret == 0, result.stdout.str()
+    assert server.batches.created == 3  # the retried request went out in a batch of its own
+    assert server.batches.requests == 2 * SAMPLES + 1
+    assert results(project)["spend"]["transport_retries"] == 1
+
+
+def test_a_rejected_request_in_a_batch_is_a_judge_error_of_its_item(
+    project: pytest.Pytester, server: ProviderServer
+) -> None:
+    server.script(Fault.reject(400, "prompt is too long"))
+    result = project.runpytest_subprocess(*args())
+    assert result.ret == 1
+    assert server.batches.created == 2  # a 400 is not retried
+    result.stdout.fnmatch_lines(["*invalid_request_error*prompt is too long*"])
+    assert results(project)["spend"]["judge_errors"] == 1
+
+
+def test_an_expired_batch_is_a_judge_error_and_resume_submits_it_again(
+    project: pytest.Pytester, server: ProviderServer
+) -> None:
+    server.batches.expire_next()
+    first = project.runpytest_subprocess(*args())
+    assert first.ret == 1
+    first.stdout.fnmatch_lines(["*expired*--aimeasure-resume*"])
+    assert server.batches.created == 2
+    again = project.runpytest_subprocess(*args("--aimeasure-resume=latest"))
+    assert again.ret == 0, again.stdout.str()
+    # The expired batch's requests had no result to poll for: they went out once more.
+    assert server.batches.created == 3
+    assert server.batches.requests == 3 * SAMPLES
+
+
+def test_litellm_judge_with_judge_batch_is_a_usage_error(project: pytest.Pytester) -> None:
+    result = project.runpytest_subprocess(
+        "-p", "no:cacheprovider", "--ai-judge", "--judge-model=openai/gpt-4o-mini", "--judge-batch"
+    )
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*--judge-batch: batch mode is Anthropic-only for now*openai/gpt-4o-mini*"])
+
+
+def test_sigkill_while_a_batch_is_in_flight_then_resume_polls_it_and_never_resubmits(
+    project: pytest.Pytester, server: ProviderServer
+) -> None:
+    server.batches.delay = 3.0  # the first item's batch is in flight when the session is killed
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "pytest", *args()],
+        cwd=project.path,
+        env=dict(os.environ),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    deadline = time.monotonic() + 60
+    journal: Path | None = None
+    try:
+        while time.monotonic() < deadline and proc.poll() is None:
+            found = sorted((project.path / ".aimeasure" / "runs").glob("*/batches-*.jsonl"))
+            if found and found[0].read_bytes().count(b"\n") >= 1:
+                journal = found[0]
+                break
+            time.sleep(0.01)
+        running = proc.poll() is None
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=30)
+    assert running and journal is not None, "the session ended before it could be killed"
+    assert server.batches.created == 1 and server.batches.requests == SAMPLES
+    killed_batch = server.batches.ids[0]
+    assert json.loads(journal.read_text().splitlines()[0])["batch_id"] == killed_batch
+
+    server.batches.delay = 0.3
+    result = project.runpytest_subprocess(*args("--aimeasure-resume=latest"))
+    assert result.ret == 0, result.stdout.str()
+    # The killed session's batch was polled, not submitted again: only the second item went out.
+    assert server.batches.created == 2
+    assert server.batches.requests == 2 * SAMPLES
+    assert server.batches.result_reads == 2
+    data = results(project)
+    assert data["spend"]["calls"] == 2 * SAMPLES
+    assert [m["n"] for item in data["items"] for m in item["measurements"]] == [SAMPLES, SAMPLES]
