@@ -217,7 +217,9 @@ class AnthropicBatch:
         """Collect ``cid`` from the batch an earlier session submitted (one poller per batch)."""
         self.stats.resumed += 1
         self._resumed_bodies.setdefault(batch_id, {})[cid] = body
-        if batch_id not in self._resumed_polls:
+        poller = self._resumed_polls.get(batch_id)
+        if poller is None or poller.done():
+            # A request of that batch asked for after its results were read is collected anew.
             self._resumed_polls[batch_id] = self._spawn(self._collect_resumed(batch_id))
 
     async def _collect_resumed(self, batch_id: str) -> None:
