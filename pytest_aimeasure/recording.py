@@ -141,6 +141,13 @@ class _RunChoice:
             return None
         return f"the stored artifacts of {self.where} are gone"
 
+    @staticmethod
+    def _has_batches(run: Run) -> bool:
+        """Batches a killed session submitted (``--judge-batch``) are something to resume: polling."""
+        from pytest_aimeasure.judge.batch import JOURNAL_GLOB
+
+        return any(run.path.glob(JOURNAL_GLOB))
+
     def for_resume(self, meta: RunMeta) -> str | None:
         why = self._common(meta)
         if why is not None:
@@ -151,7 +158,7 @@ class _RunChoice:
         run = self.store.open_run(meta.run_id, writer=CONTROLLER)
         records, _ = run.samples()
         nodeids = [r.nodeid for r in records] + [i.nodeid for i in run.items()]
-        if not nodeids and not run.artifacts():
+        if not nodeids and not run.artifacts() and not self._has_batches(run):
             return "recorded nothing to resume"
         if self.prefixes is not None and nodeids and not any(_under(n, self.prefixes) for n in nodeids):
             return f"recorded nothing of the tests under {self.where}"

@@ -70,6 +70,10 @@ def custom_id(body: dict[str, Any], sample: str) -> str:
     return "aim-" + hashlib.sha256(f"{sample}\n{text}".encode()).hexdigest()[:48]
 
 
+JOURNAL_GLOB = "batches-*.jsonl"
+"""The batch journals of a run folder (one per writing process)."""
+
+
 class BatchJournal:
     """The run's record of submitted batches: ``batches-<writer>.jsonl`` in the run folder, one line a
     batch, appended and fsync-ed the moment the batch exists at the provider."""
@@ -81,7 +85,7 @@ class BatchJournal:
     def known(self) -> dict[str, str]:
         """custom_id -> the batch it was last submitted in, over every writer's file of the run."""
         found: dict[str, tuple[float, str]] = {}
-        for path in sorted(self.run_path.glob("batches-*.jsonl")):
+        for path in sorted(self.run_path.glob(JOURNAL_GLOB)):
             with contextlib.suppress(OSError), path.open(encoding="utf-8") as handle:
                 for line in handle:
                     try:
@@ -328,6 +332,7 @@ def _transport_error(doing: str, exc: Exception) -> BackendError:
 
 __all__ = [
     "DEFAULT_POLL_S",
+    "JOURNAL_GLOB",
     "AnthropicBatch",
     "BatchJournal",
     "BatchStats",
