@@ -317,16 +317,20 @@ class SessionState:
             return backend
 
         def use_batches(backend: Backend, model: str) -> None:
-            from pytest_aimeasure.judge.backends.anthropic import AnthropicBackend
+            from pytest_aimeasure.judge.backends.base import BackendError
             from pytest_aimeasure.judge.batch import BatchJournal
 
-            if not isinstance(backend, AnthropicBackend):
+            use = getattr(backend, "use_batches", None)
+            if use is None:
                 raise pytest.UsageError(
-                    f"--judge-batch: batch mode is Anthropic-only for now, and the judge {model} is "
-                    f"served by {type(backend).__name__}; drop --judge-batch"
+                    f"--judge-batch: the judge {model} is served by {type(backend).__name__}, which has no "
+                    "batch API; drop --judge-batch"
                 )
             journal = BatchJournal(rec.run.path, rec.run.writer) if rec is not None else None
-            backend.use_batches(journal, poll_s=s.batch_poll)
+            try:
+                use(journal, poll_s=s.batch_poll)
+            except BackendError as exc:
+                raise pytest.UsageError(str(exc)) from None
 
         def prompt(dimension: str) -> JudgePrompt:
             template = JudgePrompt()

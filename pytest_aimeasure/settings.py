@@ -116,11 +116,12 @@ class Settings:
         if batch and judging and model is not None:
             from pytest_aimeasure.judge.resolve import route
 
-            if route(model) != "anthropic":
+            kind, prefix = route(model), model.partition("/")[0]
+            if kind != "anthropic" and not (kind == "litellm" and prefix == "openai"):
                 raise pytest.UsageError(
-                    f"--judge-batch: batch mode is Anthropic-only for now (the Message Batches API), and "
-                    f"--judge-model {model} is not an anthropic model; use an 'anthropic/<model>' or "
-                    "'claude-*' judge, or drop --judge-batch"
+                    f"--judge-batch: batch mode speaks the Anthropic Message Batches API and OpenAI's "
+                    f"Batch API (through litellm), and --judge-model {model} is neither an anthropic nor "
+                    "an 'openai/<model>' judge; use one of those, or drop --judge-batch"
                 )
         if dry_run and getattr(config.option, "numprocesses", None):
             raise pytest.UsageError("--judge-dry-run does not combine with -n: it runs no test anyway")

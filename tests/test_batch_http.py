@@ -1,5 +1,6 @@
-"""Batch mode (``--judge-batch``) over real HTTP: the real anthropic SDK's Message Batches calls against
-the local provider's batch endpoints. What was submitted, polled and read is counted on the server.
+"""Batch mode (``--judge-batch``) over real HTTP: the real anthropic SDK's Message Batches calls, and
+litellm's OpenAI files + batches calls, against the local provider's batch endpoints. What was
+uploaded, submitted, polled and read is counted on the server.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import sys
 import textwrap
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -20,10 +22,22 @@ import pytest
 from pytest_aimeasure.cost import cost_usd, price_for
 from pytest_aimeasure.models import Usage
 from pytest_aimeasure.testing import Fault, ProviderServer
-from pytest_aimeasure.testing.batches import PREFIX
+from pytest_aimeasure.testing.batches import OPENAI_PREFIXES, PREFIX
 
-MODEL = "anthropic/claude-haiku-4-5"  # priced in litellm's map, batch rates included
 SAMPLES = 3
+
+
+@dataclass(frozen=True)
+class Flavour:
+    """One batch API: the judge model, the price-map name, and where its batch calls go."""
+
+    model: str
+    priced: str  # priced in litellm's map, batch rates included
+    paths: frozenset[str]  # every path a batched session may call (no single completion among them)
+
+
+ANTHROPIC = Flavour("anthropic/claude-haiku-4-5", "claude-haiku-4-5", frozenset({PREFIX}))
+OPENAI = Flavour("openai/gpt-4o-mini", "gpt-4o-mini", frozenset({OPENAI_PREFIXES[1]}))
 
 TWO_ITEMS = """
     import pytest
@@ -42,23 +56,33 @@ def server() -> Iterator[ProviderServer]:
         yield running
 
 
+@pytest.fixture(params=[ANTHROPIC, OPENAI], ids=["anthropic", "openai"])
+def flavour(request: pytest.FixtureRequest) -> Flavour:
+    if request.param is OPENAI:
+        pytest.importorskip("litellm")
+    chosen: Flavour = request.param
+    return chosen
+
+
 @pytest.fixture
 def project(
-    pytester: pytest.Pytester, server: ProviderServer, monkeypatch: pytest.MonkeyPatch
+    pytester: pytest.Pytester, server: ProviderServer, monkeypatch: pytest.MonkeyPatch, flavour: Flavour
 ) -> pytest.Pytester:
     monkeypatch.setenv("ANTHROPIC_BASE_URL", server.url)
     monkeypatch.setenv("ANTHROPIC_API_KEY", "test-key")
     monkeypatch.delenv("ANTHROPIC_AUTH_TOKEN", raising=False)
+    monkeypatch.setenv("OPENAI_BASE_URL", server.openai_base_url)
+    monkeypatch.setenv("OPENAI_API_KEY", "test-key")
     pytester.makepyfile(test_story=textwrap.dedent(TWO_ITEMS))
     return pytester
 
 
-def args(*extra: str) -> list[str]:
+def args(flavour: Flavour, *extra: str) -> list[str]:
     return [
         "-p",
         "no:cacheprovider",
         "--ai-judge",
-        f"--judge-model={MODEL}",
+        f"--judge-model={flavour.model}",
         "--judge-batch",
         "--judge-batch-poll=0.05",
         f"--judge-samples={SAMPLES}",
@@ -105,31 +129,68 @@ def test_sdk_batches_against_the_local_server_partial_failure_and_expiry(server:
     assert (server.batches.created, server.batches.requests) == (2, 4)
 
 
+def test_litellm_openai_batches_against_the_local_server_partial_failure_and_expiry(
+    server: ProviderServer,
+) -> None:
+    pytest.importorskip("litellm")
+    import asyncio
+
+    from pytest_aimeasure.judge.backends.litellm import import_litellm
+    from pytest_aimeasure.judge.batch import OpenAIBatches
+
+    api = OpenAIBatches(import_litellm(), api_base=server.openai_base_url, api_key="test-key")
+    tool = {"type": "function", "function": {"name": "record_verdict", "parameters": {"type": "object"}}}
+    body = {"model": "gpt-4o-mini", "max_tokens": 100, "messages": [{"role": "user", "content": "grade"}]}
+    body["tools"] = [tool]
+
+    async def run(ids: str) -> tuple[list[Any], dict[str, Any]]:
+        batch_id = await api.submit({cid: body for cid in ids})
+        polled = [await api.poll(batch_id)]
+        await asyncio.sleep(0.35)
+        polled.append(await api.poll(batch_id))
+        return polled, {r.custom_id: r async for r in api.results(batch_id)}
+
+    server.script(5, Fault.server_error(), 2)
+    polled, got = asyncio.run(run("abc"))
+    assert [p.ended for p in polled] == [False, True]
+    assert got["a"].kind == "succeeded" and got["c"].kind == "succeeded"
+    assert json.loads(got["a"].reply.choices[0].message.tool_calls[0].function.arguments)["score"] == 5
+    assert (got["b"].kind, got["b"].status, got["b"].error_type) == ("errored", 500, "server_error")
+
+    server.batches.expire_next()
+    polled, got = asyncio.run(run("x"))
+    assert polled[-1].ended and got["x"].kind == "expired"
+    assert (server.batches.uploads, server.batches.created, server.batches.requests) == (2, 2, 4)
+
+
 def test_batch_prices_come_from_the_map_batch_fields() -> None:
     usage = Usage(input_tokens=1000, output_tokens=200)
-    price = price_for("claude-haiku-4-5")
-    assert price is not None and price.batch is not None
-    standard, batched = cost_usd("claude-haiku-4-5", usage), cost_usd("claude-haiku-4-5", usage, batch=True)
-    assert standard is not None and batched is not None
-    assert batched == pytest.approx(1000 * price.batch.input_per_token + 200 * price.batch.output_per_token)
-    assert batched == pytest.approx(standard / 2)  # the map's Anthropic batch rates are half price
+    for name in (ANTHROPIC.priced, OPENAI.priced):
+        price = price_for(name)
+        assert price is not None and price.batch is not None
+        standard, batched = cost_usd(name, usage), cost_usd(name, usage, batch=True)
+        assert standard is not None and batched is not None
+        assert batched == pytest.approx(
+            1000 * price.batch.input_per_token + 200 * price.batch.output_per_token
+        )
+        assert batched == pytest.approx(standard / 2)  # the map's batch rates are half price for both
 
 
 def test_judge_batch_sends_every_sample_through_batches_at_batch_prices(
-    project: pytest.Pytester, server: ProviderServer
+    project: pytest.Pytester, server: ProviderServer, flavour: Flavour
 ) -> None:
-    result = project.runpytest_subprocess(*args())
+    result = project.runpytest_subprocess(*args(flavour))
     assert result.ret == 0, result.stdout.str()
     assert server.batches.created == 2  # no pipeline: one batch per item, its samples together
     assert server.batches.requests == 2 * SAMPLES
-    assert {seen.path for seen in server.requests} == {PREFIX}  # no single Messages call
+    assert {seen.path for seen in server.requests} == flavour.paths  # no single completion call
     data = results(project)
     assert data["spend"]["calls"] == 2 * SAMPLES
     usage = Usage(input_tokens=data["spend"]["input_tokens"], output_tokens=data["spend"]["output_tokens"])
-    expected = cost_usd("claude-haiku-4-5", usage, batch=True)
+    expected = cost_usd(flavour.priced, usage, batch=True)
     assert expected is not None and expected > 0
     assert data["spend"]["cost_usd"] == pytest.approx(expected, abs=1e-6)
-    assert data["spend"]["cost_usd"] < cost_usd("claude-haiku-4-5", usage)  # type: ignore[operator]
+    assert data["spend"]["cost_usd"] < cost_usd(flavour.priced, usage)  # type: ignore[operator]
     runs = list((project.path / ".aimeasure" / "runs").glob("*/batches-*.jsonl"))
     assert len(runs) == 1
     journaled = [json.loads(line) for line in runs[0].read_text().splitlines()]
@@ -138,10 +199,10 @@ def test_judge_batch_sends_every_sample_through_batches_at_batch_prices(
 
 
 def test_a_transient_errored_result_is_retried_in_the_next_batch(
-    project: pytest.Pytester, server: ProviderServer
+    project: pytest.Pytester, server: ProviderServer, flavour: Flavour
 ) -> None:
-    server.script(Fault.server_error())  # the first request of the first batch errors (api_error)
-    result = project.runpytest_subprocess(*args())
+    server.script(Fault.server_error())  # the first request of the first batch errors (a 500)
+    result = project.runpytest_subprocess(*args(flavour))
     assert result.ret == 0, result.stdout.str()
     assert server.batches.created == 3  # the retried request went out in a batch of its own
     assert server.batches.requests == 2 * SAMPLES + 1
@@ -149,10 +210,10 @@ def test_a_transient_errored_result_is_retried_in_the_next_batch(
 
 
 def test_a_rejected_request_in_a_batch_is_a_judge_error_of_its_item(
-    project: pytest.Pytester, server: ProviderServer
+    project: pytest.Pytester, server: ProviderServer, flavour: Flavour
 ) -> None:
     server.script(Fault.reject(400, "prompt is too long"))
-    result = project.runpytest_subprocess(*args())
+    result = project.runpytest_subprocess(*args(flavour))
     assert result.ret == 1
     assert server.batches.created == 2  # a 400 is not retried
     result.stdout.fnmatch_lines(["*invalid_request_error*prompt is too long*"])
@@ -160,34 +221,38 @@ def test_a_rejected_request_in_a_batch_is_a_judge_error_of_its_item(
 
 
 def test_an_expired_batch_is_a_judge_error_and_resume_submits_it_again(
-    project: pytest.Pytester, server: ProviderServer
+    project: pytest.Pytester, server: ProviderServer, flavour: Flavour
 ) -> None:
     server.batches.expire_next()
-    first = project.runpytest_subprocess(*args())
+    first = project.runpytest_subprocess(*args(flavour))
     assert first.ret == 1
     first.stdout.fnmatch_lines(["*expired*--aimeasure-resume*"])
     assert server.batches.created == 2
-    again = project.runpytest_subprocess(*args("--aimeasure-resume=latest"))
+    again = project.runpytest_subprocess(*args(flavour, "--aimeasure-resume=latest"))
     assert again.ret == 0, again.stdout.str()
     # The expired batch's requests had no result to poll for: they went out once more.
     assert server.batches.created == 3
     assert server.batches.requests == 3 * SAMPLES
 
 
-def test_litellm_judge_with_judge_batch_is_a_usage_error(project: pytest.Pytester) -> None:
-    result = project.runpytest_subprocess(
-        "-p", "no:cacheprovider", "--ai-judge", "--judge-model=openai/gpt-4o-mini", "--judge-batch"
+@pytest.mark.parametrize("model", ["ollama/llama3", "scripted"])
+def test_a_judge_without_a_batch_api_with_judge_batch_is_a_usage_error(
+    pytester: pytest.Pytester, model: str
+) -> None:
+    pytester.makepyfile(test_story=textwrap.dedent(TWO_ITEMS))
+    result = pytester.runpytest_subprocess(
+        "-p", "no:cacheprovider", "--ai-judge", f"--judge-model={model}", "--judge-batch"
     )
     assert result.ret == pytest.ExitCode.USAGE_ERROR
-    result.stderr.fnmatch_lines(["*--judge-batch: batch mode is Anthropic-only for now*openai/gpt-4o-mini*"])
+    result.stderr.fnmatch_lines([f"*--judge-batch: batch mode speaks the Anthropic*{model} is neither*"])
 
 
 def test_sigkill_while_a_batch_is_in_flight_then_resume_polls_it_and_never_resubmits(
-    project: pytest.Pytester, server: ProviderServer
+    project: pytest.Pytester, server: ProviderServer, flavour: Flavour
 ) -> None:
     server.batches.delay = 3.0  # the first item's batch is in flight when the session is killed
     proc = subprocess.Popen(
-        [sys.executable, "-m", "pytest", *args()],
+        [sys.executable, "-m", "pytest", *args(flavour)],
         cwd=project.path,
         env=dict(os.environ),
         stdout=subprocess.DEVNULL,
@@ -212,12 +277,13 @@ def test_sigkill_while_a_batch_is_in_flight_then_resume_polls_it_and_never_resub
     assert json.loads(journal.read_text().splitlines()[0])["batch_id"] == killed_batch
 
     server.batches.delay = 0.3
-    result = project.runpytest_subprocess(*args("--aimeasure-resume=latest"))
+    result = project.runpytest_subprocess(*args(flavour, "--aimeasure-resume=latest"))
     assert result.ret == 0, result.stdout.str()
     # The killed session's batch was polled, not submitted again: only the second item went out.
     assert server.batches.created == 2
     assert server.batches.requests == 2 * SAMPLES
-    assert server.batches.result_reads == 2
+    # Both batches' results were read, the killed one's by the resumed session.
+    assert sorted(set(server.batches.read)) == sorted(server.batches.ids)
     data = results(project)
     assert data["spend"]["calls"] == 2 * SAMPLES
     assert [m["n"] for item in data["items"] for m in item["measurements"]] == [SAMPLES, SAMPLES]

@@ -1,4 +1,8 @@
-"""Batch mode (``--judge-batch``): judge calls go through the Anthropic Message Batches API at batch prices.
+"""Batch mode (``--judge-batch``): judge calls go through a provider's batch API at batch prices.
+
+Two batch APIs are spoken: Anthropic's Message Batches (the anthropic SDK, :class:`AnthropicBatches`)
+and OpenAI's Batch API through litellm (``create_file`` + ``create_batch`` / ``retrieve_batch`` /
+``file_content``, :class:`OpenAIBatches`); :class:`Batcher` does the rest, the same for both.
 
 A judge call in batch mode is not sent at once: its request body joins an open batch, which is
 submitted once no new request arrived for :data:`LINGER_S` (or it holds :data:`MAX_REQUESTS`). The
@@ -34,10 +38,10 @@ import hashlib
 import json
 import os
 import time
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from pytest_aimeasure.judge.backends.base import BackendError, rejection
 
@@ -123,29 +127,183 @@ class BatchStats:
     batch_ids: list[str] = field(default_factory=list)
 
 
+@dataclass(frozen=True)
+class Result:
+    """One request's result in an ended batch, whatever the provider."""
+
+    custom_id: str
+    kind: str
+    """``succeeded``, ``errored``, ``expired`` or ``canceled``."""
+    reply: Any = None
+    """``succeeded``: the reply, as the backend's single call returns it (an SDK ``Message``, a
+    litellm ``ModelResponse``)."""
+    status: int = 500
+    """``errored``: the HTTP status the request would have had alone."""
+    error_type: str = "api_error"
+    message: str = ""
+
+
+@dataclass(frozen=True)
+class Polled:
+    ended: bool
+    expires_at: float | None
+    """When the provider gives the batch up (epoch seconds), if it says."""
+
+
+class BatchAPI(Protocol):
+    """A provider's batch endpoints, as :class:`Batcher` uses them."""
+
+    provider: str
+    """Named in messages: ``anthropic``, ``openai``."""
+
+    async def submit(self, bodies: dict[str, dict[str, Any]]) -> str:
+        """Create a batch of ``custom_id -> request body``; its id."""
+        ...
+
+    async def poll(self, batch_id: str) -> Polled: ...
+
+    def results(self, batch_id: str) -> AsyncIterator[Result]:
+        """The ended batch's results."""
+        ...
+
+
+class AnthropicBatches:
+    """The Message Batches API through the anthropic SDK; ``client`` returns the SDK client for the
+    running loop (the backend's)."""
+
+    provider = "anthropic"
+
+    def __init__(self, client: Callable[[], Any]) -> None:
+        self._client = client
+
+    async def submit(self, bodies: dict[str, dict[str, Any]]) -> str:
+        requests = [{"custom_id": cid, "params": body} for cid, body in bodies.items()]
+        batch = await self._client().messages.batches.create(requests=requests)
+        return str(batch.id)
+
+    async def poll(self, batch_id: str) -> Polled:
+        batch = await self._client().messages.batches.retrieve(batch_id)
+        expires = batch.expires_at.timestamp() if batch.expires_at is not None else None
+        return Polled(ended=batch.processing_status == "ended", expires_at=expires)
+
+    async def results(self, batch_id: str) -> AsyncIterator[Result]:
+        async for entry in await self._client().messages.batches.results(batch_id):
+            result = entry.result
+            kind = str(result.type)
+            if kind == "succeeded":
+                yield Result(str(entry.custom_id), kind, reply=result.message)
+            elif kind == "errored":
+                error = getattr(result.error, "error", None)
+                etype = str(getattr(error, "type", "api_error"))
+                yield Result(
+                    str(entry.custom_id),
+                    kind,
+                    status=_ERROR_STATUS.get(etype, 500),
+                    error_type=etype,
+                    message=str(getattr(error, "message", "") or etype),
+                )
+            else:
+                yield Result(str(entry.custom_id), kind)
+
+
+class OpenAIBatches:
+    """OpenAI's Batch API through litellm: the requests go up as a JSONL file (``purpose=batch``),
+    a batch is created on it for ``/v1/chat/completions``, and the ended batch's output and error
+    files are read back. ``litellm`` is the imported module; ``api_base`` / ``api_key`` as the
+    litellm backend resolves them (None: litellm reads ``OPENAI_BASE_URL`` / ``OPENAI_API_KEY``)."""
+
+    provider = "openai"
+    ENDED = frozenset({"completed", "failed", "expired", "cancelled"})
+
+    def __init__(self, litellm: Any, *, api_base: str | None, api_key: str | None) -> None:
+        self._litellm = litellm
+        self._where: dict[str, Any] = {"custom_llm_provider": "openai"}
+        if api_base is not None:
+            self._where["api_base"] = api_base
+        if api_key is not None:
+            self._where["api_key"] = api_key
+        self._files: dict[str, tuple[str | None, str | None]] = {}
+
+    async def submit(self, bodies: dict[str, dict[str, Any]]) -> str:
+        lines = [
+            json.dumps({"custom_id": cid, "method": "POST", "url": "/v1/chat/completions", "body": body})
+            for cid, body in bodies.items()
+        ]
+        upload = await self._litellm.acreate_file(
+            file=("aimeasure-batch.jsonl", ("\n".join(lines) + "\n").encode()), purpose="batch", **self._where
+        )
+        batch = await self._litellm.acreate_batch(
+            completion_window="24h", endpoint="/v1/chat/completions", input_file_id=upload.id, **self._where
+        )
+        return str(batch.id)
+
+    async def poll(self, batch_id: str) -> Polled:
+        batch = await self._litellm.aretrieve_batch(batch_id=batch_id, **self._where)
+        status = str(batch.status)
+        if status == "failed":
+            errors = getattr(getattr(batch, "errors", None), "data", None) or []
+            said = "; ".join(str(getattr(e, "message", e)) for e in errors) or "no reason given"
+            raise BackendError(f"openai batch {batch_id} failed: {said}")
+        self._files[batch_id] = (batch.output_file_id, batch.error_file_id)
+        expires = float(batch.expires_at) if batch.expires_at is not None else None
+        return Polled(ended=status in self.ENDED, expires_at=expires)
+
+    async def results(self, batch_id: str) -> AsyncIterator[Result]:
+        for file_id in self._files.pop(batch_id, (None, None)):
+            if file_id is None:
+                continue
+            content = await self._litellm.afile_content(file_id=file_id, **self._where)
+            for line in content.content.decode("utf-8").splitlines():
+                if line.strip():
+                    yield self._result(json.loads(line))
+
+    def _result(self, line: dict[str, Any]) -> Result:
+        cid = str(line.get("custom_id"))
+        response, error = line.get("response"), line.get("error")
+        if isinstance(error, dict):
+            code = str(error.get("code") or "")
+            if code == "batch_expired":
+                return Result(cid, "expired")
+            if code == "batch_cancelled":
+                return Result(cid, "canceled")
+            return Result(
+                cid, "errored", error_type=code or "error", message=str(error.get("message") or code)
+            )
+        status = int(response.get("status_code", 500)) if isinstance(response, dict) else 500
+        body = response.get("body") if isinstance(response, dict) else None
+        if status == 200 and isinstance(body, dict):
+            return Result(cid, "succeeded", reply=self._litellm.ModelResponse(**body))
+        detail = body.get("error") if isinstance(body, dict) else None
+        detail = detail if isinstance(detail, dict) else {}
+        etype = str(detail.get("type") or detail.get("code") or "error")
+        return Result(
+            cid, "errored", status=status, error_type=etype, message=str(detail.get("message") or etype)
+        )
+
+
 @dataclass
 class _Open:
     bodies: dict[str, dict[str, Any]] = field(default_factory=dict)
     timer: asyncio.TimerHandle | None = None
 
 
-class AnthropicBatch:
-    """Collects judge calls into Message Batches, submits, polls and settles them (on the judge loop).
+class Batcher:
+    """Collects judge calls into batches, submits, polls and settles them (on the judge loop).
 
-    ``client`` is a callable returning the SDK client for the running loop (the backend's); ``journal``
-    records submitted batches; ``poll_s`` is the first pause between polls.
+    ``api`` speaks to the provider's batch endpoints; ``journal`` records submitted batches;
+    ``poll_s`` is the first pause between polls.
     """
 
     def __init__(
         self,
-        client: Callable[[], Any],
+        api: BatchAPI,
         journal: BatchJournal | None,
         *,
         poll_s: float = DEFAULT_POLL_S,
         linger_s: float = LINGER_S,
         max_requests: int = MAX_REQUESTS,
     ) -> None:
-        self._client = client
+        self.api = api
         self.journal = journal
         self.poll_s = poll_s
         self.linger_s = linger_s
@@ -159,7 +317,7 @@ class AnthropicBatch:
         self._tasks: set[asyncio.Task[None]] = set()
 
     async def send(self, body: dict[str, Any], sample: str) -> Any:
-        """The Message the batch returned for ``body`` (an SDK ``Message``); raises a
+        """The reply the batch returned for ``body`` (:attr:`Result.reply`); raises a
         :class:`ProviderRejection` or :class:`BackendError` for a failed result."""
         cid = custom_id(body, sample)
         waiting = self._waiting.get(cid)
@@ -199,19 +357,17 @@ class AnthropicBatch:
     # -- one batch -------------------------------------------------------------------------------
     async def _run(self, bodies: dict[str, dict[str, Any]]) -> None:
         try:
-            client = self._client()
-            requests = [{"custom_id": cid, "params": body} for cid, body in bodies.items()]
             try:
-                batch = await client.messages.batches.create(requests=requests)
+                batch_id = await self.api.submit(bodies)
             except Exception as exc:
-                raise _transport_error("submitting a batch", exc) from exc
+                raise _transport_error(self.api.provider, "submitting a batch", exc) from exc
             self.stats.submitted += 1
             self.stats.requests += len(bodies)
-            self.stats.batch_ids.append(batch.id)
+            self.stats.batch_ids.append(batch_id)
             if self.journal is not None:
                 # Journaled before anything waits on it: a kill from here on resumes by polling.
-                self.journal.submitted(batch.id, list(bodies))
-            await self._collect(batch.id, set(bodies))
+                self.journal.submitted(batch_id, list(bodies))
+            await self._collect(batch_id, set(bodies))
         except BaseException as exc:
             self._fail(set(bodies), exc)
             if not isinstance(exc, Exception):
@@ -238,47 +394,45 @@ class AnthropicBatch:
                 raise
 
     async def _collect(self, batch_id: str, cids: set[str] | None) -> None:
-        client = self._client()
+        provider = self.api.provider
         pause = self.poll_s
         while True:
             try:
-                batch = await client.messages.batches.retrieve(batch_id)
+                polled = await self.api.poll(batch_id)
             except Exception as exc:
-                raise _transport_error(f"polling batch {batch_id}", exc) from exc
+                raise _transport_error(provider, f"polling batch {batch_id}", exc) from exc
             self.stats.polls += 1
-            if batch.processing_status == "ended":
+            if polled.ended:
                 break
-            expires = batch.expires_at.timestamp() if batch.expires_at is not None else None
-            if expires is not None and time.time() > expires + EXPIRY_GRACE_S:
+            if polled.expires_at is not None and time.time() > polled.expires_at + EXPIRY_GRACE_S:
                 raise BackendError(
-                    f"batch {batch_id} did not end by its expiry ({batch.expires_at.isoformat()}); its "
-                    "requests were not judged: rerun with --aimeasure-resume to submit them in a new batch"
+                    f"{provider} batch {batch_id} did not end by its expiry; its requests were not "
+                    "judged: rerun with --aimeasure-resume to submit them in a new batch"
                 )
             await asyncio.sleep(pause)
             pause = min(pause * POLL_GROWTH, MAX_POLL_S)
         try:
-            async for entry in await client.messages.batches.results(batch_id):
-                self._settle(batch_id, entry)
+            async for result in self.api.results(batch_id):
+                self._settle(batch_id, result)
         except Exception as exc:
-            raise _transport_error(f"reading the results of batch {batch_id}", exc) from exc
+            raise _transport_error(provider, f"reading the results of batch {batch_id}", exc) from exc
         # A request the results did not mention is not silently lost.
         left = set(self._resumed_bodies.get(batch_id, {})) if cids is None else cids
         self._fail(
             {cid for cid in left if cid in self._waiting},
-            BackendError(f"batch {batch_id} returned no result for this request", retryable=True),
+            BackendError(f"{provider} batch {batch_id} returned no result for this request", retryable=True),
         )
 
-    def _settle(self, batch_id: str, entry: Any) -> None:
-        cid = str(entry.custom_id)
+    def _settle(self, batch_id: str, result: Result) -> None:
+        cid = result.custom_id
         future = self._waiting.get(cid)
         if future is None:
             return  # a request of a resumed batch this session does not need
-        result = entry.result
-        kind = str(result.type)
+        kind = result.kind
         if kind == "succeeded":
             del self._waiting[cid]
             if not future.done():
-                future.set_result(result.message)
+                future.set_result(result.reply)
             return
         self.stats.failed += 1
         if kind in ("expired", "canceled") and batch_id in self._resumed_polls:
@@ -287,19 +441,17 @@ class AnthropicBatch:
             if body is not None:
                 self._add(cid, body)
                 return
+        provider = self.api.provider
         if kind == "errored":
-            error = getattr(result.error, "error", None)
-            etype = str(getattr(error, "type", "api_error"))
-            message = str(getattr(error, "message", "") or etype)
             failure: BackendError = rejection(
-                f"anthropic batch {batch_id}: request errored: {etype}: {message}",
-                status=_ERROR_STATUS.get(etype, 500),
-                provider_message=message,
+                f"{provider} batch {batch_id}: request errored: {result.error_type}: {result.message}",
+                status=result.status,
+                provider_message=result.message,
             )
         else:
             what = "expired (the batch ended before it was processed)" if kind == "expired" else kind
             failure = BackendError(
-                f"not judged: anthropic batch {batch_id}: request {what}; rerun with "
+                f"not judged: {provider} batch {batch_id}: request {what}; rerun with "
                 "--aimeasure-resume to submit it in a new batch"
             )
         self._fail({cid}, failure)
@@ -318,23 +470,28 @@ class AnthropicBatch:
             task.cancel()
 
 
-def _transport_error(doing: str, exc: Exception) -> BackendError:
+def _transport_error(provider: str, doing: str, exc: Exception) -> BackendError:
+    if isinstance(exc, BackendError):
+        return exc
     status = getattr(exc, "status_code", None)
     if isinstance(status, int):
         message = str(getattr(exc, "message", exc))
         return rejection(
-            f"anthropic batch API error {status} {doing}: {message}", status=status, provider_message=message
+            f"{provider} batch API error {status} {doing}: {message}", status=status, provider_message=message
         )
-    if isinstance(exc, BackendError):
-        return exc
-    return BackendError(f"anthropic batch API: {doing} failed: {exc}", retryable=True)
+    return BackendError(f"{provider} batch API: {doing} failed: {exc}", retryable=True)
 
 
 __all__ = [
     "DEFAULT_POLL_S",
     "JOURNAL_GLOB",
-    "AnthropicBatch",
+    "AnthropicBatches",
+    "BatchAPI",
     "BatchJournal",
     "BatchStats",
+    "Batcher",
+    "OpenAIBatches",
+    "Polled",
+    "Result",
     "custom_id",
 ]

@@ -1,4 +1,6 @@
-"""The Anthropic Message Batches API of the local provider (``/v1/messages/batches``).
+"""The batch APIs of the local provider: Anthropic's Message Batches (``/v1/messages/batches``) and
+OpenAI's Batch API (``/v1/files`` + ``/v1/batches``, as litellm's ``create_file`` / ``create_batch`` /
+``retrieve_batch`` / ``file_content`` call it).
 
 Enough of the API for the real ``anthropic`` SDK's ``client.messages.batches.create / retrieve /
 results / cancel``: a batch is answered request by request the moment it is created, through the same
@@ -8,8 +10,13 @@ scripting as single calls (scores, faults, the prompt cache), but its results ar
 that error (a batch that partly fails); :meth:`BatchDesk.expire_next` makes the next batches expire
 instead (every request ``expired``, as when the real API's 24 hours run out).
 
-Counters (:attr:`BatchDesk.created`, ``requests``, ``retrieves``, ``result_reads``) let a test prove a
-resumed session polled a batch and never submitted it again. Stdlib only.
+The OpenAI flavour works the same way on a JSONL file uploaded with ``purpose=batch``: each line's
+``body`` (a Chat Completions request) is answered through the same scripting; once the batch has
+ended (``status: completed``) the successes are in its ``output_file_id`` and the failures (an error
+reply, or ``batch_expired`` for a batch that expired) in its ``error_file_id``, as the real API does.
+
+Counters (:attr:`BatchDesk.created`, ``requests``, ``uploads``, ``retrieves``, ``result_reads``,
+``read``) let a test prove a resumed session polled a batch and never submitted it again. Stdlib only.
 """
 
 from __future__ import annotations
@@ -20,13 +27,17 @@ import time
 import uuid
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
+from email.parser import BytesParser
+from email.policy import HTTP
 from typing import Any, Protocol
 
-from pytest_aimeasure.testing.protocols import Reply, SeenRequest, error_reply, parse_request
+from pytest_aimeasure.testing.protocols import ProtocolName, Reply, SeenRequest, error_reply, parse_request
 
-__all__ = ["PREFIX", "BatchDesk"]
+__all__ = ["OPENAI_PREFIXES", "PREFIX", "BatchDesk"]
 
 PREFIX = "/v1/messages/batches"
+OPENAI_PREFIXES = ("/v1/files", "/v1/batches")
+"""The OpenAI Batch API's paths: the input/output files and the batches."""
 
 
 class _Server(Protocol):
@@ -45,6 +56,22 @@ class _Batch:
     results: dict[str, dict[str, Any]]
     canceled: bool = False
     custom_ids: list[str] = field(default_factory=list)
+    input_file_id: str | None = None  # an OpenAI batch; None for a Message Batch
+    output_file_id: str | None = None
+    error_file_id: str | None = None
+
+
+def _bad(message: str, param: str | None = None) -> tuple[int, Any]:
+    return 400, error_reply("openai", 400, message, param=param).payload
+
+
+def _jsonl(lines: list[str]) -> bytes:
+    return ("\n".join(lines) + "\n").encode()
+
+
+def _public(result: dict[str, Any]) -> dict[str, Any]:
+    """A Message Batch result as the API shows it (without the HTTP status kept for OpenAI's files)."""
+    return {key: value for key, value in result.items() if key != "status"}
 
 
 def _stamp(moment: datetime) -> str:
@@ -58,6 +85,7 @@ class BatchDesk:
         self._server = server
         self._lock = threading.Lock()
         self._batches: dict[str, _Batch] = {}
+        self._files: dict[str, tuple[dict[str, Any], bytes]] = {}
         self._expire = 0
         self.delay = 0.0
         """Seconds from a batch's creation until it has ended (its results become readable)."""
@@ -66,7 +94,14 @@ class BatchDesk:
         self.requests = 0
         """Requests received inside created batches."""
         self.retrieves = 0
+        """Polls: a batch retrieved."""
         self.result_reads = 0
+        """Results read (a Message Batch's results, an OpenAI batch's output or error file)."""
+        self.read: list[str] = []
+        """The batches whose results were read, one entry a read (litellm reads an OpenAI batch's
+        output file once more itself, for its cost logging)."""
+        self.uploads = 0
+        """OpenAI input files uploaded."""
 
     def expire_next(self, count: int = 1) -> None:
         """The next ``count`` batches expire: they end with every request ``expired``, unprocessed."""
@@ -97,8 +132,10 @@ class BatchDesk:
                 return 400, error_reply("anthropic", 400, f"batch {batch.id} is still in progress").payload
             with self._lock:
                 self.result_reads += 1
+                self.read.append(batch.id)
             lines = [
-                json.dumps({"custom_id": cid, "result": self._result(batch, cid)}) for cid in batch.custom_ids
+                json.dumps({"custom_id": cid, "result": _public(self._result(batch, cid))})
+                for cid in batch.custom_ids
             ]
             return 200, "\n".join(lines) + "\n"
         if method == "POST" and parts[1:] == ["cancel"]:
@@ -138,15 +175,198 @@ class BatchDesk:
             self.requests += len(ids)
         return 200, self._view(batch, base_url)
 
-    def _answer(self, params: dict[str, Any]) -> dict[str, Any]:
-        seen = parse_request("anthropic", PREFIX, params, {}, time.monotonic())
+    def _answer(self, params: dict[str, Any], protocol: ProtocolName = "anthropic") -> dict[str, Any]:
+        path = PREFIX if protocol == "anthropic" else OPENAI_PREFIXES[1]
+        seen = parse_request(protocol, path, params, {}, time.monotonic())
         self._server._record(seen)
         reply = self._server._respond(seen)
         seen.status = reply.status
         seen.finished = time.monotonic()
         if reply.status == 200:
             return {"type": "succeeded", "message": reply.payload}
-        return {"type": "errored", "error": reply.payload}
+        return {"type": "errored", "error": reply.payload, "status": reply.status}
+
+    # -- the OpenAI Batch API ------------------------------------------------------------------------
+    def handle_openai(self, method: str, path: str, raw: bytes, content_type: str) -> tuple[int, Any]:
+        """(status, JSON payload, or a str of JSON lines) for a request under :data:`OPENAI_PREFIXES`."""
+        parts = path.strip("/").split("/")[1:]  # ["files", id, "content"] or ["batches", id, ...]
+        kind, rest = parts[0], parts[1:]
+        if kind == "files":
+            if method == "POST" and not rest:
+                return self._upload(raw, content_type)
+            stored = self._file(rest[0]) if rest else None
+            if stored is None:
+                return 404, error_reply("openai", 404, f"No such File object: {path}").payload
+            if method == "GET" and rest[1:] == ["content"]:
+                if stored[0]["purpose"] == "batch_output":
+                    with self._lock:
+                        self.result_reads += 1
+                        self.read.append(str(stored[0]["batch"]))
+                return 200, stored[1].decode("utf-8")
+            if method == "GET" and len(rest) == 1:
+                return 200, stored[0]
+        elif kind == "batches":
+            if method == "POST" and not rest:
+                try:
+                    body = json.loads(raw.decode("utf-8")) if raw else {}
+                except (ValueError, UnicodeDecodeError) as exc:
+                    return _bad(f"could not parse the request body: {exc}")
+                return self._create_openai(body if isinstance(body, dict) else {})
+            batch = self._get(rest[0]) if rest else None
+            if batch is None or batch.input_file_id is None:
+                return 404, error_reply("openai", 404, f"No batch found: {path}").payload
+            if method == "GET" and len(rest) == 1:
+                with self._lock:
+                    self.retrieves += 1
+                return 200, self._openai_view(batch)
+            if method == "POST" and rest[1:] == ["cancel"]:
+                batch.canceled = True
+                return 200, self._openai_view(batch)
+        return 404, error_reply("openai", 404, f"Not found: {method} {path}").payload
+
+    def _upload(self, raw: bytes, content_type: str) -> tuple[int, Any]:
+        fields: dict[str, tuple[str | None, bytes]] = {}
+        if "multipart/form-data" in content_type:
+            message = BytesParser(policy=HTTP).parsebytes(
+                f"Content-Type: {content_type}\r\n\r\n".encode() + raw
+            )
+            for part in message.iter_parts():
+                name = part.get_param("name", header="content-disposition")
+                data = part.get_payload(decode=True)
+                if isinstance(name, str) and isinstance(data, bytes):
+                    fields[name] = (part.get_filename(), data)
+        purpose, content = fields.get("purpose"), fields.get("file")
+        if purpose is None or content is None:
+            return 400, error_reply(
+                "openai", 400, "a multipart form with 'file' and 'purpose' is required"
+            ).payload
+        if purpose[1].decode() != "batch":
+            return 400, error_reply(
+                "openai", 400, f"purpose {purpose[1].decode()!r} is not served here"
+            ).payload
+        with self._lock:
+            self.uploads += 1
+        return 200, self._store(content[1], "batch", content[0] or "input.jsonl")
+
+    def _store(self, data: bytes, purpose: str, filename: str, batch: str | None = None) -> dict[str, Any]:
+        meta: dict[str, Any] = {
+            "id": f"file-{uuid.uuid4().hex[:24]}",
+            "object": "file",
+            "bytes": len(data),
+            "created_at": int(time.time()),
+            "filename": filename,
+            "purpose": purpose,
+            "status": "processed",
+        }
+        if batch is not None:
+            meta["batch"] = batch  # not in the API's file object: which batch's results it holds
+        with self._lock:
+            self._files[str(meta["id"])] = (meta, data)
+        return meta
+
+    def _file(self, file_id: str) -> tuple[dict[str, Any], bytes] | None:
+        with self._lock:
+            return self._files.get(file_id)
+
+    def _create_openai(self, body: dict[str, Any]) -> tuple[int, Any]:
+        stored = self._file(str(body.get("input_file_id")))
+        if stored is None:
+            return 400, error_reply(
+                "openai", 400, "input_file_id: no such file", param="input_file_id"
+            ).payload
+        if body.get("endpoint") != "/v1/chat/completions":
+            return _bad("endpoint: only /v1/chat/completions is served")
+        lines = [json.loads(line) for line in stored[1].decode("utf-8").splitlines() if line.strip()]
+        ids = [str(line.get("custom_id")) for line in lines]
+        if not lines or len(set(ids)) != len(lines):
+            return _bad("the input file needs lines with unique custom_id")
+        with self._lock:
+            expired = self._expire > 0
+            self._expire -= 1 if expired else 0
+        results: dict[str, dict[str, Any]] = {}
+        for line in lines:
+            params = line.get("body")
+            if not isinstance(params, dict) or "model" not in params or "messages" not in params:
+                return _bad("body: model and messages are required")
+            if not expired:
+                results[str(line["custom_id"])] = self._answer(params, "openai")
+        batch = _Batch(
+            id=f"batch_{uuid.uuid4().hex[:24]}",
+            created=datetime.now(timezone.utc),
+            ends=time.monotonic() + self.delay,
+            delay=self.delay,
+            expired=expired,
+            results=results,
+            custom_ids=ids,
+            input_file_id=str(body["input_file_id"]),
+        )
+        with self._lock:
+            self._batches[batch.id] = batch
+            self.created += 1
+            self.requests += len(ids)
+        return 200, self._openai_view(batch)
+
+    def _openai_files(self, batch: _Batch) -> None:
+        """Write the ended batch's output and error files (once)."""
+        if batch.output_file_id is not None or batch.error_file_id is not None:
+            return
+        out: list[str] = []
+        errors: list[str] = []
+        for cid in batch.custom_ids:
+            result = self._result(batch, cid)
+            line: dict[str, Any] = {"id": f"batch_req_{uuid.uuid4().hex[:24]}", "custom_id": cid}
+            if result["type"] in ("expired", "canceled"):
+                code = "batch_expired" if result["type"] == "expired" else "batch_cancelled"
+                line |= {"response": None, "error": {"code": code, "message": f"request {result['type']}"}}
+                errors.append(json.dumps(line))
+                continue
+            status = 200 if result["type"] == "succeeded" else int(result.get("status", 500))
+            payload = result["message"] if result["type"] == "succeeded" else result["error"]
+            line |= {"response": {"status_code": status, "request_id": cid, "body": payload}, "error": None}
+            (out if status == 200 else errors).append(json.dumps(line))
+        if out:
+            batch.output_file_id = self._store(_jsonl(out), "batch_output", "output.jsonl", batch.id)["id"]
+        if errors:
+            batch.error_file_id = self._store(_jsonl(errors), "batch_output", "errors.jsonl", batch.id)["id"]
+
+    def _openai_view(self, batch: _Batch) -> dict[str, Any]:
+        ended = self._ended(batch)
+        if ended:
+            self._openai_files(batch)
+        types = [self._result(batch, cid)["type"] if ended else "processing" for cid in batch.custom_ids]
+        created = int(batch.created.timestamp())
+        lifetime = batch.delay if batch.expired else 24 * 3600
+        status = "in_progress"
+        if ended:
+            status = "expired" if batch.expired else ("cancelled" if batch.canceled else "completed")
+        elif batch.canceled:
+            status = "cancelling"
+        return {
+            "id": batch.id,
+            "object": "batch",
+            "endpoint": "/v1/chat/completions",
+            "errors": None,
+            "input_file_id": batch.input_file_id,
+            "completion_window": "24h",
+            "status": status,
+            "output_file_id": batch.output_file_id,
+            "error_file_id": batch.error_file_id,
+            "created_at": created,
+            "in_progress_at": created,
+            "expires_at": created + int(lifetime),
+            "finalizing_at": None,
+            "completed_at": created + int(batch.delay) if status == "completed" else None,
+            "failed_at": None,
+            "expired_at": created + int(batch.delay) if status == "expired" else None,
+            "cancelling_at": None,
+            "cancelled_at": None,
+            "request_counts": {
+                "total": len(types),
+                "completed": types.count("succeeded"),
+                "failed": sum(t not in ("succeeded", "processing") for t in types),
+            },
+            "metadata": {},
+        }
 
     # -- state ---------------------------------------------------------------------------------------
     def _get(self, batch_id: str) -> _Batch | None:

@@ -15,8 +15,8 @@ import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Protocol
 
+from pytest_aimeasure.testing.batches import OPENAI_PREFIXES, BatchDesk
 from pytest_aimeasure.testing.batches import PREFIX as BATCHES_PREFIX
-from pytest_aimeasure.testing.batches import BatchDesk
 from pytest_aimeasure.testing.protocols import ProtocolName, Reply, SeenRequest, error_reply, parse_request
 
 __all__ = ["ROUTES", "Aborted", "ProviderHTTPServer", "ProviderHandler", "Responder"]
@@ -109,6 +109,9 @@ class ProviderHandler(BaseHTTPRequestHandler):
         if self.path.startswith(BATCHES_PREFIX):
             self._batches("GET")
             return
+        if self.path.startswith(OPENAI_PREFIXES):
+            self._openai_batches("GET")
+            return
         self._not_found()
 
     def do_POST(self) -> None:
@@ -117,6 +120,9 @@ class ProviderHandler(BaseHTTPRequestHandler):
         path = self.path.split("?", 1)[0].rstrip("/") or "/"
         if path.startswith(BATCHES_PREFIX):
             self._batches("POST")
+            return
+        if path.startswith(OPENAI_PREFIXES):
+            self._openai_batches("POST")
             return
         protocol = ROUTES.get(path)
         if protocol is None:
@@ -174,6 +180,26 @@ class ProviderHandler(BaseHTTPRequestHandler):
             return
         if isinstance(payload, str):
             self._send_bytes(status, payload.encode(), "application/binary")
+        else:
+            self._send(Reply(status, payload))
+
+    def _openai_batches(self, method: str) -> None:
+        """OpenAI's Batch API: input files (multipart upload), batches, output files."""
+        path = self.path.split("?", 1)[0].rstrip("/")
+        try:
+            raw = self._read_body() if method == "POST" else b""
+        except ValueError as exc:
+            self.close_connection = True
+            self._send(error_reply("openai", 400, f"could not read the request body: {exc}"))
+            return
+        content_type = self.headers.get("Content-Type", "")
+        try:
+            status, payload = self.server.provider.batches.handle_openai(method, path, raw, content_type)
+        except Exception as exc:  # a broken desk must not hang the client
+            status = 500
+            payload = error_reply("openai", 500, f"test provider failed: {type(exc).__name__}: {exc}").payload
+        if isinstance(payload, str):
+            self._send_bytes(status, payload.encode(), "application/octet-stream")
         else:
             self._send(Reply(status, payload))
 

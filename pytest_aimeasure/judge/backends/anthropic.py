@@ -64,7 +64,7 @@ from pytest_aimeasure.judge.backends.base import (
 )
 
 if TYPE_CHECKING:
-    from pytest_aimeasure.judge.batch import AnthropicBatch, BatchJournal
+    from pytest_aimeasure.judge.batch import Batcher, BatchJournal
 
 # The shared helpers moved to base; they stay importable from here for existing callers.
 __all__ = [
@@ -109,14 +109,14 @@ class AnthropicBackend(LearnsQuirks):
         self._client: Any = None
         self._client_loop: asyncio.AbstractEventLoop | None = None
         self._create_params: frozenset[str] | None = None
-        self.batch: AnthropicBatch | None = None
+        self.batch: Batcher | None = None
         """Set for batch mode: judge calls join Message Batches (see :meth:`use_batches`)."""
 
-    def use_batches(self, journal: BatchJournal | None, *, poll_s: float) -> AnthropicBatch:
+    def use_batches(self, journal: BatchJournal | None, *, poll_s: float) -> Batcher:
         """Send judge calls through the Message Batches API from now on (``--judge-batch``)."""
-        from pytest_aimeasure.judge.batch import AnthropicBatch
+        from pytest_aimeasure.judge.batch import AnthropicBatches, Batcher
 
-        self.batch = AnthropicBatch(self._client_now, journal, poll_s=poll_s)
+        self.batch = Batcher(AnthropicBatches(self._client_now), journal, poll_s=poll_s)
         return self.batch
 
     @property

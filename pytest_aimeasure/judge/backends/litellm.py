@@ -20,6 +20,11 @@ are recorded apart from the uncached input.
 
 This backend additionally passes ``<PREFIX>_BASE_URL`` / ``<PREFIX>_API_BASE`` as ``api_base`` when set,
 so every provider can be pointed at a local server the same way.
+
+Batch mode (``--judge-batch``, ``openai/...`` models only): with :attr:`LitellmBackend.batch` set, judge
+calls go through OpenAI's Batch API via litellm's files and batches functions
+(:mod:`pytest_aimeasure.judge.batch`); each request body is the Chat Completions body litellm would send
+for an OpenAI model, and the reply is parsed as a single call's.
 """
 
 from __future__ import annotations
@@ -30,7 +35,7 @@ import importlib.util
 import json
 import os
 import re
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pytest_aimeasure.judge.backends.base import (
     DEFAULT_MAX_TOKENS,
@@ -51,7 +56,11 @@ from pytest_aimeasure.judge.backends.base import (
     retry_after_of,
 )
 
+if TYPE_CHECKING:
+    from pytest_aimeasure.judge.batch import Batcher, BatchJournal
+
 __all__ = [
+    "BATCH_PREFIXES",
     "LITELLM_EXTRA",
     "LitellmBackend",
     "base_url_from_env",
@@ -61,6 +70,9 @@ __all__ = [
 ]
 
 LITELLM_EXTRA = "pip install 'pytest-aimeasure[litellm]'"
+
+BATCH_PREFIXES = frozenset({"openai"})
+"""litellm providers whose batch API ``--judge-batch`` speaks (OpenAI's Batch API)."""
 
 _configured = False
 _DRAIN_S = 2.0
@@ -146,6 +158,27 @@ class LitellmBackend(LearnsQuirks):
         self.quirks = Quirks()
         self._litellm: Any = import_litellm()
         self._called = False  # aclose has background logging to drain only after a call
+        self.batch: Batcher | None = None
+        """Set for batch mode: judge calls join OpenAI batches (see :meth:`use_batches`)."""
+
+    def use_batches(self, journal: BatchJournal | None, *, poll_s: float) -> Batcher:
+        """Send judge calls through OpenAI's Batch API from now on (``--judge-batch``); only for the
+        providers in :data:`BATCH_PREFIXES`."""
+        from pytest_aimeasure.judge.batch import Batcher, OpenAIBatches
+
+        if self.prefix not in BATCH_PREFIXES:
+            raise BackendError(
+                f"--judge-batch: litellm's batch API is wired for {', '.join(sorted(BATCH_PREFIXES))} "
+                f"models only, not {self.model}"
+            )
+        api = OpenAIBatches(self._litellm, api_base=self.api_base, api_key=self.api_key)
+        self.batch = Batcher(api, journal, poll_s=poll_s)
+        return self.batch
+
+    @property
+    def batched(self) -> bool:
+        """True in batch mode: the engine's per-call concurrency limit does not apply."""
+        return self.batch is not None
 
     @property
     def concurrency_key(self) -> str:
@@ -165,6 +198,8 @@ class LitellmBackend(LearnsQuirks):
         the same loop: left running, closing the loop destroys it ("Task was destroyed but it is
         pending!", then "Event loop is closed" from its finaliser). The next call starts it again.
         """
+        if self.batch is not None:
+            await self.batch.aclose()
         if not self._called:
             return
         try:  # internal litellm APIs: skip quietly where a release moved them
@@ -180,9 +215,20 @@ class LitellmBackend(LearnsQuirks):
 
     # -- calls -----------------------------------------------------------------------------------
 
-    async def _complete(self, kwargs: dict[str, Any], timeout: float | None) -> Any:
+    async def _complete(
+        self, kwargs: dict[str, Any], timeout: float | None, *, sample: str | None = None
+    ) -> Any:
         litellm = self._litellm
         self._called = True
+        if self.batch is not None and sample is not None:
+            # A batch line's body is the provider's own request: its model name, no litellm options.
+            body = {"model": self.model.partition("/")[2], **kwargs}
+            try:
+                return await self.batch.send(body, sample)
+            except BackendError:
+                raise
+            except Exception as exc:
+                raise self._error(exc, litellm, timeout) from exc
         kwargs.setdefault("model", self.model)
         kwargs["num_retries"] = self.max_retries
         limit = timeout if timeout is not None else self.timeout
@@ -249,7 +295,8 @@ class LitellmBackend(LearnsQuirks):
             }
             if temperature is not None:
                 kwargs["temperature"] = temperature
-            return await self._complete(kwargs, request.timeout)
+            sample = f"{request.context.get('index', 0)}" if self.batch is not None else None
+            return await self._complete(kwargs, request.timeout, sample=sample)
 
         attempt = await call_judge(self.quirks, request, call, who="litellm", model=self.model)
         return self._judge_reply(
