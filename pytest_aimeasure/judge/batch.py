@@ -238,7 +238,10 @@ class OpenAIBatches:
         return str(batch.id)
 
     async def poll(self, batch_id: str) -> Polled:
-        batch = await self._litellm.aretrieve_batch(batch_id=batch_id, **self._where)
+        # litellm's own success logging would download a completed batch's output once more to price
+        # it (we price each sample from its usage); its proxy turns that off with this flag.
+        quiet = {"litellm_metadata": {"batch_ignore_default_logging": True}}
+        batch = await self._litellm.aretrieve_batch(batch_id=batch_id, **self._where, **quiet)
         status = str(batch.status)
         if status == "failed":
             errors = getattr(getattr(batch, "errors", None), "data", None) or []

@@ -98,8 +98,8 @@ class BatchDesk:
         self.result_reads = 0
         """Results read (a Message Batch's results, an OpenAI batch's output or error file)."""
         self.read: list[str] = []
-        """The batches whose results were read, one entry a read (litellm reads an OpenAI batch's
-        output file once more itself, for its cost logging)."""
+        """The batches whose results were read, one entry a read (an OpenAI batch's: its output or
+        error file)."""
         self.uploads = 0
         """OpenAI input files uploaded."""
 
