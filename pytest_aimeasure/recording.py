@@ -47,6 +47,18 @@ def _cost_model(provider: str, model: str) -> tuple[str, str | None]:
     return model, None
 
 
+def _estimate(
+    provider: str, model: str, prompt_chars: int, max_tokens: int, *, batch: bool = False
+) -> float | None:
+    """A judge call's expected cost (``batch``: at the Batch API's rates)."""
+    if provider == "scripted":
+        return 0.0
+    from pytest_aimeasure.cost import estimate_call_usd
+
+    name, prov = _cost_model(provider, model)
+    return estimate_call_usd(name, prompt_chars, max_tokens, provider=prov, batch=batch)
+
+
 @dataclass(frozen=True)
 class Figures:
     """A run's judge figures: calls made, samples reused from the cache, spend (None: unknown)."""
@@ -174,6 +186,8 @@ class Recording:
     rejudge: Run | None
     budget: Budget | SharedBudget | None
     is_worker: bool
+    batch: bool = False
+    """``--judge-batch``: judge calls are priced at the Batch API's rates."""
     _findings: list[Finding] = field(default_factory=list)
     # The run's meta.json as this session found it (a resume), and the figures of earlier sessions.
     _before: RunMeta | None = None
@@ -241,7 +255,9 @@ class Recording:
             else:
                 SharedBudget.reset(ledger)
                 budget = Budget(s.budget_usd)
-        rec = cls(store, run, lookup, resuming, rejudge, budget, workerinput is not None, _before=before)
+        rec = cls(
+            store, run, lookup, resuming, rejudge, budget, workerinput is not None, s.batch, _before=before
+        )
         if before is not None:
             # A session that ended wrote the whole run's figures; one that was killed did not, and
             # the journal is the record of what it judged.
@@ -343,25 +359,16 @@ class Recording:
         return text, media, ref.label
 
     # -- money -----------------------------------------------------------------------------------
-    def cost(self, provider: str, model: str, usage: Usage, *, batch: bool = False) -> float | None:
-        """``batch``: priced at the Batch API's rates (``--judge-batch``)."""
+    def cost(self, provider: str, model: str, usage: Usage) -> float | None:
         if provider == "scripted":
             return 0.0
         from pytest_aimeasure.cost import cost_usd
 
         name, prov = _cost_model(provider, model)
-        return cost_usd(name, usage, provider=prov, batch=batch)
+        return cost_usd(name, usage, provider=prov, batch=self.batch)
 
-    @staticmethod
-    def estimate(
-        provider: str, model: str, prompt_chars: int, max_tokens: int, *, batch: bool = False
-    ) -> float | None:
-        if provider == "scripted":
-            return 0.0
-        from pytest_aimeasure.cost import estimate_call_usd
-
-        name, prov = _cost_model(provider, model)
-        return estimate_call_usd(name, prompt_chars, max_tokens, provider=prov, batch=batch)
+    def estimate(self, provider: str, model: str, prompt_chars: int, max_tokens: int) -> float | None:
+        return _estimate(provider, model, prompt_chars, max_tokens, batch=self.batch)
 
     @classmethod
     def check_budget_prices(cls, model: str | None) -> None:
@@ -373,7 +380,7 @@ class Recording:
         kind = route(model)
         if kind == "scripted":
             return
-        if cls.estimate(kind, model, 1000, 1024) is None:
+        if _estimate(kind, model, 1000, 1024) is None:
             from pytest_aimeasure.cost import price_map_path
 
             if price_map_path() is None:

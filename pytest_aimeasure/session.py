@@ -8,7 +8,6 @@ Workers (xdist) judge and journal; only the controller reads or writes the basel
 from __future__ import annotations
 
 import threading
-from functools import partial
 from typing import TYPE_CHECKING, Any
 
 import pytest
@@ -298,48 +297,34 @@ class SessionState:
             )
             return result
 
-        rec = self.recording
-
         def make_backend(model: str) -> Backend:
-            custom: Backend | None = config.hook.pytest_aimeasure_make_backend(model=model, config=config)
-            if custom is not None:
-                backend = custom
-            else:
+            backend = built_backend(model)
+            if s.batch:  # --judge-batch: its calls go through the provider's batch API
+                from pytest_aimeasure.judge.batch import BatchJournal, use_batches
+
+                journal = BatchJournal(rec.run.path, rec.run.writer) if rec is not None else None
                 try:
-                    # The engine does the transport retries (--judge-retries), so it sees every 429.
-                    backend = build_backend(
-                        model, timeout=s.timeout, retries=0, scripted_fallback=scripted_fallback
-                    )
-                except ModelError as exc:
-                    raise pytest.UsageError(f"--judge-model: {exc}") from None
-            if s.batch:
-                use_batches(backend, model)
+                    use_batches(backend, journal, poll_s=s.batch_poll)
+                except ValueError as exc:
+                    raise pytest.UsageError(f"--judge-batch: {exc}") from None
             return backend
 
-        def use_batches(backend: Backend, model: str) -> None:
-            from pytest_aimeasure.judge.backends.base import BackendError
-            from pytest_aimeasure.judge.batch import BatchJournal
-
-            use = getattr(backend, "use_batches", None)
-            if use is None:
-                raise pytest.UsageError(
-                    f"--judge-batch: the judge {model} is served by {type(backend).__name__}, which has no "
-                    "batch API; drop --judge-batch"
-                )
-            journal = BatchJournal(rec.run.path, rec.run.writer) if rec is not None else None
+        def built_backend(model: str) -> Backend:
+            custom: Backend | None = config.hook.pytest_aimeasure_make_backend(model=model, config=config)
+            if custom is not None:
+                return custom
             try:
-                use(journal, poll_s=s.batch_poll)
-            except BackendError as exc:
-                raise pytest.UsageError(str(exc)) from None
+                # The engine does the transport retries (--judge-retries), so it sees every 429.
+                return build_backend(model, timeout=s.timeout, retries=0, scripted_fallback=scripted_fallback)
+            except ModelError as exc:
+                raise pytest.UsageError(f"--judge-model: {exc}") from None
 
         def prompt(dimension: str) -> JudgePrompt:
             template = JudgePrompt()
             config.hook.pytest_aimeasure_judge_prompt(prompt=template, dimension=dimension, config=config)
             return template
 
-        cost, estimate = (rec.cost, rec.estimate) if rec is not None else (None, None)
-        if rec is not None and s.batch:
-            cost, estimate = partial(rec.cost, batch=True), partial(rec.estimate, batch=True)
+        rec = self.recording
         return JudgeEngine(
             JudgeSettings(
                 model=s.model,
@@ -355,8 +340,8 @@ class SessionState:
             prompt=prompt,
             sink=rec.sink if rec is not None else None,
             budget=rec.budget if rec is not None else None,
-            cost=cost,
-            estimate=estimate,
+            cost=rec.cost if rec is not None else None,
+            estimate=rec.estimate if rec is not None else None,
         )
 
     def budget_text(self) -> str:

@@ -287,3 +287,18 @@ def test_sigkill_while_a_batch_is_in_flight_then_resume_polls_it_and_never_resub
     data = results(project)
     assert data["spend"]["calls"] == 2 * SAMPLES
     assert [m["n"] for item in data["items"] for m in item["measurements"]] == [SAMPLES, SAMPLES]
+
+
+def test_dry_run_with_judge_batch_estimates_at_batch_prices(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_story=textwrap.dedent(TWO_ITEMS))
+    dry = ["-p", "no:cacheprovider", f"--judge-model={ANTHROPIC.model}", "--judge-dry-run"]
+    normal = pytester.runpytest_subprocess(*dry)
+    batched = pytester.runpytest_subprocess(*dry, "--judge-batch")
+
+    def dollars(result: pytest.RunResult) -> float:
+        line = next(line for line in result.outlines if line.startswith("estimated cost: $"))
+        return float(line.split("$", 1)[1].split()[0])
+
+    assert normal.ret == batched.ret == 0
+    batched.stdout.fnmatch_lines(["estimated cost: $* at batch prices (assuming*"])
+    assert dollars(batched) == pytest.approx(dollars(normal) / 2, rel=0.01)

@@ -473,6 +473,23 @@ class Batcher:
             task.cancel()
 
 
+def use_batches(backend: Any, journal: BatchJournal | None, *, poll_s: float) -> Batcher:
+    """Send ``backend``'s judge calls through its provider's batch API from now on (``--judge-batch``).
+
+    Raises ValueError naming the judge when its backend has no batch API (``use_batches``)."""
+    use = getattr(backend, "use_batches", None)
+    if use is None:
+        raise ValueError(
+            f"the judge {getattr(backend, 'model', '?')} is served by {type(backend).__name__}, which has "
+            "no batch API; drop --judge-batch"
+        )
+    try:
+        batcher: Batcher = use(journal, poll_s=poll_s)
+    except BackendError as exc:
+        raise ValueError(str(exc)) from None
+    return batcher
+
+
 def _transport_error(provider: str, doing: str, exc: Exception) -> BackendError:
     if isinstance(exc, BackendError):
         return exc
@@ -497,4 +514,5 @@ __all__ = [
     "Polled",
     "Result",
     "custom_id",
+    "use_batches",
 ]

@@ -14,6 +14,7 @@ import shlex
 import textwrap
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -612,8 +613,10 @@ def dry_run_lines(
     if escalations:
         head += f", and up to {escalations} escalation calls"
     priced = set(per_model) | {dim_judge.get(d, default) for d in rejudge}
+    # --judge-batch: every call, attribution's too, goes through the Batch API at its rates.
+    estimate = partial(estimate_call_usd, batch=settings.batch)
     prices: dict[str, float | None] = {
-        m: (_estimate_one(m, estimate_call_usd) if m != default or settings.model is not None else None)
+        m: (_estimate_one(m, estimate) if m != default or settings.model is not None else None)
         for m in priced
     }
     unpriced = sorted(m for m, one in prices.items() if one is None)
@@ -668,6 +671,8 @@ def dry_run_lines(
         if rejudge:
             rejudge_usd = sum((prices[dim_judge.get(d, default)] or 0.0) * n for d, n in rejudge.items())
             cost += f" + up to ${rejudge_usd:.4f} for attribution"
+        if settings.batch:
+            cost += " at batch prices"
     lines.append(
         f"estimated cost: {cost} (assuming ~{DRY_RUN_PROMPT_CHARS:,} prompt characters a call; "
         "nothing was called)"
@@ -679,18 +684,20 @@ def _span(a: float, b: float, fmt: str = "{}") -> str:
     return fmt.format(a) if a == b else f"{fmt.format(a)}..{fmt.format(b)}"
 
 
-def estimated_cost(model: str | None, low: int, high: int | None = None, *, rejudge: int = 0) -> str:
+def estimated_cost(
+    model: str | None, low: int, high: int | None = None, *, rejudge: int = 0, batch: bool = False
+) -> str:
     """What ``low`` (to ``high``) judge calls, and ``rejudge`` attribution calls at most, would cost, as
-    a dry run says it."""
+    a dry run says it (``batch``: at the Batch API's rates, ``--judge-batch``)."""
     from pytest_aimeasure.cost import estimate_call_usd
 
-    one = None if model is None else _estimate_one(model, estimate_call_usd)
+    one = None if model is None else _estimate_one(model, partial(estimate_call_usd, batch=batch))
     if one is None:
         return "unknown (no price for this model in litellm's price map)"
     high = low if high is None else high
     attribution = f" + up to ${one * rejudge:.4f} for attribution" if rejudge else ""
     return (
-        f"{_span(one * low, one * high, '${:.4f}')}{attribution}"
+        f"{_span(one * low, one * high, '${:.4f}')}{attribution}{' at batch prices' if batch else ''}"
         f" (assuming ~{DRY_RUN_PROMPT_CHARS:,} prompt characters a call; nothing was called)"
     )
 

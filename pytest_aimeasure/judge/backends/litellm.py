@@ -168,7 +168,7 @@ class LitellmBackend(LearnsQuirks):
 
         if self.prefix not in BATCH_PREFIXES:
             raise BackendError(
-                f"--judge-batch: litellm's batch API is wired for {', '.join(sorted(BATCH_PREFIXES))} "
+                f"litellm's batch API is wired for {', '.join(sorted(BATCH_PREFIXES))} "
                 f"models only, not {self.model}"
             )
         api = OpenAIBatches(self._litellm, api_base=self.api_base, api_key=self.api_key)
