@@ -235,6 +235,21 @@ def test_an_expired_batch_is_a_judge_error_and_resume_submits_it_again(
     assert server.batches.requests == 3 * SAMPLES
 
 
+def test_a_batch_the_provider_refuses_whole_is_a_judge_error_of_every_item_in_it(
+    project: pytest.Pytester, server: ProviderServer, flavour: Flavour
+) -> None:
+    # Anthropic answers the create 400; OpenAI creates the batch and fails it at validation.
+    server.batches.refuse_next("line 1 of the batch is not valid: max_tokens is too large")
+    result = project.runpytest_subprocess(*args(flavour))
+    assert result.ret == 1
+    result.stdout.fnmatch_lines(["*batch*line 1 of the batch is not valid: max_tokens is too large*"])
+    # Without the pipeline each item is a batch: the first item's is refused, the second's passes.
+    result.assert_outcomes(errors=1, passed=1)
+    # Not retried (the same batch would be refused again): one submission per item, one refused.
+    submitted = server.batches.created + (1 if flavour is ANTHROPIC else 0)  # a refused create is no batch
+    assert (submitted, server.batches.refused) == (2, 1)
+
+
 @pytest.mark.parametrize("model", ["ollama/llama3", "scripted"])
 def test_a_judge_without_a_batch_api_with_judge_batch_is_a_usage_error(
     pytester: pytest.Pytester, model: str

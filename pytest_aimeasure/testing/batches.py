@@ -59,6 +59,7 @@ class _Batch:
     input_file_id: str | None = None  # an OpenAI batch; None for a Message Batch
     output_file_id: str | None = None
     error_file_id: str | None = None
+    failed: str | None = None  # an OpenAI batch refused whole (status "failed"): why
 
 
 def _bad(message: str, param: str | None = None) -> tuple[int, Any]:
@@ -87,6 +88,9 @@ class BatchDesk:
         self._batches: dict[str, _Batch] = {}
         self._files: dict[str, tuple[dict[str, Any], bytes]] = {}
         self._expire = 0
+        self._refuse: list[str] = []
+        self.refused = 0
+        """Batches refused whole (:meth:`refuse_next`)."""
         self.delay = 0.0
         """Seconds from a batch's creation until it has ended (its results become readable)."""
         self.created = 0
@@ -102,6 +106,20 @@ class BatchDesk:
         error file)."""
         self.uploads = 0
         """OpenAI input files uploaded."""
+
+    def refuse_next(self, message: str) -> None:
+        """The next batch is refused whole, as an input the API cannot take: a Message Batch's
+        create is answered 400 ``invalid_request_error``; an OpenAI batch is created with status
+        ``failed`` and ``message`` in its ``errors``."""
+        with self._lock:
+            self._refuse.append(message)
+
+    def _refusal(self) -> str | None:
+        with self._lock:
+            if not self._refuse:
+                return None
+            self.refused += 1
+            return self._refuse.pop(0)
 
     def expire_next(self, count: int = 1) -> None:
         """The next ``count`` batches expire: they end with every request ``expired``, unprocessed."""
@@ -150,6 +168,9 @@ class BatchDesk:
         ids = [str(r.get("custom_id")) for r in requests if isinstance(r, dict)]
         if len(set(ids)) != len(requests):
             return 400, error_reply("anthropic", 400, "requests: custom_id values must be unique").payload
+        refused = self._refusal()
+        if refused is not None:
+            return 400, error_reply("anthropic", 400, refused).payload
         with self._lock:
             expired = self._expire > 0
             self._expire -= 1 if expired else 0
@@ -280,15 +301,16 @@ class BatchDesk:
         ids = [str(line.get("custom_id")) for line in lines]
         if not lines or len(set(ids)) != len(lines):
             return _bad("the input file needs lines with unique custom_id")
+        refused = self._refusal()
         with self._lock:
-            expired = self._expire > 0
+            expired = self._expire > 0 and refused is None
             self._expire -= 1 if expired else 0
         results: dict[str, dict[str, Any]] = {}
         for line in lines:
             params = line.get("body")
             if not isinstance(params, dict) or "model" not in params or "messages" not in params:
                 return _bad("body: model and messages are required")
-            if not expired:
+            if not expired and refused is None:
                 results[str(line["custom_id"])] = self._answer(params, "openai")
         batch = _Batch(
             id=f"batch_{uuid.uuid4().hex[:24]}",
@@ -299,12 +321,34 @@ class BatchDesk:
             results=results,
             custom_ids=ids,
             input_file_id=str(body["input_file_id"]),
+            failed=refused,
         )
         with self._lock:
             self._batches[batch.id] = batch
             self.created += 1
             self.requests += len(ids)
         return 200, self._openai_view(batch)
+
+    def _openai_failed(self, batch: _Batch) -> dict[str, Any]:
+        """A batch refused at validation: ``failed`` at once, nothing processed."""
+        created = int(batch.created.timestamp())
+        error = {"code": "invalid_request", "message": batch.failed, "param": None, "line": 1}
+        return {
+            "id": batch.id,
+            "object": "batch",
+            "endpoint": "/v1/chat/completions",
+            "errors": {"object": "list", "data": [error]},
+            "input_file_id": batch.input_file_id,
+            "completion_window": "24h",
+            "status": "failed",
+            "output_file_id": None,
+            "error_file_id": None,
+            "created_at": created,
+            "failed_at": created,
+            "expires_at": created + 24 * 3600,
+            "request_counts": {"total": len(batch.custom_ids), "completed": 0, "failed": 0},
+            "metadata": {},
+        }
 
     def _openai_files(self, batch: _Batch) -> None:
         """Write the ended batch's output and error files (once)."""
@@ -330,6 +374,8 @@ class BatchDesk:
             batch.error_file_id = self._store(_jsonl(errors), "batch_output", "errors.jsonl", batch.id)["id"]
 
     def _openai_view(self, batch: _Batch) -> dict[str, Any]:
+        if batch.failed is not None:
+            return self._openai_failed(batch)
         ended = self._ended(batch)
         if ended:
             self._openai_files(batch)
