@@ -235,6 +235,20 @@ def test_an_expired_batch_is_a_judge_error_and_resume_submits_it_again(
     assert server.batches.requests == 3 * SAMPLES
 
 
+def test_adaptive_sampling_in_batch_mode_takes_one_batch_round_trip_a_look(
+    project: pytest.Pytester, server: ProviderServer, flavour: Flavour
+) -> None:
+    # Near the floor: every item takes all its looks (3, 5, 7, 9 samples).
+    server.set_scores({"tone": [3, 4, 3, 4, 3, 4, 3, 4, 3]})
+    fixed = [a for a in args(flavour) if not a.startswith("--judge-samples=")]
+    result = project.runpytest_subprocess(*fixed, "--judge-samples=auto")
+    assert result.ret == 0, result.stdout.str()
+    assert [m["n"] for item in results(project)["items"] for m in item["measurements"]] == [9, 9]
+    assert server.batches.requests == 2 * 9
+    # A look waits for the one before it: each is a batch of its own (the two items' may share one).
+    assert server.batches.created >= 4
+
+
 def test_a_batch_the_provider_refuses_whole_is_a_judge_error_of_every_item_in_it(
     project: pytest.Pytester, server: ProviderServer, flavour: Flavour
 ) -> None:
