@@ -198,6 +198,23 @@ def test_judge_batch_sends_every_sample_through_batches_at_batch_prices(
     assert all(len(e["custom_ids"]) == SAMPLES for e in journaled)
 
 
+def test_judge_batch_under_xdist_each_worker_submits_and_journals_its_own_batches(
+    project: pytest.Pytester, server: ProviderServer, flavour: Flavour
+) -> None:
+    pytest.importorskip("xdist")
+    result = project.runpytest_subprocess(*args(flavour), "-n", "2")
+    assert result.ret == 0, result.stdout.str()
+    assert server.batches.requests == 2 * SAMPLES
+    assert {seen.path for seen in server.requests} == flavour.paths
+    data = results(project)
+    assert data["spend"]["calls"] == 2 * SAMPLES
+    assert [m["n"] for item in data["items"] for m in item["measurements"]] == [SAMPLES, SAMPLES]
+    journals = sorted((project.path / ".aimeasure" / "runs").glob("*/batches-*.jsonl"))
+    journaled = [json.loads(line)["batch_id"] for path in journals for line in path.read_text().splitlines()]
+    assert sorted(journaled) == sorted(server.batches.ids)
+    assert {path.name for path in journals} <= {"batches-gw0.jsonl", "batches-gw1.jsonl"}
+
+
 def test_a_transient_errored_result_is_retried_in_the_next_batch(
     project: pytest.Pytester, server: ProviderServer, flavour: Flavour
 ) -> None:
