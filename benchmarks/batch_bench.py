@@ -7,7 +7,7 @@ its JSON results, and the process's wall time; then the batch/normal spend ratio
 answers are the same in both runs, so the token counts match and the ratio is the price map's.
 
 Run:  python benchmarks/batch_bench.py [--items 100] [--samples 3] [--batch-delay 0.5]
-      [--pipeline N]  (passed as --judge-pipeline when the plugin has it)
+      [--providers anthropic,openai]
 """
 
 from __future__ import annotations
@@ -97,13 +97,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--items", type=int, default=100)
     parser.add_argument("--samples", type=int, default=3)
     parser.add_argument("--batch-delay", type=float, default=0.5, help="seconds until a batch has ended")
-    parser.add_argument("--pipeline", type=int, default=None, help="--judge-pipeline for both runs")
     parser.add_argument("--providers", default="anthropic,openai")
     args = parser.parse_args(argv)
-    extra = [] if args.pipeline is None else [f"--judge-pipeline={args.pipeline}"]
+    extra: list[str] = []
     print(
         f"{args.items} dimension items x {args.samples} samples; a batch ends {args.batch_delay:g} s after "
-        f"it is created; {' '.join(extra) or 'default pipeline setting'}"
+        "it is created"
     )
     print(
         f"{'provider':<10} {'mode':<7} {'calls':>6} {'batches':>8} {'tok in':>8} {'tok out':>8} "
