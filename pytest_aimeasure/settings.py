@@ -12,7 +12,10 @@ import pytest
 from pytest_aimeasure import options
 from pytest_aimeasure.sampling import AUTO, SamplePlan, Samples, call_range
 
-__all__ = ["Settings"]
+__all__ = ["BATCH_PIPELINE", "Settings"]
+
+BATCH_PIPELINE = 1_000_000
+"""``--judge-pipeline`` under ``--judge-batch`` unless given: no bound a session reaches."""
 
 
 @dataclass(frozen=True)
@@ -133,7 +136,10 @@ class Settings:
                 "aimeasure_judge_samples_min/max)"
             )
         pipeline = options.get(config, "judge_pipeline")
-        if pipeline is None:
+        if pipeline is None and batch:
+            # A batch takes minutes: every dimension item of the session waits in it at once.
+            pipeline = BATCH_PIPELINE
+        elif pipeline is None:
             pipeline = max(32, 2 * options.get(config, "judge_concurrency"))
         return cls(
             judging=judging,

@@ -176,12 +176,23 @@ def test_batch_prices_come_from_the_map_batch_fields() -> None:
         assert batched == pytest.approx(standard / 2)  # the map's batch rates are half price for both
 
 
+@pytest.mark.parametrize(
+    ("pipeline", "per_batch"),
+    [([], [2 * SAMPLES]), (["--judge-pipeline=0"], [SAMPLES, SAMPLES])],
+    ids=["pipelined", "pipeline-off"],
+)
 def test_judge_batch_sends_every_sample_through_batches_at_batch_prices(
-    project: pytest.Pytester, server: ProviderServer, flavour: Flavour
+    project: pytest.Pytester,
+    server: ProviderServer,
+    flavour: Flavour,
+    pipeline: list[str],
+    per_batch: list[int],
 ) -> None:
-    result = project.runpytest_subprocess(*args(flavour))
+    result = project.runpytest_subprocess(*args(flavour, *pipeline))
     assert result.ret == 0, result.stdout.str()
-    assert server.batches.created == 2  # no pipeline: one batch per item, its samples together
+    # Pipelined (batch mode's default), the session's calls share one batch; without the pipeline
+    # each test waits for its own samples: one batch per item.
+    assert server.batches.created == len(per_batch)
     assert server.batches.requests == 2 * SAMPLES
     assert {seen.path for seen in server.requests} == flavour.paths  # no single completion call
     data = results(project)
@@ -195,7 +206,7 @@ def test_judge_batch_sends_every_sample_through_batches_at_batch_prices(
     assert len(runs) == 1
     journaled = [json.loads(line) for line in runs[0].read_text().splitlines()]
     assert sorted(e["batch_id"] for e in journaled) == sorted(server.batches.ids)
-    assert all(len(e["custom_ids"]) == SAMPLES for e in journaled)
+    assert [len(e["custom_ids"]) for e in journaled] == per_batch
 
 
 def test_judge_batch_under_xdist_each_worker_submits_and_journals_its_own_batches(
@@ -221,7 +232,7 @@ def test_a_transient_errored_result_is_retried_in_the_next_batch(
     server.script(Fault.server_error())  # the first request of the first batch errors (a 500)
     result = project.runpytest_subprocess(*args(flavour))
     assert result.ret == 0, result.stdout.str()
-    assert server.batches.created == 3  # the retried request went out in a batch of its own
+    assert server.batches.created == 2  # the retried request went out in a batch of its own
     assert server.batches.requests == 2 * SAMPLES + 1
     assert results(project)["spend"]["transport_retries"] == 1
 
@@ -232,7 +243,7 @@ def test_a_rejected_request_in_a_batch_is_a_judge_error_of_its_item(
     server.script(Fault.reject(400, "prompt is too long"))
     result = project.runpytest_subprocess(*args(flavour))
     assert result.ret == 1
-    assert server.batches.created == 2  # a 400 is not retried
+    assert server.batches.created == 1  # a 400 is not retried
     result.stdout.fnmatch_lines(["*invalid_request_error*prompt is too long*"])
     assert results(project)["spend"]["judge_errors"] == 1
 
@@ -244,12 +255,12 @@ def test_an_expired_batch_is_a_judge_error_and_resume_submits_it_again(
     first = project.runpytest_subprocess(*args(flavour))
     assert first.ret == 1
     first.stdout.fnmatch_lines(["*expired*--aimeasure-resume*"])
-    assert server.batches.created == 2
+    assert server.batches.created == 1
     again = project.runpytest_subprocess(*args(flavour, "--aimeasure-resume=latest"))
     assert again.ret == 0, again.stdout.str()
     # The expired batch's requests had no result to poll for: they went out once more.
-    assert server.batches.created == 3
-    assert server.batches.requests == 3 * SAMPLES
+    assert server.batches.created == 2
+    assert server.batches.requests == 4 * SAMPLES
 
 
 def test_adaptive_sampling_in_batch_mode_takes_one_batch_round_trip_a_look(
@@ -274,11 +285,11 @@ def test_a_batch_the_provider_refuses_whole_is_a_judge_error_of_every_item_in_it
     result = project.runpytest_subprocess(*args(flavour))
     assert result.ret == 1
     result.stdout.fnmatch_lines(["*batch*line 1 of the batch is not valid: max_tokens is too large*"])
-    # Without the pipeline each item is a batch: the first item's is refused, the second's passes.
-    result.assert_outcomes(errors=1, passed=1)
-    # Not retried (the same batch would be refused again): one submission per item, one refused.
+    # Pipelined, both items were in the refused batch.
+    result.assert_outcomes(errors=2)
+    # Not retried (the same batch would be refused again): one submission, refused.
     submitted = server.batches.created + (1 if flavour is ANTHROPIC else 0)  # a refused create is no batch
-    assert (submitted, server.batches.refused) == (2, 1)
+    assert (submitted, server.batches.refused) == (1, 1)
 
 
 @pytest.mark.parametrize("model", ["ollama/llama3", "scripted"])
@@ -293,12 +304,19 @@ def test_a_judge_without_a_batch_api_with_judge_batch_is_a_usage_error(
     result.stderr.fnmatch_lines([f"*--judge-batch: batch mode speaks the Anthropic*{model} is neither*"])
 
 
+@pytest.mark.parametrize(
+    ("pipeline", "killed"),
+    [([], 2), (["--judge-pipeline=1"], 1)],
+    ids=["whole-session-batch", "one-item-batch"],
+)
 def test_sigkill_while_a_batch_is_in_flight_then_resume_polls_it_and_never_resubmits(
-    project: pytest.Pytester, server: ProviderServer, flavour: Flavour
+    project: pytest.Pytester, server: ProviderServer, flavour: Flavour, pipeline: list[str], killed: int
 ) -> None:
-    server.batches.delay = 3.0  # the first item's batch is in flight when the session is killed
+    # The session is killed while its first batch is in flight: the whole session's (pipelined), or
+    # the first item's (a pipeline of one item: the second test waits for the first one's verdict).
+    server.batches.delay = 3.0
     proc = subprocess.Popen(
-        [sys.executable, "-m", "pytest", *args(flavour)],
+        [sys.executable, "-m", "pytest", *args(flavour, *pipeline)],
         cwd=project.path,
         env=dict(os.environ),
         stdout=subprocess.DEVNULL,
@@ -318,15 +336,15 @@ def test_sigkill_while_a_batch_is_in_flight_then_resume_polls_it_and_never_resub
         proc.send_signal(signal.SIGKILL)
         proc.wait(timeout=30)
     assert running and journal is not None, "the session ended before it could be killed"
-    assert server.batches.created == 1 and server.batches.requests == SAMPLES
+    assert server.batches.created == 1 and server.batches.requests == killed * SAMPLES
     killed_batch = server.batches.ids[0]
     assert json.loads(journal.read_text().splitlines()[0])["batch_id"] == killed_batch
 
     server.batches.delay = 0.3
-    result = project.runpytest_subprocess(*args(flavour, "--aimeasure-resume=latest"))
+    result = project.runpytest_subprocess(*args(flavour, *pipeline, "--aimeasure-resume=latest"))
     assert result.ret == 0, result.stdout.str()
-    # The killed session's batch was polled, not submitted again: only the second item went out.
-    assert server.batches.created == 2
+    # The killed session's batch was polled, not submitted again: only what it did not hold went out.
+    assert server.batches.created == 1 + (killed < 2)
     assert server.batches.requests == 2 * SAMPLES
     # Each batch's results were read once, the killed one's by the resumed session.
     assert sorted(server.batches.read) == sorted(server.batches.ids)
