@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from pytest_aimeasure.report.results import SessionResults, write_results
+from pytest_aimeasure.report.results import SessionResults, results_json, write_results
 
 RUN_RESULTS_NAME = "results.json"
 STEP_SUMMARY_ENV = "GITHUB_STEP_SUMMARY"
@@ -42,10 +42,11 @@ def publish(
     store: Path | None,
 ) -> None:
     """Write every report the session asked for. ``store`` is the run store when the run is recorded."""
+    text = results_json(results) if json_path is not None or store is not None else b""
     if store is not None and results.run_id is not None:
-        write_results(run_results_path(store, results.run_id), results)
+        write_results(run_results_path(store, results.run_id), text)
     if json_path is not None:
-        write_results(json_path, results)
+        write_results(json_path, text)
     if html_path is not None:
         from pytest_aimeasure.report.html import write_html
         from pytest_aimeasure.report.trends import trends_from_store
