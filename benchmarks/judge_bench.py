@@ -3,6 +3,13 @@
 Run:  python benchmarks/judge_bench.py [--cases 20] [--samples 3] [--latency 0.2] [--rounds 3]
                                       [--backend anthropic|litellm|both] [--dir PATH]
                                       [--all-plugins] [--pytest-args "-n 2"]
+      python benchmarks/judge_bench.py --pipeline [--scenario a|b|all] [--rounds 3]
+
+``--pipeline`` runs the issue's two workloads (a: 20 items x 3 samples at 0.2 s, concurrency 8;
+b: 300 x 3 at concurrency 32) with ``--judge-pipeline 0`` and with the default pipeline, rounds
+interleaved, and prints side by side the judging span against its floor (calls x latency /
+concurrency), the whole process, and the calls in flight as the server counted them. Without it the
+script measures the default session (the pipeline on) as below.
 
 The workload: ``--cases`` dimension tests, each judged ``--samples`` times, by the real SDK (anthropic,
 or litellm with ``openai/...``) over HTTP against :class:`pytest_aimeasure.testing.ProviderServer`,
@@ -18,8 +25,8 @@ to us; ``--all-plugins`` loads everything installed.
 Printed side by side, from one run of this script:
 
 * ``ours``: the pytest session's wall time (median of ``--rounds``, min..max in brackets);
-* ``concurrency floor``: cases x latency. The samples of a case run concurrently, the cases one
-  after another (pytest runs one test at a time), so no session can judge faster than this;
+* ``concurrency floor``: cases x latency, the floor of a session that judges one case at a time
+  (``--judge-pipeline 0``); the pipelined session's floor is in the ``--pipeline`` table;
 * ``sequential, theoretical``: cases x samples x latency, every call one after another;
 * ``naive loop, measured``: a plain script in a subprocess that imports the same SDK and makes the
   same number of calls one after another (process start to exit too), the honest sequential baseline.
