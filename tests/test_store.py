@@ -487,12 +487,11 @@ while True:
 """
 
 
-def test_every_returned_append_survives_kill_9(tmp_path: Path) -> None:
-    """kill -9 cannot lose a returned record: no buffer lives in the process after append returns.
-    (fsync additionally covers an OS crash or power cut, which a test cannot stage.)"""
-    path = tmp_path / "journal-controller.jsonl"
+def _acknowledged_then_killed(script: str, path: Path) -> list[int]:
+    """Run ``script`` (it appends records to ``path`` and prints each index once append returns),
+    SIGKILL it after 150 acknowledgements, and return every index it acknowledged."""
     child = subprocess.Popen(
-        [sys.executable, "-c", _KILL_CHILD, str(path)], stdout=subprocess.PIPE, text=True, bufsize=1
+        [sys.executable, "-c", script, str(path)], stdout=subprocess.PIPE, text=True, bufsize=1
     )
     assert child.stdout is not None
     acknowledged: list[int] = []
@@ -504,6 +503,14 @@ def test_every_returned_append_survives_kill_9(tmp_path: Path) -> None:
     acknowledged += [int(line) for line in child.stdout.read().split()]
     assert child.returncode == -signal.SIGKILL
     assert len(acknowledged) >= 150
+    return acknowledged
+
+
+def test_every_returned_append_survives_kill_9(tmp_path: Path) -> None:
+    """kill -9 cannot lose a returned record: no buffer lives in the process after append returns.
+    (fsync additionally covers an OS crash or power cut, which a test cannot stage.)"""
+    path = tmp_path / "journal-controller.jsonl"
+    acknowledged = _acknowledged_then_killed(_KILL_CHILD, path)
 
     records, problems = store_module.read_journal(path)
     on_disk = [r.key.index for r in records]
@@ -518,17 +525,7 @@ def test_unsynced_appends_are_written_at_once_and_survive_kill_9(tmp_path: Path)
     path = tmp_path / "journal-controller.jsonl"
     script = _KILL_CHILD.replace("sample=sample))", "sample=sample), sync=False)")
     assert "sync=False" in script
-    child = subprocess.Popen(
-        [sys.executable, "-c", script, str(path)], stdout=subprocess.PIPE, text=True, bufsize=1
-    )
-    assert child.stdout is not None
-    acknowledged: list[int] = []
-    deadline = time.monotonic() + 20
-    while len(acknowledged) < 150 and time.monotonic() < deadline:
-        acknowledged.append(int(child.stdout.readline()))
-    os.kill(child.pid, signal.SIGKILL)
-    child.wait()
-    acknowledged += [int(line) for line in child.stdout.read().split()]
+    acknowledged = _acknowledged_then_killed(script, path)
     records, _ = store_module.read_journal(path)
     assert [r.key.index for r in records][: len(acknowledged)] == acknowledged
 
