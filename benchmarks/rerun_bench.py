@@ -13,7 +13,7 @@ which is a RAM disk on many systems and would make fsync look free).
 
     * ``fsync (default)``: the store as shipped, every journal line written and fsync-ed;
     * ``no fsync``: the benchmark's conftest turns fsync off for the run's append-only files
-      (journal, items, manifest) by patching ``_AppendFile``; nothing else changes.
+      (journal, items, manifest) by patching ``AppendFile``; nothing else changes.
 
     A conftest wraps ``Journal.append`` (the durable write made once per judged sample) and
     ``SampleLookup.put`` (the sample's cache index entry) with timers, so the per-sample cost inside
@@ -76,12 +76,12 @@ from pytest_aimeasure import store as _store
 STATS = {"appends": 0, "append_s": 0.0, "puts": 0, "put_s": 0.0, "session_s": 0.0}
 
 if os.environ.get("AIM_BENCH_NO_FSYNC"):
-    _init = _store._AppendFile.__init__
+    _init = _store.AppendFile.__init__
 
     def _init_without_fsync(self, path, *, fsync=True):
         _init(self, path, fsync=False)
 
-    _store._AppendFile.__init__ = _init_without_fsync
+    _store.AppendFile.__init__ = _init_without_fsync
 
 
 def _timed(cls, name, count, total):

@@ -69,7 +69,6 @@ class Pipeline:
         self.depth = depth
         self.queue: deque[Held] = deque()
         self.building: Held | None = None
-        self.max_pending = 0
         self._aside: tuple[pytest.Item, str] | None = None
         self._worker: Any = False  # xdist's WorkerInteractor on a worker; False: not looked up yet
         self._indices: dict[int, int] | None = None
@@ -148,7 +147,6 @@ class Pipeline:
                 # A test that read its measurement already waited for it: its reports are final.
                 record.deferred = [d for d in record.deferred if not d.settled]
         self.queue.append(held)
-        self.max_pending = max(self.max_pending, self.pending())
         self.flush()
         return True
 

@@ -144,7 +144,7 @@ def _check_name(kind: str, name: str) -> str:
 # --------------------------------------------------------------------------------------------------
 
 
-class _AppendFile:
+class AppendFile:
     """A file opened for appending whole lines: one ``write`` per line, so a line that was appended
     survives ``kill -9`` of the process at once; ``fsync`` (against a power cut) is per line by
     default, or grouped: ``append_line(..., sync=False)`` then :meth:`sync` once for what belongs
@@ -275,10 +275,10 @@ class _Syncer:
 
     def __init__(self) -> None:
         self._cond = threading.Condition()
-        self._pending: dict[int, _AppendFile] = {}
+        self._pending: dict[int, AppendFile] = {}
         self._thread: threading.Thread | None = None
 
-    def request(self, file: _AppendFile) -> None:
+    def request(self, file: AppendFile) -> None:
         with self._cond:
             self._pending[id(file)] = file
             if self._thread is None or not self._thread.is_alive():
@@ -299,7 +299,7 @@ class _Syncer:
 _SYNCER = _Syncer()
 
 
-class Journal(_AppendFile):
+class Journal(AppendFile):
     """One process's sample journal for one run. Thread-safe.
 
     :meth:`append` writes the record with a single ``write`` before it returns, so a returned record
@@ -379,8 +379,8 @@ class Run:
         self.meta = meta
         self.writer = _check_name("writer name", writer or default_writer())
         self._journals: dict[str, Journal] = {}
-        self._items: _AppendFile | None = None
-        self._manifest_file: _AppendFile | None = None
+        self._items: AppendFile | None = None
+        self._manifest_file: AppendFile | None = None
         self._manifest: dict[str, ArtifactRef] | None = None
         self._owner_pid: int | None = None
         self._lock = threading.Lock()
@@ -438,7 +438,7 @@ class Run:
             )
         with self._lock:
             if self._manifest_file is None:
-                self._manifest_file = _AppendFile(self.path / f"artifacts-{self.writer}.jsonl")
+                self._manifest_file = AppendFile(self.path / f"artifacts-{self.writer}.jsonl")
             self._manifest_file.append_line(ref.model_dump_json())
             if self._manifest is not None:
                 self._manifest[ref.key] = ref
@@ -488,7 +488,7 @@ class Run:
         when they were judged."""
         with self._lock:
             if self._items is None:
-                self._items = _AppendFile(self.path / "items.jsonl")
+                self._items = AppendFile(self.path / "items.jsonl")
             items = self._items
         items.append_line(result.model_dump_json(), sync=False)
         items.sync_soon()
@@ -529,7 +529,7 @@ class Run:
 
     def close(self) -> None:
         with self._lock:
-            files: list[_AppendFile] = list(self._journals.values())
+            files: list[AppendFile] = list(self._journals.values())
             files += [f for f in (self._items, self._manifest_file) if f is not None]
             self._journals.clear()
             self._items = self._manifest_file = None

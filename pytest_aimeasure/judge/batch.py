@@ -36,7 +36,6 @@ import asyncio
 import contextlib
 import hashlib
 import json
-import os
 import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
@@ -103,28 +102,17 @@ class BatchJournal:
         return {cid: batch for cid, (_, batch) in found.items()}
 
     def submitted(self, batch_id: str, custom_ids: list[str]) -> None:
-        line = json.dumps({"batch_id": batch_id, "at": time.time(), "custom_ids": custom_ids}) + "\n"
+        # The store's append file ends a torn line a killed writer left, so this entry stays readable
+        # (glued to a fragment, known() would skip it and a resume would pay for the batch again).
+        from pytest_aimeasure.store import AppendFile
+
         self.run_path.mkdir(parents=True, exist_ok=True)
-        with self.path.open("a", encoding="utf-8") as handle:
-            handle.write(line)
-            handle.flush()
-            os.fsync(handle.fileno())
-
-
-@dataclass
-class BatchStats:
-    """What batch mode did this session (this process)."""
-
-    submitted: int = 0
-    """Batches submitted."""
-    requests: int = 0
-    """Requests submitted in them."""
-    resumed: int = 0
-    """Requests whose result was collected from a batch submitted by an earlier session."""
-    polls: int = 0
-    failed: int = 0
-    """Results that were ``errored``, ``expired`` or ``canceled``."""
-    batch_ids: list[str] = field(default_factory=list)
+        journal = AppendFile(self.path)
+        try:
+            entry = {"batch_id": batch_id, "at": time.time(), "custom_ids": custom_ids}
+            journal.append_line(json.dumps(entry))
+        finally:
+            journal.close()
 
 
 @dataclass(frozen=True)
@@ -311,7 +299,6 @@ class Batcher:
         self.poll_s = poll_s
         self.linger_s = linger_s
         self.max_requests = max_requests
-        self.stats = BatchStats()
         self._known = journal.known() if journal is not None else {}
         self._waiting: dict[str, asyncio.Future[Any]] = {}
         self._open = _Open()
@@ -364,9 +351,6 @@ class Batcher:
                 batch_id = await self.api.submit(bodies)
             except Exception as exc:
                 raise _transport_error(self.api.provider, "submitting a batch", exc) from exc
-            self.stats.submitted += 1
-            self.stats.requests += len(bodies)
-            self.stats.batch_ids.append(batch_id)
             if self.journal is not None:
                 # Journaled before anything waits on it: a kill from here on resumes by polling.
                 self.journal.submitted(batch_id, list(bodies))
@@ -378,7 +362,6 @@ class Batcher:
 
     def _resume(self, batch_id: str, cid: str, body: dict[str, Any]) -> None:
         """Collect ``cid`` from the batch an earlier session submitted (one poller per batch)."""
-        self.stats.resumed += 1
         self._resumed_bodies.setdefault(batch_id, {})[cid] = body
         poller = self._resumed_polls.get(batch_id)
         if poller is None or poller.done():
@@ -404,7 +387,6 @@ class Batcher:
                 polled = await self.api.poll(batch_id)
             except Exception as exc:
                 raise _transport_error(provider, f"polling batch {batch_id}", exc) from exc
-            self.stats.polls += 1
             if polled.ended:
                 break
             if polled.expires_at is not None and time.time() > polled.expires_at + EXPIRY_GRACE_S:
@@ -437,7 +419,6 @@ class Batcher:
             if not future.done():
                 future.set_result(result.reply)
             return
-        self.stats.failed += 1
         if kind in ("expired", "canceled") and batch_id in self._resumed_polls:
             # Resumed: its result never existed, so this session submits it again.
             body = self._resumed_bodies.get(batch_id, {}).pop(cid, None)
@@ -508,7 +489,6 @@ __all__ = [
     "AnthropicBatches",
     "BatchAPI",
     "BatchJournal",
-    "BatchStats",
     "Batcher",
     "OpenAIBatches",
     "Polled",
