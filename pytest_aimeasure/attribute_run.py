@@ -105,7 +105,8 @@ def plan(
         texts: dict[str, str] = {}
         found_facts: dict[str, dict[str, Any] | None] = {}
         for index, source in enumerate(entry.session_sources()):
-            text = _artifact_text(store, source)
+            # Pooled sessions of an unchanged artifact share its sha: read the file once.
+            text = texts.get(source.artifact_sha256 or "") or _artifact_text(store, source)
             if text is None:
                 continue
             sha = source.artifact_sha256

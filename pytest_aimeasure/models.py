@@ -203,6 +203,11 @@ class Measurement(BaseModel):
     (``escalate=``): this measurement is the stronger judge's; the standing judge's is kept here."""
 
     @property
+    def standing(self) -> Measurement:
+        """The standing judge's measurement: the one kept by an escalation, else this one."""
+        return self.escalation.standing if self.escalation is not None else self
+
+    @property
     def scores(self) -> list[int]:
         return [s.score for s in self.samples]
 

@@ -102,7 +102,6 @@ class SessionState:
                 raise pytest.UsageError(str(exc)) from None
         if self.judging:
             self._load_calibration()
-        if self.judging:
             self._warm_sdk()
             from pytest_aimeasure.recording import Recording
 
@@ -447,8 +446,7 @@ class SessionState:
     def note_worker_collection(self, ids: list[str]) -> None:
         """An xdist worker's collection (node ids after deselection): the controller collects nothing."""
         strip = getattr(self.config.option, "dist", "") == "loadgroup"
-        found = {i.rpartition("@")[0] if strip and "@" in i else i for i in ids}
-        self.collected = (self.collected or set()) | found
+        self.collected = (self.collected or set()) | {_without_group(i) if strip else i for i in ids}
 
     def on_report(self, report: pytest.TestReport, payload: dict[str, Any]) -> list[tuple[str, Any]]:
         """Fold one report into the item's result (controller). Returns extra JUnit properties."""
@@ -514,8 +512,8 @@ class SessionState:
             return None
         from pytest_aimeasure.calibrate.file import staleness
 
-        standing = m.escalation.standing if m.escalation is not None else m  # calibrated: the standing judge
-        if staleness(c, [standing.fingerprint], self.judges.get(m.dimension, self.settings.model)):
+        # Calibration measured the standing judge.
+        if staleness(c, [m.standing.fingerprint], self.judges.get(m.dimension, self.settings.model)):
             return "stale"
         return "calibrated" if c.passed else "uncalibrated"
 
@@ -575,3 +573,11 @@ def _first_line(text: str) -> str:
         if line.strip():
             return line.strip()[:300]
     return ""
+
+
+def _without_group(nodeid: str) -> str:
+    """``nodeid`` without the ``@group`` xdist's loadgroup appends to the ids of items that carry an
+    ``xdist_group`` marker (and to no other): an ``@`` inside a parameter id (``test_mail[a@b.c]``)
+    is the test's own, and a group name holds no bracket, slash or colon."""
+    head, at, tail = nodeid.rpartition("@")
+    return head if at and not set(tail) & set("[]/:") else nodeid

@@ -36,7 +36,7 @@ def summarise(
     """
     by_dim: dict[str, list[Measurement]] = {}
     for m in measurements:
-        by_dim.setdefault(m.dimension, []).append(m.escalation.standing if m.escalation is not None else m)
+        by_dim.setdefault(m.dimension, []).append(m.standing)
     summary: dict[str, Any] = {}
     findings: list[Finding] = []
     names = set(fresh) | set(errors) | ({n for n in by_dim if n in stored.dimensions} if stored else set())

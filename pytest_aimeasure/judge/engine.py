@@ -142,6 +142,10 @@ class JudgeSettings:
     var_floors: Mapping[str, float] = field(default_factory=dict)
     """Per dimension, a measured variance floor (from a calibration) that replaces ``var_floor``."""
 
+    def var_floor_of(self, dimension: str) -> float:
+        """The variance floor of ``dimension``: its calibrated one, else the session's."""
+        return self.var_floors.get(dimension, self.var_floor)
+
 
 @dataclass(frozen=True)
 class ItemSpec:
@@ -466,7 +470,7 @@ class JudgeEngine:
         return ItemRule(
             floor=spec.floor if spec.floor_applies else None,
             tolerance=spec.tolerance,
-            var_floor=self.settings.var_floors.get(spec.dimension, self.settings.var_floor),
+            var_floor=self.settings.var_floor_of(spec.dimension),
             reference=reference.sessions if reference is not None else None,
         )
 
@@ -496,7 +500,7 @@ class JudgeEngine:
         rubric_hash: str,
         artifact_sha: str,
     ) -> Measurement:
-        var_floor = self.settings.var_floors.get(spec.dimension, self.settings.var_floor)
+        var_floor = self.settings.var_floor_of(spec.dimension)
         stats = item_stats([s.score for s in samples], var_floor=var_floor)
         fingerprint = self._fingerprint(backend, samples, prompt_hash, rubric_hash)
         return Measurement(

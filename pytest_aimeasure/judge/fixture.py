@@ -162,9 +162,11 @@ class Judge:
         if samples is not None and (problem := samples_problem(samples)) is not None:
             pytest.fail(f"{self._item.nodeid}: judge.score samples={problem}", pytrace=False)
         limit = floor if floor is not None else kwargs.get("floor", 3.0 if mark is not None else None)
+        nodeid = item_nodeid(self._item)
+        iid = item_id(name, nodeid)
         spec = ItemSpec(
-            nodeid=item_nodeid(self._item),
-            item_id=item_id(name, item_nodeid(self._item)),
+            nodeid=nodeid,
+            item_id=iid,
             dimension=name,
             rubric=rubric,
             artifact=text,
@@ -177,7 +179,7 @@ class Judge:
             artifact_sha256=sha,
             judge=kwargs.get("judge"),
             escalate=kwargs.get("escalate"),
-            **self._state.sampling(item_id(name, item_nodeid(self._item)), samples or kwargs.get("samples")),
+            **self._state.sampling(iid, samples or kwargs.get("samples")),
         )
         if record is not None:
             record.item_id = spec.item_id

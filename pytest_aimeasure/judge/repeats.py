@@ -66,5 +66,5 @@ async def ameasure_repeats(
     parts = [
         (index, m) for (index, _), m in zip(specs, outcomes, strict=True) if not isinstance(m, BaseException)
     ]
-    var_floor = engine.settings.var_floors.get(spec.dimension, engine.settings.var_floor)
+    var_floor = engine.settings.var_floor_of(spec.dimension)
     return pool(parts, generated=generated, artifact_key=group_key, var_floor=var_floor)
