@@ -108,14 +108,14 @@ def test_clear_items_stop_at_the_minimum_and_a_borderline_item_takes_more(
         "BORDER": (9, "maximum", ["floor"]),
     }
     assert by_text["BORDER"]["mean"] == pytest.approx(31 / 9)
-    assert data["sampling"] | {"stopped": None} == {
+    assert data["sampling"] == {
         "items": 3,
         "minimum": 3,
         "maximum": 9,
         "samples": 15,
         "mean_samples": 5.0,
         "at_minimum": 2,
-        "stopped": None,
+        "stopped": {"settled": 2, "agreed": 0, "maximum": 1, "budget": 0},
         "open_at_stop": {"floor": 1, "drift": 0},
     }
     assert data["spend"]["calls"] == 15

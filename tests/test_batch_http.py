@@ -77,6 +77,11 @@ def project(
     return pytester
 
 
+def journaled(path: Path) -> list[dict[str, Any]]:
+    """The entries of a batch journal (``batches-<writer>.jsonl``)."""
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
 def args(flavour: Flavour, *extra: str) -> list[str]:
     return [
         "-p",
@@ -143,10 +148,12 @@ def test_litellm_openai_batches_against_the_local_server_partial_failure_and_exp
     body = {"model": "gpt-4o-mini", "max_tokens": 100, "messages": [{"role": "user", "content": "grade"}]}
     body["tools"] = [tool]
 
+    server.batches.delay = 600  # a batch ends when the test says so (end_all), not by the clock
+
     async def run(ids: str) -> tuple[list[Any], dict[str, Any]]:
         batch_id = await api.submit({cid: body for cid in ids})
         polled = [await api.poll(batch_id)]
-        await asyncio.sleep(0.35)
+        server.batches.end_all()
         polled.append(await api.poll(batch_id))
         return polled, {r.custom_id: r async for r in api.results(batch_id)}
 
@@ -213,17 +220,21 @@ def test_judge_batch_under_xdist_each_worker_submits_and_journals_its_own_batche
     project: pytest.Pytester, server: ProviderServer, flavour: Flavour
 ) -> None:
     pytest.importorskip("xdist")
+    # A second file, so each worker (xdist is run by file here) gets work of its own.
+    other = TWO_ITEMS.replace("The fox apologised.", "The owl apologised.").replace("fox fixed", "owl fixed")
+    project.makepyfile(test_story2=textwrap.dedent(other))
     result = project.runpytest_subprocess(*args(flavour), "-n", "2")
     assert result.ret == 0, result.stdout.str()
-    assert server.batches.requests == 2 * SAMPLES
+    assert server.batches.requests == 4 * SAMPLES
     assert {seen.path for seen in server.requests} == flavour.paths
     data = results(project)
-    assert data["spend"]["calls"] == 2 * SAMPLES
-    assert [m["n"] for item in data["items"] for m in item["measurements"]] == [SAMPLES, SAMPLES]
+    assert data["spend"]["calls"] == 4 * SAMPLES
+    assert [m["n"] for item in data["items"] for m in item["measurements"]] == [SAMPLES] * 4
     journals = sorted((project.path / ".aimeasure" / "runs").glob("*/batches-*.jsonl"))
-    journaled = [json.loads(line)["batch_id"] for path in journals for line in path.read_text().splitlines()]
-    assert sorted(journaled) == sorted(server.batches.ids)
-    assert {path.name for path in journals} <= {"batches-gw0.jsonl", "batches-gw1.jsonl"}
+    assert [path.name for path in journals] == ["batches-gw0.jsonl", "batches-gw1.jsonl"]
+    per_worker = [{entry["batch_id"] for entry in journaled(path)} for path in journals]
+    assert all(per_worker) and not per_worker[0] & per_worker[1]  # each its own batches
+    assert sorted(per_worker[0] | per_worker[1]) == sorted(server.batches.ids)
 
 
 def test_a_transient_errored_result_is_retried_in_the_next_batch(
@@ -273,8 +284,13 @@ def test_adaptive_sampling_in_batch_mode_takes_one_batch_round_trip_a_look(
     assert result.ret == 0, result.stdout.str()
     assert [m["n"] for item in results(project)["items"] for m in item["measurements"]] == [9, 9]
     assert server.batches.requests == 2 * 9
-    # A look waits for the one before it: each is a batch of its own (the two items' may share one).
-    assert server.batches.created >= 4
+    # A look waits for the one before it: each is a batch of its own (the two items' may share one),
+    # so a batch holds one look's samples of one or both items: 3 or 6 at the first look, else 2 or 4.
+    assert 4 <= server.batches.created <= 8
+    journals = (project.path / ".aimeasure" / "runs").glob("*/batches-*.jsonl")
+    sizes = [len(entry["custom_ids"]) for path in journals for entry in journaled(path)]
+    assert len(sizes) == server.batches.created and sum(sizes) == 2 * 9
+    assert set(sizes) <= {2, 3, 4, 6} and sum(n for n in sizes if n % 3 == 0) == 2 * 3
 
 
 def test_a_batch_the_provider_refuses_whole_is_a_judge_error_of_every_item_in_it(

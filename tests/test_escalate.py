@@ -25,6 +25,7 @@ from pytest_aimeasure.merge import MergeError, merge
 from pytest_aimeasure.models import Measurement
 from pytest_aimeasure.report.results import ResultItem, SessionResults
 from pytest_aimeasure.sampling import SamplePlan
+from pytest_aimeasure.stats import item_stats
 
 N = 3
 
@@ -249,9 +250,11 @@ def test_escalated_now_not_in_the_baseline_compares_on_the_standing_judge(
     assert now.escalation is not None
     c = compare(base, [now], whole_suite=True)
     item = c.items[now.item_id]
-    assert item.compared_on == "standing_judge" and item.verdict != "not_comparable"
+    # Compared (not "not comparable"): a -1/3 move within [2, 4, 4]'s spread settles nothing.
+    assert item.compared_on == "standing_judge" and item.verdict == "inconclusive"
     assert item.now_mean == pytest.approx(10 / 3) and item.baseline_mean == pytest.approx(11 / 3, abs=1e-4)
-    assert c.dimensions["tone"].verdict != "not_comparable"
+    assert c.dimensions["tone"].verdict not in ("not_comparable", "new")
+    assert c.dimensions["tone"].delta == pytest.approx(-1 / 3, abs=1e-4)
 
 
 def test_escalated_in_the_baseline_not_now_compares_on_the_standing_scores_it_kept(
@@ -265,8 +268,9 @@ def test_escalated_in_the_baseline_not_now_compares_on_the_standing_scores_it_ke
     now = measured(engine, "split", escalate="scripted:strong")
     assert now.escalation is None
     item = compare(base, [now], whole_suite=True).items[now.item_id]
-    assert item.compared_on == "standing_judge" and item.verdict != "not_comparable"
+    assert item.compared_on == "standing_judge" and item.verdict == "inconclusive"
     assert item.baseline_mean == pytest.approx(10 / 3) and item.baseline_n == 3
+    assert item.now_mean == pytest.approx(11 / 3)
 
 
 def test_no_shared_ruler_stays_not_comparable(engine: JudgeEngine, judges: Judges) -> None:
@@ -277,13 +281,17 @@ def test_no_shared_ruler_stays_not_comparable(engine: JudgeEngine, judges: Judge
     assert c.items[now.item_id].verdict == "not_comparable" and c.items[now.item_id].compared_on is None
     assert c.dimensions["tone"].verdict == "not_comparable"
     # Both escalated, the same strong judge: compared on it, as any item.
-    same = compare(baseline_of(now), [replace_scores(now, [3, 3, 3])], whole_suite=True).items[now.item_id]
-    assert same.compared_on is None and same.verdict != "not_comparable"
+    same = compare(baseline_of(now), [replace_scores(now, [1, 1, 1])], whole_suite=True).items[now.item_id]
+    assert same.compared_on is None and same.verdict == "regressed"
+    assert same.baseline_mean == pytest.approx(3.0) and same.now_mean == pytest.approx(1.0)
 
 
 def replace_scores(m: Measurement, scores: list[int]) -> Measurement:
     samples = [s.model_copy(update={"score": v}) for s, v in zip(m.samples, scores, strict=True)]
-    return m.model_copy(update={"samples": samples})
+    st = item_stats(scores)
+    return m.model_copy(
+        update={"samples": samples, "mean": st.mean, "sd": st.sd, "ci_low": st.ci_low, "ci_high": st.ci_high}
+    )
 
 
 

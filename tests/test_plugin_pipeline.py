@@ -424,11 +424,20 @@ def test_pytest_timeout_composes_with_the_pipeline(
         @pytest.mark.parametrize("case", range(3))
         def test_tone(case, judge):
             judge.score(f"artifact {case}")
+
+        @pytest.mark.dimension("tone", rubric="5 = right tone")
+        @pytest.mark.timeout(2)
+        def test_hangs(judge):
+            import time
+            time.sleep(60)
+            judge.score("never")
         """
     )
     monkeypatch.setenv("BARRIER", "6")
     result = project.runpytest_subprocess(*BASE, "--judge-samples", "2", "--timeout", "120", *nx(xdist))
-    result.assert_outcomes(passed=3)
+    # The timeout still fires inside a pipelined session, and the others' verdicts still land.
+    result.assert_outcomes(passed=3, failed=1)
+    result.stdout.fnmatch_lines(["*Failed: Timeout (>2.0s) from pytest-timeout*", "FAILED *::test_hangs*"])
     assert in_flight(project.path) == 6
 
 
