@@ -704,13 +704,7 @@ class JudgeEngine:
                 limit.note_success(token)
                 self._note_connection(backend, None)
                 return reply
-            if not error.retryable or attempt + 1 >= attempts:
-                tries = (
-                    f" ({attempt + 1} attempts, --judge-retries {self.settings.retries})" if attempt else ""
-                )
-                raise JudgeError(f"{backend.provider} judge call failed{tries}: {error}") from error
-            with self.spend.lock:
-                self.spend.transport_retries += 1
+            self._retry_or_give_up(backend, error, attempt)
             if pause:
                 await asyncio.sleep(pause)
         raise AssertionError("unreachable")  # pragma: no cover
@@ -724,13 +718,14 @@ class JudgeEngine:
             try:
                 return await backend.judge(request)
             except BackendError as error:
-                if not error.retryable or attempt + 1 >= attempts:
-                    tries = (
-                        f" ({attempt + 1} attempts, --judge-retries {self.settings.retries})"
-                        if attempt
-                        else ""
-                    )
-                    raise JudgeError(f"{backend.provider} judge call failed{tries}: {error}") from error
-                with self.spend.lock:
-                    self.spend.transport_retries += 1
+                self._retry_or_give_up(backend, error, attempt)
         raise AssertionError("unreachable")  # pragma: no cover
+
+    def _retry_or_give_up(self, backend: Backend, error: BackendError, attempt: int) -> None:
+        """After failed attempt ``attempt`` (from 0): a JudgeError when the failure is final or the
+        retries are spent, else count the retry the caller is about to make."""
+        if not error.retryable or attempt >= self.settings.retries:
+            tries = f" ({attempt + 1} attempts, --judge-retries {self.settings.retries})" if attempt else ""
+            raise JudgeError(f"{backend.provider} judge call failed{tries}: {error}") from error
+        with self.spend.lock:
+            self.spend.transport_retries += 1

@@ -115,7 +115,7 @@ def _phase_groups(
     if not groups:
         return [(None, None, rows)]
     by_name = {r["name"]: r for r in rows}
-    return [(g.title.capitalize(), g.gate_text(), [by_name[n] for n in g.dimensions]) for g in groups]
+    return [(g.heading, g.gate_text(), [by_name[n] for n in g.dimensions]) for g in groups]
 
 
 def render_html(

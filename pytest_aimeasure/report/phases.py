@@ -33,6 +33,11 @@ class Phase:
     def title(self) -> str:
         return f"phase {self.name}" if self.name is not None else NO_PHASE
 
+    @property
+    def heading(self) -> str:
+        """The title at the start of a heading; the phase's name keeps its case ("Phase JSON")."""
+        return f"Phase {self.name}" if self.name is not None else NO_PHASE.capitalize()
+
     def gate_text(self) -> str | None:
         """ "2 gates (1 failed), 5/6 outputs valid", or None without gates."""
         if not self.gates:

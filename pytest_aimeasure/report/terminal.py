@@ -412,7 +412,7 @@ def phase_lines(summary: SessionSummary) -> list[str]:
     lines: list[str] = []
     for group in groups:
         gates = group.gate_text()
-        lines += ["", f"Phase {group.name}:" if group.name is not None else "No phase:"]
+        lines += ["", f"{group.heading}:"]
         if gates:
             lines.append(f"  gates: {gates}")
         rows: list[list[str]] = []
