@@ -3,10 +3,10 @@
 A judge is modelled as noise around each item's true quality: score = clip(round(true + N(0, σ²)), 1, 5).
 One *comparison* draws m items with true means uniform in [low, high], scores a baseline run and a new
 run (N samples per item each), pairs the runs' items by item id and applies the dimension drift rule
-of :func:`pytest_aimeasure.stats.drift`. With no true change (A/A) every "regressed" is a false alarm;
+of :func:`pytest_aimeasure.measure.stats.drift`. With no true change (A/A) every "regressed" is a false alarm;
 with every item shifted down by ``--drop`` the "regressed" share is the detection rate.
 
-``--sessions`` also runs whole sessions through :func:`pytest_aimeasure.compare.compare` (item-level
+``--sessions`` also runs whole sessions through :func:`pytest_aimeasure.compare.drift.compare` (item-level
 verdicts too, Holm across items and the dimension) and reports how often an A/A session would fail.
 
 Run:  python benchmarks/aa_simulation.py [--comparisons 20000] [--seed 1] [--sessions 2000]
@@ -27,11 +27,11 @@ from typing import TYPE_CHECKING
 
 from simulated import item_id, measurements
 
-from pytest_aimeasure.models import SCORE_MAX, SCORE_MIN
-from pytest_aimeasure.stats import VAR_FLOOR_DEFAULT, drift, holm
+from pytest_aimeasure.measure.models import SCORE_MAX, SCORE_MIN
+from pytest_aimeasure.measure.stats import VAR_FLOOR_DEFAULT, drift, holm
 
 if TYPE_CHECKING:
-    from pytest_aimeasure.models import Measurement
+    from pytest_aimeasure.measure.models import Measurement
 
 
 @dataclass(frozen=True)
@@ -88,8 +88,8 @@ class SessionCounts:
 
 def session_failures(rng: random.Random, setup: Setup, shift: float, sessions: int) -> SessionCounts:
     """Whole sessions through compare(): how many fail on a regression, and through which verdicts."""
-    from pytest_aimeasure.baseline import BaselineFile, entry_from_measurement
-    from pytest_aimeasure.compare import compare
+    from pytest_aimeasure.compare.drift import compare
+    from pytest_aimeasure.store.baseline import BaselineFile, entry_from_measurement
 
     def measured(run: dict[str, list[int]]) -> list[Measurement]:
         return measurements(run, tolerance=setup.tolerance, var_floor=setup.var_floor)

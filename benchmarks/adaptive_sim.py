@@ -40,12 +40,12 @@ import numpy as np
 import simulated
 from simulated import DIMENSION, FINGERPRINT
 
-from pytest_aimeasure.baseline import BaselineEntry, BaselineFile
-from pytest_aimeasure.compare import compare
+from pytest_aimeasure.compare.drift import compare
 from pytest_aimeasure.judge.adaptive import ItemRule, sample_adaptively
-from pytest_aimeasure.models import Measurement, Sample
-from pytest_aimeasure.sampling import SamplePlan
-from pytest_aimeasure.stats import VAR_FLOOR_DEFAULT
+from pytest_aimeasure.measure.models import Measurement, Sample
+from pytest_aimeasure.measure.sampling import SamplePlan
+from pytest_aimeasure.measure.stats import VAR_FLOOR_DEFAULT
+from pytest_aimeasure.store.baseline import BaselineEntry, BaselineFile
 
 TOLERANCE = 0.5
 FLOOR = 3.0

@@ -25,11 +25,12 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
-from pytest_aimeasure.cost import _price_map, cost_usd, price_for
 from pytest_aimeasure.judge.backends.anthropic import AnthropicBackend
 from pytest_aimeasure.judge.backends.base import Backend
-from pytest_aimeasure.judge.engine import ItemSpec, JudgeEngine, JudgeSettings
-from pytest_aimeasure.models import Usage
+from pytest_aimeasure.judge.engine import JudgeEngine, JudgeSettings
+from pytest_aimeasure.judge.item import ItemSpec
+from pytest_aimeasure.measure.models import Usage
+from pytest_aimeasure.store.cost import _price_map, cost_usd, price_for
 from pytest_aimeasure.testing import ProviderServer
 
 SHORT_RUBRIC = (

@@ -30,10 +30,10 @@ BEFORE = "5fd5f86"  # main before issue 14's noise model (and this optimisation)
 # still accepted and dropped by the new model).
 TIMER = r"""
 import json, random, sys, time
-from pytest_aimeasure.baseline import BaselineFile, entry_from_measurement
-from pytest_aimeasure.compare import compare
-from pytest_aimeasure.models import Fingerprint, Measurement, Sample
-from pytest_aimeasure.stats import item_stats
+from pytest_aimeasure.store.baseline import BaselineFile, entry_from_measurement
+from pytest_aimeasure.compare.drift import compare
+from pytest_aimeasure.measure.models import Fingerprint, Measurement, Sample
+from pytest_aimeasure.measure.stats import item_stats
 
 items, dims, repeat, seed = (int(a) for a in sys.argv[1:5])
 rng = random.Random(seed)

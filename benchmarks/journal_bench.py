@@ -20,8 +20,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from pytest_aimeasure.models import Sample, Usage
-from pytest_aimeasure.store import Journal, SampleKey, SampleRecord
+from pytest_aimeasure.measure.models import Sample, Usage
+from pytest_aimeasure.store.runs import Journal, SampleKey, SampleRecord
 
 
 def _record(i: int) -> SampleRecord:

@@ -21,7 +21,7 @@ Rules:
 * OLD: the rule before issue 14 (a copy of it lives below): SE from the within-sample spread only,
   the baseline is the last ``--update-baseline`` session (it replaced the earlier ones), Holm over
   items + dimension.
-* NEW: ``pytest_aimeasure.compare.compare`` as shipped: the baseline pools the last 5 sessions
+* NEW: ``pytest_aimeasure.compare.drift.compare`` as shipped: the baseline pools the last 5 sessions
   (``merge_entries(pool=5)``), which are also its history (the between-session variance).
 * NEW, one session: the new rule with a single-session baseline and no history (a first baseline,
   or an empty store): what the paired spread alone does.
@@ -42,10 +42,10 @@ from dataclasses import dataclass
 import numpy as np
 from simulated import item_id, measurements
 
-from pytest_aimeasure.baseline import BaselineEntry, BaselineFile, merge_entries
-from pytest_aimeasure.compare import compare
-from pytest_aimeasure.models import Measurement
-from pytest_aimeasure.stats import VAR_FLOOR_DEFAULT, holm, t_cdf, t_ppf
+from pytest_aimeasure.compare.drift import compare
+from pytest_aimeasure.measure.models import Measurement
+from pytest_aimeasure.measure.stats import VAR_FLOOR_DEFAULT, holm, t_cdf, t_ppf
+from pytest_aimeasure.store.baseline import BaselineEntry, BaselineFile, merge_entries
 
 TOLERANCE = 0.5
 EARLIER_SESSIONS = 5

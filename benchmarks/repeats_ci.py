@@ -1,6 +1,6 @@
 """How often an item's 95% CI covers the generator's true mean quality, pooling K repeats of N samples:
 the judge-only interval over all K·N scores (what treating the repeats as more samples would give)
-against the repeats' two-level interval (pytest_aimeasure.repeats.repeat_stats).
+against the repeats' two-level interval (pytest_aimeasure.measure.repeats.repeat_stats).
 
 Model: each repeat's quality q_k ~ Normal(mu, sigma_gen); the judge scores round(q_k + e), e ~
 Normal(0, sigma_judge), clipped to 1..5; a temperature-0 judge has sigma_judge ≈ 0.
@@ -13,8 +13,8 @@ from __future__ import annotations
 import argparse
 import random
 
-from pytest_aimeasure.repeats import repeat_stats
-from pytest_aimeasure.stats import item_stats
+from pytest_aimeasure.measure.repeats import repeat_stats
+from pytest_aimeasure.measure.stats import item_stats
 
 
 def score(q: float, rng: random.Random, sigma_judge: float) -> int:

@@ -70,8 +70,8 @@ import os
 import time
 from pathlib import Path
 
-from pytest_aimeasure import cache as _cache
-from pytest_aimeasure import store as _store
+from pytest_aimeasure.store import cache as _cache
+from pytest_aimeasure.store import runs as _store
 
 STATS = {"appends": 0, "append_s": 0.0, "puts": 0, "put_s": 0.0, "session_s": 0.0}
 

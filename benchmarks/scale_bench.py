@@ -60,7 +60,7 @@ def pytest_aimeasure_scripted_verdict(call, config):
 def pytest_sessionstart(session):
     if not os.environ.get("SCALE_COMPARE"):
         return
-    import pytest_aimeasure.compare as module  # the session end imports compare() from here
+    import pytest_aimeasure.compare.drift as module  # the session end imports compare() from here
 
     inner = module.compare
 

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from pytest_aimeasure.models import Fingerprint, Measurement, Sample
-from pytest_aimeasure.stats import VAR_FLOOR_DEFAULT, item_stats
+from pytest_aimeasure.measure.models import Fingerprint, Measurement, Sample
+from pytest_aimeasure.measure.stats import VAR_FLOOR_DEFAULT, item_stats
 
 DIMENSION = "quality"
 

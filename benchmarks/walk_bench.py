@@ -23,9 +23,9 @@ from typing import Any
 
 from tabulate import tabulate
 
-from pytest_aimeasure.graph import check_graph, graph_facts, graph_from_dict
-from pytest_aimeasure.heal import repair_unreachable
-from pytest_aimeasure.walker import walk, walk_all
+from pytest_aimeasure.graphs.graph import check_graph, graph_facts, graph_from_dict
+from pytest_aimeasure.graphs.heal import repair_unreachable
+from pytest_aimeasure.graphs.walker import walk, walk_all
 
 WIDTH = 10
 OUTCOMES = ("success", "partial", "failure")

@@ -13,7 +13,7 @@ if TYPE_CHECKING:
     from pytest_aimeasure.judge.backends.base import Backend
     from pytest_aimeasure.judge.backends.scripted import ScriptedCall, ScriptedScore
     from pytest_aimeasure.judge.prompt import JudgePrompt
-    from pytest_aimeasure.models import Finding, Measurement
+    from pytest_aimeasure.measure.models import Finding, Measurement
 
 
 @pytest.hookspec(firstresult=True)

@@ -15,17 +15,21 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from pytest_aimeasure import hookspecs, markers, options, runtime
-from pytest_aimeasure.keys import PAYLOAD, PIPELINE_ASIDE, item_nodeid, report_payload, state_key
-from pytest_aimeasure.linking import ArtifactLinks
-from pytest_aimeasure.markers import declared_dimensions, item_kind, marker_problem, order_gates_first
+from pytest_aimeasure import hookspecs
+from pytest_aimeasure.measure import runtime
+from pytest_aimeasure.measure.models import PIPELINE_ASIDE
+from pytest_aimeasure.session import markers, options
+from pytest_aimeasure.session.keys import PAYLOAD, item_nodeid, report_payload
+from pytest_aimeasure.session.linking import ArtifactLinks
+from pytest_aimeasure.session.markers import declared_dimensions, item_kind, marker_problem, order_gates_first
+from pytest_aimeasure.session.state import state_key
 
 if TYPE_CHECKING:
-    from pytest_aimeasure.artifact import Artifact
-    from pytest_aimeasure.judge.fixture import Judge
-    from pytest_aimeasure.pipeline import Pipeline
+    from pytest_aimeasure.measure.artifact import Artifact
     from pytest_aimeasure.report.summary import SessionSummary
-    from pytest_aimeasure.session import SessionState
+    from pytest_aimeasure.session.fixture import Judge
+    from pytest_aimeasure.session.pipeline import Pipeline
+    from pytest_aimeasure.session.state import SessionState
     from pytest_aimeasure.testing.server import ProviderServer
 
 
@@ -40,7 +44,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 def pytest_configure(config: pytest.Config) -> None:
     for line in markers.MARKER_LINES:
         config.addinivalue_line("markers", line)
-    from pytest_aimeasure.session import SessionState
+    from pytest_aimeasure.session.state import SessionState
 
     options.warn_deprecated(config)
     state = SessionState.from_config(config)
@@ -235,13 +239,13 @@ class MeasurePlugin:
                 payload["judge_error"] = str(excinfo.value)
                 raw = "\n".join(f"  attempt output: {r}" for r in excinfo.value.raw_outputs[-6:])
                 text = f"judge error: {excinfo.value}\n{raw}".rstrip()
-            fixture = sys.modules.get("pytest_aimeasure.judge.fixture")
+            fixture = sys.modules.get("pytest_aimeasure.session.fixture")
             if excinfo is not None and fixture is not None and isinstance(excinfo.value, fixture.FloorBreach):
                 # The verdict, not a traceback: the same text whether judge.score waited for it or
                 # the pipeline settled it after the test ran.
                 text = f"FloorBreach: {excinfo.value}"
             if excinfo is not None and text is not None:
-                from pytest_aimeasure.longrepr import verdict_longrepr
+                from pytest_aimeasure.session.longrepr import verdict_longrepr
 
                 path, lineno = verdict_location(item, excinfo)
                 report.longrepr = verdict_longrepr(text, path, lineno)
@@ -295,7 +299,7 @@ class MeasurePlugin:
     @pytest.hookimpl(tryfirst=True)
     def pytest_sessionstart(self, session: pytest.Session) -> None:
         if self.state.judging and not self.state.dry_run:
-            from pytest_aimeasure.conclude import preload
+            from pytest_aimeasure.session.conclude import preload
 
             preload()
         self.state.start()
@@ -306,7 +310,7 @@ class MeasurePlugin:
         # First: the session's own failures must reach junitxml before it writes its file.
         self.state.finish(session)
         if self.state.concludes:
-            from pytest_aimeasure.conclude import conclude
+            from pytest_aimeasure.session.conclude import conclude
 
             self.state.outcome, self.summary = conclude(self.state, session)
         outcome = self.state.outcome
@@ -332,7 +336,7 @@ class MeasurePlugin:
 
 
 class PipelineHooks:
-    """Pipelined judging (see :mod:`pytest_aimeasure.pipeline`): the outermost wrappers, so the
+    """Pipelined judging (see :mod:`pytest_aimeasure.session.pipeline`): the outermost wrappers, so the
     wait for room happens before other plugins' per-test timers (pytest-timeout) start."""
 
     def __init__(self, pipeline: Pipeline) -> None:
@@ -460,7 +464,7 @@ def judge(request: pytest.FixtureRequest) -> Judge:
     state = request.config.stash[state_key]
     if not state.judging:
         pytest.skip("the judge fixture needs --ai-judge")
-    from pytest_aimeasure.judge.fixture import Judge
+    from pytest_aimeasure.session.fixture import Judge
 
     return Judge(state, request.node)
 
@@ -481,11 +485,11 @@ def aimeasure_artifact(request: pytest.FixtureRequest) -> Callable[..., Artifact
     called. Gates and dimensions that use the same key are linked: a failed gate skips the
     dimensions of that artifact. ``generator`` names the model that wrote it (else a ``label`` that
     names a model counts): a dimension judged by the same model family gets a self-preference
-    warning. The returned :class:`~pytest_aimeasure.artifact.Artifact` has ``.value`` (what generate
+    warning. The returned :class:`~pytest_aimeasure.measure.artifact.Artifact` has ``.value`` (what generate
     returned), ``.text`` (what the judge reads), ``.sha256``, ``.key``, ``.label``, ``.generator``.
 
     ``repeats=K`` generates K outputs (stored as ``key#r1`` … ``key#rK``, listed in ``.repeats``): gates
-    check each with :func:`pytest_aimeasure.repeats.each_repeat` ("2/3 valid"), and ``judge.score``
+    check each with :func:`pytest_aimeasure.each_repeat` ("2/3 valid"), and ``judge.score``
     judges each N times and pools them, with the generation variance in the item's error bar.
     """
     state = request.config.stash[state_key]
@@ -498,8 +502,8 @@ def aimeasure_artifact(request: pytest.FixtureRequest) -> Callable[..., Artifact
         generator: str | None = None,
         repeats: int = 1,
     ) -> Artifact:
-        from pytest_aimeasure.artifact import ArtifactError, ArtifactMissing
-        from pytest_aimeasure.repeats import MAX_REPEATS
+        from pytest_aimeasure.measure.artifact import ArtifactError, ArtifactMissing
+        from pytest_aimeasure.measure.repeats import MAX_REPEATS
 
         if generator is not None and not (isinstance(generator, str) and generator.strip()):
             pytest.fail(

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from pytest_aimeasure.store import RunStore
+from pytest_aimeasure.store.runs import RunStore
 from pytest_aimeasure.testing import ProviderServer, SeenRequest
 
 pytest_plugins = ["pytester"]

@@ -1,7 +1,7 @@
 """A miniature, deterministic stand-in for an LLM pipeline that writes a branching training scenario.
 
 ``generate_scenario(BRIEF, seed)`` returns the scenario in the dict form of
-:func:`pytest_aimeasure.graph.graph_from_dict`: scenes anchored to a week and a role (opening, working,
+:func:`pytest_aimeasure.graphs.graph.graph_from_dict`: scenes anchored to a week and a role (opening, working,
 milestone, crisis, resolution), choices with a quality tier (optimal, acceptable, suboptimal, wrong)
 and a target scene, endings with an outcome (success, partial, failure), and for every choice the
 reaction of every character at each of four warmth bands (1 = the coldest relationship state,
@@ -570,7 +570,7 @@ def choice_facts(scenario: dict[str, Any]) -> dict[str, Any]:
 
 def outline_facts(scenario: dict[str, Any]) -> dict[str, Any]:
     """graph_facts plus the scenario's own counts: scenes by role, weeks, milestones."""
-    from pytest_aimeasure.graph import graph_facts
+    from pytest_aimeasure.graphs.graph import graph_facts
 
     roles: dict[str, int] = {}
     for _, body in _scenes(scenario):

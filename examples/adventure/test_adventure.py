@@ -26,11 +26,11 @@ from adventure_generator import (
     voice_facts,
 )
 
-from pytest_aimeasure.artifact import Artifact
-from pytest_aimeasure.graph import assert_graph_ok, graph_validator
-from pytest_aimeasure.heal import heal, unreachable_repair
-from pytest_aimeasure.judge.fixture import Judge
-from pytest_aimeasure.walker import assert_walks_ok
+from pytest_aimeasure.graphs.graph import assert_graph_ok, graph_validator
+from pytest_aimeasure.graphs.heal import heal, unreachable_repair
+from pytest_aimeasure.graphs.walker import assert_walks_ok
+from pytest_aimeasure.measure.artifact import Artifact
+from pytest_aimeasure.session.fixture import Judge
 
 SEEDS = (2, 3, 4, 5, 6)
 """Five consecutive seeds: one clean, one with an orphan scene, one with a near-duplicate choice, one

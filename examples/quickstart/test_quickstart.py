@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from pytest_aimeasure.artifact import Artifact
+from pytest_aimeasure.measure.artifact import Artifact
 
 
 def write_reply(customer_message: str) -> str:

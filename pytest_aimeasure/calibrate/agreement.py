@@ -17,8 +17,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from pytest_aimeasure.models import SCORE_MAX, SCORE_MIN
-from pytest_aimeasure.stats import t_ppf
+from pytest_aimeasure.measure.models import SCORE_MAX, SCORE_MIN
+from pytest_aimeasure.measure.stats import t_ppf
 
 LEVELS = tuple(range(SCORE_MIN, SCORE_MAX + 1))
 

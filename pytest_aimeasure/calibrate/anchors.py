@@ -23,8 +23,8 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from pytest_aimeasure.artifact import join_parts
-from pytest_aimeasure.models import SCORE_MAX, SCORE_MIN
+from pytest_aimeasure.measure.artifact import join_parts
+from pytest_aimeasure.measure.models import SCORE_MAX, SCORE_MIN
 
 YAML_SUFFIXES = (".yaml", ".yml")
 JSONL_SUFFIXES = (".jsonl",)

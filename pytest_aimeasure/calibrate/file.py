@@ -9,10 +9,10 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
-from pytest_aimeasure.baseline import _round_floats
-from pytest_aimeasure.calibrate.results import CalibrationFile, DimensionCalibration
-from pytest_aimeasure.fileio import atomic_write
-from pytest_aimeasure.models import Fingerprint, first_error
+from pytest_aimeasure.calibrate.records import CalibrationFile, DimensionCalibration
+from pytest_aimeasure.measure.models import Fingerprint, first_error
+from pytest_aimeasure.store.baseline import _round_floats
+from pytest_aimeasure.store.fileio import atomic_write
 
 CALIBRATION_NAME = "aimeasure-calibration.json"
 # The ruler's identity minus N: N is precision, not part of the ruler (as for the baseline).

@@ -10,9 +10,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from pytest_aimeasure.calibrate import agreement as ag
-from pytest_aimeasure.calibrate import probes as pr
+from pytest_aimeasure.calibrate import bias as pr
 from pytest_aimeasure.calibrate.anchors import Anchor
-from pytest_aimeasure.calibrate.results import (
+from pytest_aimeasure.calibrate.records import (
     MIN_ANCHORS_FOR_NOISE,
     MIN_VAR_FLOOR,
     Agreement,
@@ -24,8 +24,9 @@ from pytest_aimeasure.calibrate.results import (
     Repeatability,
     Thresholds,
 )
-from pytest_aimeasure.judge.engine import ItemSpec, JudgeEngine, JudgeError, NotJudged
-from pytest_aimeasure.models import Fingerprint, Measurement
+from pytest_aimeasure.judge.engine import JudgeEngine, JudgeError, NotJudged
+from pytest_aimeasure.judge.item import ItemSpec
+from pytest_aimeasure.measure.models import Fingerprint, Measurement
 
 
 @dataclass

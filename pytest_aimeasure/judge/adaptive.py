@@ -45,12 +45,12 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any, Literal
 
-from pytest_aimeasure.models import AdaptiveRecord
-from pytest_aimeasure.sampling import SamplePlan
-from pytest_aimeasure.stats import TIE_TOLERANCE, pooled_within, t_ppf
+from pytest_aimeasure.measure.models import AdaptiveRecord
+from pytest_aimeasure.measure.sampling import SamplePlan
+from pytest_aimeasure.measure.stats import TIE_TOLERANCE, pooled_within, t_ppf
 
 if TYPE_CHECKING:
-    from pytest_aimeasure.models import Fingerprint, Measurement, Sample
+    from pytest_aimeasure.measure.models import Fingerprint, Measurement, Sample
 
 __all__ = [
     "STOP_ALPHA",

@@ -104,7 +104,7 @@ class BatchJournal:
     def submitted(self, batch_id: str, custom_ids: list[str]) -> None:
         # The store's append file ends a torn line a killed writer left, so this entry stays readable
         # (glued to a fragment, known() would skip it and a resume would pay for the batch again).
-        from pytest_aimeasure.store import AppendFile
+        from pytest_aimeasure.store.runs import AppendFile
 
         self.run_path.mkdir(parents=True, exist_ok=True)
         journal = AppendFile(self.path)

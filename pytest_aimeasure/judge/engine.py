@@ -1,5 +1,5 @@
 """The judge as an instrument: N concurrent samples per item, each validated, retried with feedback,
-journaled, and aggregated into a :class:`~pytest_aimeasure.models.Measurement` with error bars.
+journaled, and aggregated into a :class:`~pytest_aimeasure.measure.models.Measurement` with error bars.
 
 All judge calls of a session run on one event loop in a background thread. pytest calls
 :meth:`JudgeEngine.measure` from the test thread and blocks until the item is measured; suites use
@@ -34,8 +34,7 @@ from typing import Any, Protocol, TypeVar
 
 from pydantic import ValidationError
 
-from pytest_aimeasure import __version__
-from pytest_aimeasure.judge.adaptive import ItemRule, Reference, sample_adaptively
+from pytest_aimeasure.judge.adaptive import ItemRule, sample_adaptively
 from pytest_aimeasure.judge.backends.base import (
     Backend,
     BackendError,
@@ -46,6 +45,7 @@ from pytest_aimeasure.judge.backends.base import (
     RateLimited,
 )
 from pytest_aimeasure.judge.escalate import with_escalation
+from pytest_aimeasure.judge.item import ItemSpec
 from pytest_aimeasure.judge.limits import MAX_COOLDOWN_S, ProviderLimit, backoff_s
 from pytest_aimeasure.judge.prompt import (
     JudgePrompt,
@@ -53,8 +53,7 @@ from pytest_aimeasure.judge.prompt import (
     text_hash,
     verdict_tool,
 )
-from pytest_aimeasure.loop import LoopThread
-from pytest_aimeasure.models import (
+from pytest_aimeasure.measure.models import (
     TOOL_SCHEMA_VERSION,
     Fingerprint,
     Measurement,
@@ -62,8 +61,9 @@ from pytest_aimeasure.models import (
     Usage,
     Verdict,
 )
-from pytest_aimeasure.sampling import SamplePlan
-from pytest_aimeasure.stats import VAR_FLOOR_DEFAULT, item_stats
+from pytest_aimeasure.measure.stats import VAR_FLOOR_DEFAULT, item_stats
+from pytest_aimeasure.measure.version import __version__
+from pytest_aimeasure.store.loop import LoopThread
 
 T = TypeVar("T")
 PLUGIN_MAJOR = int(__version__.split(".")[0])
@@ -119,7 +119,7 @@ class SampleSink(Protocol):
 
 
 class BudgetGate(Protocol):
-    """Admission control for calls that cost money (see :mod:`pytest_aimeasure.cost`)."""
+    """Admission control for calls that cost money (see :mod:`pytest_aimeasure.store.cost`)."""
 
     def reserve(self, estimate_usd: float) -> Any | None: ...
 
@@ -145,38 +145,6 @@ class JudgeSettings:
     def var_floor_of(self, dimension: str) -> float:
         """The variance floor of ``dimension``: its calibrated one, else the session's."""
         return self.var_floors.get(dimension, self.var_floor)
-
-
-@dataclass(frozen=True)
-class ItemSpec:
-    """One item to measure: one dimension of one artifact."""
-
-    nodeid: str
-    item_id: str
-    dimension: str
-    rubric: str
-    artifact: str
-    samples: int
-    floor: float = 3.0
-    tolerance: float = 0.5
-    facts: dict[str, Any] | None = None
-    phase: str | None = None
-    artifact_key: str | None = None
-    artifact_sha256: str | None = None
-    sample_offset: int = 0
-    """First sample index: generation repeat r of an item uses r·N.., so identical repeats get their
-    own samples (and cache keys)."""
-    adaptive: SamplePlan | None = None
-    """``samples="auto"``: sample look by look (``samples`` is then the plan's maximum)."""
-    reference: Reference | None = None
-    """The item's baseline entry, for adaptive sampling's drift decision."""
-    floor_applies: bool = True
-    """False when ``judge.score`` was given no floor outside a dimension test: no floor decision."""
-    judge: str | None = None
-    """The dimension's judge model (``judge=``); None: the session's ``--judge-model``."""
-    escalate: str | None = None
-    """A stronger model that re-judges the item when the standing judge's samples are unsettled
-    (:mod:`pytest_aimeasure.judge.escalate`)."""
 
 
 @dataclass

@@ -11,13 +11,13 @@ when the standing judge's final samples
 
 The stronger judge's measurement is the item's: it decides the floor verdict and goes to the
 baseline, and its fingerprint is the stronger model's. The standing judge's measurement is kept in
-:attr:`~pytest_aimeasure.models.Measurement.escalation`, so reports show both means. Escalation calls
+:attr:`~pytest_aimeasure.measure.models.Measurement.escalation`, so reports show both means. Escalation calls
 are judge calls like any other: they pass the budget, are journaled and cached (a resumed run reads
 them back instead of paying again), and ``--judge-dry-run`` counts them as a worst case (N more
 calls, or the plan's maximum under ``auto``).
 
 The decision is taken here, around whatever measures the item once (one artifact, or the pooled
-generation repeats of :mod:`pytest_aimeasure.judge.repeats`), so the engine's per-item path only
+generation repeats of :mod:`pytest_aimeasure.judge.generations`), so the engine's per-item path only
 has to call :func:`with_escalation`.
 """
 
@@ -27,10 +27,10 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Literal
 
-from pytest_aimeasure.models import Escalation, Measurement
+from pytest_aimeasure.measure.models import Escalation, Measurement
 
 if TYPE_CHECKING:
-    from pytest_aimeasure.judge.engine import ItemSpec
+    from pytest_aimeasure.judge.item import ItemSpec
 
 __all__ = ["DISAGREEMENT_POINTS", "escalation_reasons", "with_escalation"]
 

@@ -1,7 +1,7 @@
 """A measurement on its way: what ``judge.score`` returns when the session pipelines its judging.
 
 The judge's samples run on the engine's event loop while pytest goes on with the next tests. The
-handle reads like the :class:`~pytest_aimeasure.models.Measurement` it stands for: reading any of
+handle reads like the :class:`~pytest_aimeasure.measure.models.Measurement` it stands for: reading any of
 its values (``m.mean``, ``m.scores``...) waits for the judge and then behaves exactly as if
 ``judge.score`` had waited (a floor breach or a judge error is raised right there, in the test).
 When the test never reads it, the pipeline settles it after the test's protocol ran.
@@ -16,7 +16,7 @@ from concurrent.futures import CancelledError, Future
 from concurrent.futures import TimeoutError as WaitTimeout
 from typing import Any
 
-from pytest_aimeasure.models import Measurement
+from pytest_aimeasure.measure.models import Measurement
 
 Landing = Callable[["Measurement | BaseException"], "BaseException | None"]
 """Applies a landed outcome (the measurement, or why there is none) to the test's record and

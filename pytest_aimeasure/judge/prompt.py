@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pytest_aimeasure.judge.backends.base import ToolSpec
-from pytest_aimeasure.models import SCORE_MAX, SCORE_MIN
+from pytest_aimeasure.measure.models import SCORE_MAX, SCORE_MIN
 
 TOOL_NAME = "record_verdict"
 

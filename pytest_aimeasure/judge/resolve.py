@@ -63,7 +63,7 @@ OUR_PROVIDERS = frozenset({"anthropic"})
 def litellm_providers() -> frozenset[str] | None:
     """The provider prefixes the installed litellm knows, read from its bundled data files without
     importing it (that takes seconds). None when litellm is not installed; empty when the files moved."""
-    from pytest_aimeasure.cost import _providers, litellm_folders
+    from pytest_aimeasure.store.cost import _providers, litellm_folders
 
     folders = litellm_folders()
     if folders is None:

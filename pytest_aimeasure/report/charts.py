@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from pytest_aimeasure.models import SCORE_MAX, SCORE_MIN
+from pytest_aimeasure.measure.models import SCORE_MAX, SCORE_MIN
 
 REPORT_EXTRA = "pytest-aimeasure[report]"
 

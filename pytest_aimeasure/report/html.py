@@ -17,14 +17,14 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from pytest_aimeasure import __version__
-from pytest_aimeasure.fileio import atomic_write
+from pytest_aimeasure.measure.version import __version__
 from pytest_aimeasure.report import charts
 from pytest_aimeasure.report.charts import REPORT_EXTRA, DimensionPoint, ReportDependencyError
 from pytest_aimeasure.report.markdown import SEVERITY_ORDER, next_command
 from pytest_aimeasure.report.phases import phases
 from pytest_aimeasure.report.results import CalibrationFigure, SessionResults
 from pytest_aimeasure.report.trends import DimensionTrend
+from pytest_aimeasure.store.fileio import atomic_write
 
 EXCERPT_CHARS = 1200
 

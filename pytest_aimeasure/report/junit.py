@@ -22,11 +22,11 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from pytest_aimeasure.fileio import atomic_write
+from pytest_aimeasure.store.fileio import atomic_write
 
 if TYPE_CHECKING:
-    from pytest_aimeasure.outcome import SessionFailure
     from pytest_aimeasure.report.summary import SessionSummary
+    from pytest_aimeasure.session.outcome import SessionFailure
 
 FAILURE_PROPERTY = "aimeasure.session_failure"
 ITEM_PROPERTY = "aimeasure.item"

@@ -7,7 +7,7 @@ characters that would open HTML or break a table (``<``, ``>``, ``|``, backticks
 
 from __future__ import annotations
 
-from pytest_aimeasure.compare import REBASELINE, DimensionComparison
+from pytest_aimeasure.compare.drift import REBASELINE, DimensionComparison
 from pytest_aimeasure.report.phases import phases
 from pytest_aimeasure.report.results import SessionResults
 

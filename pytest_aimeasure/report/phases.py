@@ -12,8 +12,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
-from pytest_aimeasure.models import ItemResult
-from pytest_aimeasure.repeats import gate_counts
+from pytest_aimeasure.measure.models import ItemResult
+from pytest_aimeasure.measure.repeats import gate_counts
 
 NO_PHASE = "no phase"
 

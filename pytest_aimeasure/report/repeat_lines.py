@@ -11,8 +11,8 @@ from typing import Any
 
 from tabulate import tabulate
 
-from pytest_aimeasure.models import ItemResult
-from pytest_aimeasure.repeats import gate_counts
+from pytest_aimeasure.measure.models import ItemResult
+from pytest_aimeasure.measure.repeats import gate_counts
 
 
 def suite_counts(extra: dict[str, Any]) -> dict[str, Any] | None:

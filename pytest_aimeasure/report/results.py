@@ -13,11 +13,11 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic_core import to_json
 
-from pytest_aimeasure import __version__
-from pytest_aimeasure.compare import DimensionComparison, ItemComparison
-from pytest_aimeasure.fileio import atomic_write
-from pytest_aimeasure.models import Finding, ItemResult, first_error
-from pytest_aimeasure.stats import VAR_FLOOR_DEFAULT, dimension_stats
+from pytest_aimeasure.compare.drift import DimensionComparison, ItemComparison
+from pytest_aimeasure.measure.models import Finding, ItemResult, first_error
+from pytest_aimeasure.measure.stats import VAR_FLOOR_DEFAULT, dimension_stats
+from pytest_aimeasure.measure.version import __version__
+from pytest_aimeasure.store.fileio import atomic_write
 
 RESULTS_FORMAT = 1
 

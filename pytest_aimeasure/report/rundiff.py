@@ -1,7 +1,7 @@
 """Two stored runs side by side: item by item and per dimension, with the baseline's statistics.
 
 The earlier run plays the baseline: its measurements become baseline entries, and the later run is
-compared with them by :func:`pytest_aimeasure.compare.compare`, so the verdicts, CIs and the Holm
+compared with them by :func:`pytest_aimeasure.compare.drift.compare`, so the verdicts, CIs and the Holm
 correction are exactly those a committed baseline of the earlier run would give.
 """
 
@@ -11,9 +11,9 @@ import math
 
 from tabulate import tabulate
 
-from pytest_aimeasure.baseline import BaselineEntry, BaselineFile
-from pytest_aimeasure.compare import Comparison, compare
+from pytest_aimeasure.compare.drift import Comparison, compare
 from pytest_aimeasure.report.results import SessionResults
+from pytest_aimeasure.store.baseline import BaselineEntry, BaselineFile
 
 
 def as_baseline(results: SessionResults) -> BaselineFile:

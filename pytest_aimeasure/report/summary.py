@@ -1,7 +1,7 @@
 """The session as every report reads it: built once at the session's end (controller), then frozen.
 
 Reports (terminal, JSON, JUnit, Markdown, HTML) take a :class:`SessionSummary`; they never reach into
-the live session state. :mod:`pytest_aimeasure.conclude` builds it.
+the live session state. :mod:`pytest_aimeasure.session.conclude` builds it.
 
 Frozen all the way down: the summary keeps a read-only copy of what it is given (:func:`read_only`),
 so one report cannot change what the next one reads, nor the session's live state through it.
@@ -16,9 +16,9 @@ from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 from pydantic import BaseModel, ConfigDict
 
 if TYPE_CHECKING:
-    from pytest_aimeasure.compare import Comparison
+    from pytest_aimeasure.compare.drift import Comparison
     from pytest_aimeasure.report.results import SessionResults
-    from pytest_aimeasure.settings import Settings
+    from pytest_aimeasure.session.settings import Settings
 
 __all__ = ["ReadOnlyDict", "ReadOnlyList", "SessionSummary", "read_only"]
 

@@ -20,19 +20,18 @@ from typing import TYPE_CHECKING, Any
 
 from tabulate import tabulate
 
-from pytest_aimeasure.keys import PIPELINE_ASIDE
-from pytest_aimeasure.models import Finding
-from pytest_aimeasure.options import RENAMED
+from pytest_aimeasure.measure.models import PIPELINE_ASIDE, Finding
 from pytest_aimeasure.report.repeat_lines import repeat_lines
+from pytest_aimeasure.session.options import RENAMED
 
 if TYPE_CHECKING:
     import pytest
 
-    from pytest_aimeasure.compare import DimensionComparison, ItemComparison
-    from pytest_aimeasure.markers import PlannedItem
-    from pytest_aimeasure.models import ItemResult
+    from pytest_aimeasure.compare.drift import DimensionComparison, ItemComparison
+    from pytest_aimeasure.measure.models import ItemResult
+    from pytest_aimeasure.measure.sampling import PlannedItem
     from pytest_aimeasure.report.summary import SessionSummary
-    from pytest_aimeasure.settings import Settings
+    from pytest_aimeasure.session.settings import Settings
 
 LOOK_AT = ("regressed", "not_comparable", "improved", "inconclusive")
 EXCERPT_LINES = 6
@@ -333,11 +332,11 @@ def summary_lines(summary: SessionSummary, verbosity: int = 0) -> list[str]:
         for f in sorted(detail, key=lambda f: (order[f.severity], f.kind, f.subject)):
             lines += _finding_block(f)
     if summary.results.calibration_summary:
-        from pytest_aimeasure.calibrate.report import calibration_lines
+        from pytest_aimeasure.calibrate.lines import calibration_lines
 
         lines += calibration_lines(summary.results.calibration_summary, var_floor=summary.settings.var_floor)
     if summary.results.comparison_tables:
-        from pytest_aimeasure.suites.compare import render_tables
+        from pytest_aimeasure.report.targets import render_tables
 
         lines.append("")
         lines += render_tables(summary.results.comparison_tables)
@@ -580,7 +579,7 @@ def dry_run_lines(
     or the plan's maximum under ``auto``). ``attribution``: dimension -> the re-judge calls of
     ``--aimeasure-attribute`` at most, shown and priced apart (they are made only for dimensions that
     drift or are not comparable), each at its dimension's judge's price."""
-    from pytest_aimeasure.cost import estimate_call_usd
+    from pytest_aimeasure.store.cost import estimate_call_usd
 
     default = settings.model or "(no judge model configured)"
     rejudge = dict(attribution or {})
@@ -689,7 +688,7 @@ def estimated_cost(
 ) -> str:
     """What ``low`` (to ``high``) judge calls, and ``rejudge`` attribution calls at most, would cost, as
     a dry run says it (``batch``: at the Batch API's rates, ``--judge-batch``)."""
-    from pytest_aimeasure.cost import estimate_call_usd
+    from pytest_aimeasure.store.cost import estimate_call_usd
 
     one = None if model is None else _estimate_one(model, partial(estimate_call_usd, batch=batch))
     if one is None:

@@ -11,11 +11,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from pytest_aimeasure.models import Fingerprint, Measurement
+from pytest_aimeasure.measure.models import Fingerprint, Measurement
+from pytest_aimeasure.measure.stats import VAR_FLOOR_DEFAULT, dimension_stats
 from pytest_aimeasure.report.charts import TrendPoint
 from pytest_aimeasure.report.results import ResultItem, SessionResults, read_results
-from pytest_aimeasure.stats import VAR_FLOOR_DEFAULT, dimension_stats
-from pytest_aimeasure.store import Run, RunStore, StoreError
+from pytest_aimeasure.store.runs import Run, RunStore, StoreError
 
 DRIFT_KINDS = frozenset(
     {"regressed", "improved", "inconclusive", "underpowered", "not_comparable", "missing", "new"}

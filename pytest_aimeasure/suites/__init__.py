@@ -12,7 +12,7 @@ The modules, by what they hold (see docs/suites.md for the format and the behavi
 ``gates``      the deterministic checks
 ``collect``    the pytest collector and item (``SuiteFile``, ``SuiteItem``) and item outcomes
 ``run``        concurrent generation and judging, bounded per concurrency key
-``compare``    the comparison tables: from a session's results, from stored runs, for a terminal
+``progress``   the live progress line while suite batches are judged
 ``probes``     the 12-probe behavioural baseline and its offline reference target
 =============  ==================================================================================
 

@@ -16,11 +16,11 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from pytest_aimeasure import runtime
-from pytest_aimeasure.attribute import RUBRICS_KEY
-from pytest_aimeasure.keys import item_nodeid, state_key
-from pytest_aimeasure.markers import PlannedItem
-from pytest_aimeasure.sampling import SamplePlan, Samples, call_range
+from pytest_aimeasure.attribution.split import RUBRICS_KEY
+from pytest_aimeasure.measure import runtime
+from pytest_aimeasure.measure.sampling import PlannedItem, SamplePlan, Samples, call_range
+from pytest_aimeasure.session.keys import item_nodeid
+from pytest_aimeasure.session.state import state_key
 from pytest_aimeasure.suites.callables import CallableError, load_callable
 from pytest_aimeasure.suites.model import LoadedSuite, load_suite
 from pytest_aimeasure.suites.run import Generation, JobPlan, JobResult, Output, SuiteRunner
@@ -178,7 +178,7 @@ class SuiteNode(pytest.Collector):
         self.callables = callables
         self.anchor_refs = anchor_refs or []
         """Calibration references of the suite's dimensions (``anchors:``), as markers make them
-        (:func:`pytest_aimeasure.calibrate.targets.marker_ref`)."""
+        (:func:`pytest_aimeasure.calibrate.references.marker_ref`)."""
 
     def collect(self) -> Iterator[pytest.Item | pytest.Collector]:
         spec = self.loaded.spec
@@ -323,7 +323,7 @@ class SuiteItem(pytest.Item):
         self._report_measurements(result, record)
 
     def _report_measurements(self, result: JobResult, record: runtime.ItemRecord | None) -> None:
-        from pytest_aimeasure.judge.fixture import floor_message
+        from pytest_aimeasure.session.fixture import floor_message
 
         if record is not None and result.measurements:
             # --aimeasure-attribute re-judges the baseline's artifacts at session end, with these rubrics.

@@ -14,7 +14,7 @@ import re
 from importlib import resources
 from pathlib import Path
 
-from pytest_aimeasure.fileio import atomic_write
+from pytest_aimeasure.store.fileio import atomic_write
 from pytest_aimeasure.suites.spec import TargetSpec
 
 __all__ = [

@@ -28,19 +28,19 @@ from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 import pytest
 
-from pytest_aimeasure.keys import state_key
-from pytest_aimeasure.loop import LoopThread
-from pytest_aimeasure.progress import ProgressLine
-from pytest_aimeasure.repeats import repeat_key
+from pytest_aimeasure.measure.repeats import repeat_key
+from pytest_aimeasure.session.state import state_key
+from pytest_aimeasure.store.loop import LoopThread
 from pytest_aimeasure.suites.gates import GateResult, run_gates, text_counts
+from pytest_aimeasure.suites.progress import ProgressLine
 from pytest_aimeasure.suites.spec import DimensionSpec, GateSpec
 from pytest_aimeasure.suites.targets import ResolvedTarget
 
 if TYPE_CHECKING:
-    from pytest_aimeasure.artifact import Artifact
     from pytest_aimeasure.judge.backends.base import Backend
-    from pytest_aimeasure.models import ItemResult, Measurement
-    from pytest_aimeasure.session import SessionState
+    from pytest_aimeasure.measure.artifact import Artifact
+    from pytest_aimeasure.measure.models import ItemResult, Measurement
+    from pytest_aimeasure.session.state import SessionState
 
 __all__ = ["Generation", "JobPlan", "JobResult", "Output", "SuiteRunner"]
 
@@ -402,7 +402,7 @@ class SuiteRunner:
         return previous.get(nodeid)
 
     async def _generation(self, plan: JobPlan, index: int = 0) -> Generation:
-        from pytest_aimeasure.artifact import ArtifactMissing
+        from pytest_aimeasure.measure.artifact import ArtifactMissing
 
         registry = self.state.artifacts
         label = plan.target.label
@@ -511,8 +511,9 @@ class SuiteRunner:
     # -- judging ---------------------------------------------------------------------------------
     async def _measure(self, plan: JobPlan, valid: list[tuple[int, Artifact]], result: JobResult) -> None:
         """Judge every dimension: the one output, or (with repeats) each valid repeat, pooled."""
-        from pytest_aimeasure.judge.engine import ItemSpec, NotJudged
-        from pytest_aimeasure.judge.repeats import ameasure_repeats
+        from pytest_aimeasure.judge.engine import NotJudged
+        from pytest_aimeasure.judge.generations import ameasure_repeats
+        from pytest_aimeasure.judge.item import ItemSpec
 
         engine = self.state.engine()
         artifact = valid[0][1]
@@ -597,7 +598,7 @@ def judge_rubric(rubric: str, prompt: str, system: str | None) -> str:
 
 
 def _usage(input_tokens: int, output_tokens: int) -> Any:
-    from pytest_aimeasure.models import Usage
+    from pytest_aimeasure.measure.models import Usage
 
     return Usage(input_tokens=input_tokens, output_tokens=output_tokens)
 

@@ -34,7 +34,7 @@ if TYPE_CHECKING:
     import pytest
 
     from pytest_aimeasure.judge.backends.base import Backend
-    from pytest_aimeasure.models import Usage
+    from pytest_aimeasure.measure.models import Usage
 
 __all__ = ["ResolvedTarget", "TargetError", "family_clash", "model_families", "resolve_target"]
 
@@ -76,7 +76,7 @@ class ResolvedTarget:
             return 0.0
         if self.kind not in ("litellm", "anthropic"):
             return None
-        from pytest_aimeasure.cost import cost_usd
+        from pytest_aimeasure.store.cost import cost_usd
 
         if self.kind == "anthropic":
             return cost_usd(self.model.removeprefix("anthropic/"), usage, provider="anthropic")

@@ -138,7 +138,7 @@ class AnthropicBackend(LearnsQuirks):
     def caches_prompt(self) -> bool:
         """Whether judge calls mark their fixed prefix for prompt caching now."""
         if self.prompt_caching is None:
-            from pytest_aimeasure.cost import supports_prompt_caching
+            from pytest_aimeasure.store.cost import supports_prompt_caching
 
             # Decided on first use: reading the price map is not free, and a fully cached rerun
             # builds backends it never calls.

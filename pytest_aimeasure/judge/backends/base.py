@@ -21,7 +21,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, runtime_checkable
 
-from pytest_aimeasure.models import Usage
+from pytest_aimeasure.measure.models import Usage
 
 ToolMode = Literal["forced", "auto", "scripted"]
 
@@ -291,7 +291,7 @@ def read_usage(response: Any, input_field: str, output_field: str) -> Usage:
     in ``input_tokens``). Chat Completions names them ``prompt_tokens`` / ``completion_tokens``, and
     its ``prompt_tokens`` includes the cached tokens (``prompt_tokens_details.cached_tokens``; litellm
     adds ``cache_write_tokens`` there for providers that bill writes): those are taken out of
-    ``input_tokens`` so :class:`~pytest_aimeasure.models.Usage` means the same for every backend."""
+    ``input_tokens`` so :class:`~pytest_aimeasure.measure.models.Usage` means the same for every backend."""
     usage = getattr(response, "usage", None)
     if usage is None:
         return Usage()

@@ -29,7 +29,7 @@ from pytest_aimeasure.judge.backends.base import (
     JudgeReply,
     JudgeRequest,
 )
-from pytest_aimeasure.models import SCORE_MAX, SCORE_MIN, Usage
+from pytest_aimeasure.measure.models import SCORE_MAX, SCORE_MIN, Usage
 
 # A type alias at runtime (not only for annotations), so it is spelled with Union for Python 3.10.
 ScriptedScore = Union[int, tuple[int, str], dict[str, Any]]  # noqa: UP007

@@ -1,0 +1,1 @@
+"""The ruler against itself: split a drift into the judge's part and the system's part."""

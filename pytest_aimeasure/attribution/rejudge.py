@@ -1,0 +1,345 @@
+"""Drift attribution's judging: re-score the baseline's stored artifacts with today's judge.
+
+Used at the end of a ``--aimeasure-attribute`` session on the controller (after the comparison) and by
+``aimeasure attribute BASE_RUN NOW_RUN``. Each pooled session of a baseline entry names the run and
+the artifact (sha256) it judged; the artifact is read from the store and judged with today's rubric,
+facts of the run that judged it, and as many samples as today's measurement has. Calls go through the
+session's :class:`~pytest_aimeasure.judge.engine.JudgeEngine`, so they are journaled, cached, priced and
+budgeted like any other sample. The split itself is :mod:`pytest_aimeasure.attribution.split`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Collection, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from pytest_aimeasure.attribution.split import (
+    ATTRIBUTED_VERDICTS,
+    RUBRICS_KEY,
+    DimensionAttribution,
+    ItemScores,
+    finding,
+    settle,
+    split,
+)
+from pytest_aimeasure.compare.drift import Comparison, History, baseline_history
+from pytest_aimeasure.judge.engine import JudgeEngine, JudgeError, NotJudged
+from pytest_aimeasure.judge.item import ItemSpec
+from pytest_aimeasure.measure.models import Finding, ItemResult, Measurement, item_id
+from pytest_aimeasure.measure.sampling import PlannedItem
+from pytest_aimeasure.measure.stats import VAR_FLOOR_DEFAULT, session_history
+from pytest_aimeasure.store.baseline import BaselineEntry, BaselineFile, EntrySource
+from pytest_aimeasure.store.runs import RunStore, StoreError
+
+REJUDGE_SUFFIX = "::baseline-rejudged"
+"""Appended to an item id for the rejudged baseline's samples (the journal keeps them apart)."""
+
+
+
+@dataclass
+class Planned:
+    """The rejudging one item needs: its entry's sessions whose artifacts are in the store."""
+
+    measurement: Measurement
+    entry: BaselineEntry
+    rubric: str
+    sessions: list[int]  # indexes into entry.session_scores()
+    texts: dict[str, str]  # sha256 → artifact text
+    facts: dict[str, dict[str, Any] | None]  # sha256 → the facts it was judged with
+
+
+@dataclass
+class Attribution:
+    """What the rejudging found: per dimension the split, per item the rejudged baseline entry."""
+
+    dimensions: dict[str, DimensionAttribution] = field(default_factory=dict)
+    rejudged: dict[str, BaselineEntry] = field(default_factory=dict)
+    system_moved: set[str] = field(default_factory=set)
+    calls: int = 0
+
+
+class _Facts:
+    """The facts each stored artifact was judged with, read from the runs that judged them."""
+
+    def __init__(self, store: RunStore) -> None:
+        self.store = store
+        self._runs: dict[str, dict[tuple[str, str], dict[str, Any] | None]] = {}
+
+    def of(self, run_id: str | None, item_id: str, sha: str) -> tuple[bool, dict[str, Any] | None]:
+        if run_id is None:
+            return False, None
+        if run_id not in self._runs:
+            found: dict[tuple[str, str], dict[str, Any] | None] = {}
+            try:
+                for result in self.store.open_run(run_id).items():
+                    for m in result.measurements:
+                        if m.artifact_sha256:
+                            found[(m.item_id, m.artifact_sha256)] = m.facts
+            except StoreError:
+                pass
+            self._runs[run_id] = found
+        key = (item_id, sha)
+        return (True, self._runs[run_id][key]) if key in self._runs[run_id] else (False, None)
+
+
+def plan(
+    store: RunStore,
+    entries: Mapping[str, BaselineEntry],
+    measurements: Sequence[Measurement],
+    rubrics: Mapping[str, str],
+) -> tuple[list[Planned], dict[str, str]]:
+    """(what to rejudge, item id → why it cannot be). ``rubrics``: item id → today's rubric."""
+    planned: list[Planned] = []
+    skipped: dict[str, str] = {}
+    facts = _Facts(store)
+    for m in measurements:
+        entry = entries.get(m.item_id)
+        if entry is None or not m.samples:
+            continue
+        rubric = rubrics.get(m.item_id)
+        if rubric is None:
+            skipped[m.item_id] = "today's rubric is unknown"
+            continue
+        sessions: list[int] = []
+        texts: dict[str, str] = {}
+        found_facts: dict[str, dict[str, Any] | None] = {}
+        for index, source in enumerate(entry.session_sources()):
+            # Pooled sessions of an unchanged artifact share its sha: read the file once.
+            text = texts.get(source.artifact_sha256 or "") or _artifact_text(store, source)
+            if text is None:
+                continue
+            sha = source.artifact_sha256
+            assert sha is not None
+            known, judged_with = facts.of(source.run, m.item_id, sha)
+            if not known:
+                if m.facts is not None and sha != m.artifact_sha256:
+                    continue  # facts describe their artifact: today's do not fit an old one
+                judged_with = m.facts
+            sessions.append(index)
+            texts[sha] = text
+            found_facts[sha] = judged_with
+        if not sessions:
+            skipped[m.item_id] = "the baseline's artifacts are not in the store"
+            continue
+        planned.append(Planned(m, entry, rubric, sessions, texts, found_facts))
+    return planned, skipped
+
+
+def _artifact_text(store: RunStore, source: EntrySource) -> str | None:
+    if source.artifact_sha256 is None:
+        return None
+    try:
+        return store.read_artifact(source.artifact_sha256).decode("utf-8")
+    except (StoreError, UnicodeDecodeError):
+        return None
+
+
+def count_calls(planned: Sequence[Planned]) -> dict[str, int]:
+    """Dimension → judge calls the rejudging makes at most (before the sample cache): each stored
+    artifact of an item is judged as many times as today's measurement of the item was."""
+    calls: dict[str, int] = {}
+    for p in planned:
+        m = p.measurement
+        calls[m.dimension] = calls.get(m.dimension, 0) + len(p.texts) * len(m.samples)
+    return calls
+
+
+def stored_artifacts(store: RunStore, entry: BaselineEntry) -> set[str]:
+    """The artifacts (sha256) of the entry's pooled sessions that the store holds."""
+    shas = {s.artifact_sha256 for s in entry.session_sources() if s.artifact_sha256 is not None}
+    return {sha for sha in shas if store.artifact_path(sha).is_file()}
+
+
+def planned_calls(
+    store: RunStore, entries: Mapping[str, BaselineEntry], items: Iterable[PlannedItem]
+) -> dict[str, int]:
+    """Dimension → judge calls ``--aimeasure-attribute`` makes at most for the collected ``items``
+    (as ``--judge-dry-run`` plans them), before any test
+    has run: each stored artifact of an item's baseline entry judged as many times as the item at most.
+    Only dimensions the comparison then finds regressed, improved or not comparable are rejudged, so
+    this is an upper bound."""
+    calls: dict[str, int] = {}
+    for planned in items:
+        entry = entries.get(item_id(planned.dimension, planned.nodeid))
+        if entry is None:
+            continue
+        found = len(stored_artifacts(store, entry)) * planned.most
+        if found:
+            calls[planned.dimension] = calls.get(planned.dimension, 0) + found
+    return calls
+
+
+def _spec(p: Planned, sha: str, judge: str | None) -> ItemSpec:
+    m = p.measurement
+    return ItemSpec(
+        nodeid=m.nodeid,
+        item_id=m.item_id + REJUDGE_SUFFIX,
+        dimension=m.dimension,
+        rubric=p.rubric,
+        artifact=p.texts[sha],
+        samples=len(m.samples),
+        floor=m.floor,
+        tolerance=m.tolerance,
+        facts=p.facts[sha],
+        phase=m.phase,
+        artifact_sha256=sha,
+        judge=judge,
+    )
+
+
+def attribute(
+    engine: JudgeEngine,
+    store: RunStore,
+    entries: Mapping[str, BaselineEntry],
+    measurements: Sequence[Measurement],
+    rubrics: Mapping[str, str],
+    *,
+    dimensions: Collection[str],
+    var_floor: float = VAR_FLOOR_DEFAULT,
+    var_floors: Mapping[str, float] | None = None,
+    history: History | None = None,
+    alpha: float = 0.05,
+    same_judge: bool = True,
+) -> Attribution:
+    """Rejudge the baseline artifacts of the items of ``dimensions`` and split each dimension's change.
+    ``history`` None: the sessions the baseline pools (as in the comparison). ``same_judge``: each
+    item is rejudged by the judge that measured it today (a dimension's own ``judge=``, or the model
+    it was escalated to), never escalated again, so the rejudged baseline and today's measurement
+    share one ruler; False: by the engine's model (``aimeasure attribute --judge-model``)."""
+    chosen = [m for m in measurements if m.dimension in dimensions]
+    planned, skipped = plan(store, entries, chosen, rubrics)
+    jobs = [(p, sha) for p in planned for sha in p.texts]
+    before = engine.spend.calls
+
+    async def judge_all() -> list[Measurement | BaseException]:
+        calls = (
+            engine.ameasure(_spec(p, sha, p.measurement.judge if same_judge else None)) for p, sha in jobs
+        )
+        return await asyncio.gather(*calls, return_exceptions=True)
+
+    results = engine.run(judge_all()) if jobs else []
+    out = Attribution(calls=engine.spend.calls - before)
+    rejudged: dict[tuple[str, str], Measurement] = {}
+    for (p, sha), judged in zip(jobs, results, strict=True):
+        if isinstance(judged, Measurement):
+            rejudged[(p.measurement.item_id, sha)] = judged
+        elif isinstance(judged, (JudgeError, NotJudged)):
+            skipped[p.measurement.item_id] = f"rejudging failed: {judged}"
+        else:
+            raise judged
+    by_dimension: dict[str, list[ItemScores]] = {}
+    for p in planned:
+        m = p.measurement
+        if m.item_id in skipped:
+            continue
+        sources = p.entry.session_sources()
+        scores = p.entry.session_scores()
+        again = [rejudged[(m.item_id, sources[i].artifact_sha256 or "")] for i in p.sessions]
+        if any(r.fingerprint != m.fingerprint for r in again):
+            skipped[m.item_id] = "the rejudged baseline's ruler differs from today's measurement's"
+            continue
+        by_dimension.setdefault(m.dimension, []).append(
+            ItemScores(
+                item_id=m.item_id,
+                base=[scores[i] for i in p.sessions],
+                rejudged=[r.scores for r in again],
+                now=m.scores,
+                tolerance=m.tolerance,
+            )
+        )
+        if len(p.sessions) == p.entry.pooled:
+            out.rejudged[m.item_id] = _rejudged_entry(p.entry, again)
+    floors = var_floors or {}
+    for name in sorted({m.dimension for m in chosen}):
+        items = by_dimension.get(name, [])
+        members = {m.item_id for m in chosen if m.dimension == name}
+        left_out = {i: why for i, why in skipped.items() if i in members}
+        if not items:
+            continue
+        ids = [i.item_id for i in items]
+        sessions_of = history if history is not None else baseline_history({i: entries[i] for i in ids})
+        rows = [[s.get(i) for i in ids] for s in sessions_of]
+        past = session_history(rows) if rows else None
+        parts = split(
+            name, items, var_floor=floors.get(name, var_floor), history=past, skipped=left_out, alpha=alpha
+        )
+        out.dimensions[name] = parts
+        if parts.system.moved:
+            out.system_moved.update(ids)
+    return out
+
+
+def _rejudged_entry(entry: BaselineEntry, again: Sequence[Measurement]) -> BaselineEntry:
+    """The entry as today's judge scores its artifacts: same sessions and sources, the new ruler."""
+    scores = [s for m in again for s in m.scores]
+    return BaselineEntry.model_validate(
+        entry.model_dump(mode="json")
+        | {
+            "scores": scores,
+            "n": len(scores),
+            "mean": round(sum(scores) / len(scores), 4),
+            "sessions": [len(m.scores) for m in again] if len(again) > 1 else None,
+            "fingerprint": again[0].fingerprint.model_dump(mode="json"),
+        }
+    )
+
+
+def rubrics_of(results: Iterable[ItemResult]) -> dict[str, str]:
+    """Item id → the rubric its test judged with (recorded by the ``judge`` fixture)."""
+    out: dict[str, str] = {}
+    for result in results:
+        recorded = result.extra.get(RUBRICS_KEY) or {}
+        for m in result.measurements:
+            rubric = recorded.get(m.dimension)
+            if isinstance(rubric, str):
+                out[m.item_id] = rubric
+    return out
+
+
+def attribute_session(
+    engine: JudgeEngine,
+    store: RunStore,
+    baseline: BaselineFile,
+    comparison: Comparison,
+    measurements: Sequence[Measurement],
+    rubrics: Mapping[str, str],
+    findings: Sequence[Finding],
+    *,
+    var_floor: float = VAR_FLOOR_DEFAULT,
+    var_floors: Mapping[str, float] | None = None,
+    fail: bool = True,
+) -> tuple[Attribution, list[Finding]]:
+    """Attribute the dimensions the comparison found regressed, improved or not comparable; return the
+    attribution and the comparison's findings settled by it, with one attribution finding a dimension."""
+    dimensions = {d for d, c in comparison.dimensions.items() if c.verdict in ATTRIBUTED_VERDICTS}
+    if not dimensions:
+        return Attribution(), list(findings)
+    result = attribute(
+        engine,
+        store,
+        baseline.entries,
+        measurements,
+        rubrics,
+        dimensions=dimensions,
+        var_floor=var_floor,
+        var_floors=var_floors,
+        alpha=comparison.alpha,
+    )
+    settled = settle(findings, result.dimensions)
+    settled += [finding(a, fail_on_regression=fail) for a in result.dimensions.values()]
+    for name in sorted(dimensions - set(result.dimensions)):
+        settled.append(
+            Finding(
+                kind="attribution",
+                severity="info",
+                subject=name,
+                message=(
+                    f"dimension {name!r} could not be attributed: none of its items' baseline artifacts "
+                    "could be rejudged (they are recorded only for artifacts made with aimeasure_artifact, "
+                    "by runs that updated the baseline with this plugin version or later)"
+                ),
+            )
+        )
+    return result, settled

@@ -1,0 +1,235 @@
+"""Calibration in a session's reports: findings ("uncalibrated ruler", stale, judge bias), the frozen
+summary the reports read, and the terminal lines (κ and bias beside each dimension's scores)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from tabulate import tabulate
+
+from pytest_aimeasure.calibrate.file import staleness
+from pytest_aimeasure.calibrate.records import CalibrationFile, DimensionCalibration, ProbeResult
+from pytest_aimeasure.measure.models import Finding, Measurement
+from pytest_aimeasure.measure.stats import VAR_FLOOR_DEFAULT
+
+RECALIBRATE = "re-calibrate: pytest --ai-judge --judge-calibrate"
+
+
+def summarise(
+    *,
+    fresh: Mapping[str, DimensionCalibration],
+    errors: Mapping[str, str],
+    stored: CalibrationFile | None,
+    measurements: Sequence[Measurement],
+    judge_model: str | None,
+    fail: bool,
+    item_probes: Mapping[str, ProbeResult] | None = None,
+    judges: Mapping[str, str] | None = None,
+) -> tuple[dict[str, Any], list[Finding]]:
+    """The calibration summary by dimension (JSON-ready) and its findings.
+
+    A dimension is reported when it was calibrated now, or when it was measured now and a stored
+    calibration exists for it, or when ``item_probes`` (the order probe on its test items) has it.
+    ``judges``: a dimension's own judge model (``judge=``), else ``judge_model``. A calibration
+    describes the standing judge: an escalated item is read through its standing measurement.
+    """
+    by_dim: dict[str, list[Measurement]] = {}
+    for m in measurements:
+        by_dim.setdefault(m.dimension, []).append(m.standing)
+    summary: dict[str, Any] = {}
+    findings: list[Finding] = []
+    names = set(fresh) | set(errors) | ({n for n in by_dim if n in stored.dimensions} if stored else set())
+    item_probes = item_probes or {}
+    for name, p in sorted(item_probes.items()):
+        if p.significant:
+            findings.append(
+                Finding(
+                    kind="judge_bias",
+                    severity="warn",
+                    subject=f"{name}::{p.probe}(items)",
+                    message=f"{name}: {p.message}",
+                    detail={"probe": p.probe, "effect": p.effect, "ci": [p.ci_low, p.ci_high], "n": p.n},
+                )
+            )
+    for name in sorted(names | set(item_probes)):
+        probes_here = [item_probes[name].model_dump(mode="json")] if name in item_probes else []
+        if name not in names:  # probed on its test items, never calibrated against anchors
+            scores = [m.mean for m in by_dim.get(name, [])]
+            summary[name] = {
+                "status": "not calibrated",
+                "score_mean": round(sum(scores) / len(scores), 4) if scores else None,
+                "items": len(scores),
+                "item_probes": probes_here,
+            }
+            continue
+        if name in errors:
+            summary[name] = {"status": "error", "message": errors[name]}
+            findings.append(
+                Finding(
+                    kind="uncalibrated",
+                    severity="fail" if fail else "warn",
+                    subject=name,
+                    message=errors[name],
+                )
+            )
+            continue
+        c = fresh.get(name) or (stored.dimensions[name] if stored else None)
+        assert c is not None
+        prints = [m.fingerprint for m in by_dim.get(name, [])]
+        stale = [] if name in fresh else staleness(c, prints, (judges or {}).get(name, judge_model))
+        scores = [m.mean for m in by_dim.get(name, [])]
+        entry: dict[str, Any] = {
+            "status": "stale" if stale else ("calibrated" if c.passed else "uncalibrated"),
+            "fresh": name in fresh,
+            "stale_because": stale,
+            "score_mean": round(sum(scores) / len(scores), 4) if scores else None,
+            "items": len(scores),
+            "calibration": c.model_dump(mode="json"),
+            "item_probes": probes_here,
+        }
+        summary[name] = entry
+        if stale:
+            findings.append(
+                Finding(
+                    kind="calibration_stale",
+                    severity="warn",
+                    subject=name,
+                    message=f"{name}: the stored calibration was made with another ruler "
+                    f"({'; '.join(stale)}); its κ and bias no longer describe this judge. {RECALIBRATE}",
+                    detail={"stale_because": stale},
+                )
+            )
+            continue
+        if not c.passed:
+            findings.append(
+                Finding(
+                    kind="uncalibrated",
+                    severity="fail" if fail and name in fresh else "warn",
+                    subject=name,
+                    message=f"uncalibrated ruler: {name}: "
+                    + "; ".join(c.problems)
+                    + f" (against {c.anchors} human-labelled anchors). Read its scores with care.",
+                    detail={"kappa": c.agreement.kappa, "bias": c.bias.mean, "problems": c.problems},
+                )
+            )
+        for p in c.probes:
+            if p.significant and name in fresh:
+                findings.append(
+                    Finding(
+                        kind="judge_bias",
+                        severity="warn",
+                        subject=f"{name}::{p.probe}",
+                        message=f"{name}: {p.message}",
+                        detail={"probe": p.probe, "effect": p.effect, "ci": [p.ci_low, p.ci_high]},
+                    )
+                )
+    return summary, findings
+
+
+def _fmt(value: float | None, spec: str = ".2f") -> str:
+    return "n/a" if value is None else format(value, spec)
+
+
+def calibration_lines(summary: Mapping[str, Any], *, var_floor: float = VAR_FLOOR_DEFAULT) -> list[str]:
+    """The terminal section: each dimension's κ and bias beside its scores this session."""
+    if not summary:
+        return []
+    rows: list[list[str]] = []
+    notes: list[str] = []
+    for name, entry in sorted(summary.items()):
+        notes += [f"{name}: {ProbeResult.model_validate(p).message}" for p in entry.get("item_probes", [])]
+        if entry["status"] == "not calibrated":
+            continue
+        if entry["status"] == "error":
+            rows.append([name, "", "", "", "", "", "", "", entry["message"]])
+            continue
+        c = DimensionCalibration.model_validate(entry["calibration"])
+        bias = f"{c.bias.mean:+.2f}"
+        if c.bias.ci_low is not None and c.bias.ci_high is not None:
+            bias += f" [{c.bias.ci_low:+.2f}, {c.bias.ci_high:+.2f}]"
+        status = {"calibrated": "ok", "uncalibrated": "UNCALIBRATED RULER", "stale": "stale: re-calibrate"}[
+            entry["status"]
+        ]
+        rows.append(
+            [
+                name,
+                _fmt(entry["score_mean"]) + (f" ({entry['items']} items)" if entry["items"] else ""),
+                str(c.anchors),
+                _fmt(c.agreement.kappa),
+                _fmt(c.agreement.alpha),
+                bias,
+                f"{c.repeatability.within_sd:.2f} / {c.repeatability.all_agree:.0%}",
+                _fmt(c.human_alpha),
+                status + ("" if entry["fresh"] else " (stored)"),
+            ]
+        )
+        if c.repeatability.var_floor is not None and not entry["stale_because"]:
+            notes.append(
+                f"{name}: variance floor {c.repeatability.var_floor:.4f} measured on {c.anchors} anchors × "
+                f"{c.repeatability.samples} samples replaces the fixed {var_floor:.4f}"
+            )
+        for p in c.probes if entry["fresh"] else ():
+            notes.append(f"{name}: {p.message}")
+    lines = [""]
+    if not rows:
+        return [*lines, "Judge bias probes:", *notes]
+    lines.append("Calibration (judge vs human anchors):")
+    lines += tabulate(
+        rows,
+        headers=[
+            "dimension",
+            "score now",
+            "anchors",
+            "κ",
+            "α",
+            "bias [95% CI]",
+            "within SD / all agree",
+            "human α",
+            "ruler",
+        ],
+        tablefmt="simple",
+        disable_numparse=True,
+    ).splitlines()
+    lines += notes
+    return lines
+
+
+def calibration_figures(summary: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The HTML report's calibration figures (``report.results.CalibrationFigure`` as dicts): per
+    calibrated dimension, the judge's mean score per human level (the reliability points), the
+    agreement statistics, the bias and the probes' effects, and the ruler's status as notes."""
+    figures: list[dict[str, Any]] = []
+    for name, entry in sorted(summary.items()):
+        if "calibration" not in entry:
+            continue  # an error, or only the order probe on test items
+        c = DimensionCalibration.model_validate(entry["calibration"])
+        a = c.agreement
+        agreement = {
+            "weighted_kappa": a.kappa,
+            "krippendorff_alpha": a.alpha,
+            "spearman": a.spearman,
+            "exact": a.exact,
+            "within_one": a.within_one,
+            "human_alpha": c.human_alpha,
+        }
+        bias: dict[str, float] = {"mean": c.bias.mean}
+        bias.update({p.probe: p.effect for p in c.probes if p.probe != "range"})
+        notes = [f"ruler: {entry['status']}" + (" (stored)" if not entry.get("fresh") else "")]
+        notes += c.problems + [f"stale: {why}" for why in entry.get("stale_because", [])]
+        if c.bias.ci_low is not None and c.bias.ci_high is not None:
+            notes.append(f"bias 95% CI [{c.bias.ci_low:+.2f}, {c.bias.ci_high:+.2f}]")
+        notes += [p.message for p in c.probes]
+        figures.append(
+            {
+                "dimension": name,
+                "anchors": c.anchors,
+                "agreement": {k: v for k, v in agreement.items() if v is not None},
+                "bias": bias,
+                "bins": [
+                    {"reference": b.level, "judge": b.judge_mean, "n": b.n} for b in c.bias.by_level
+                ],
+                "notes": notes,
+            }
+        )
+    return figures

@@ -1,0 +1,1 @@
+"""The ``aimeasure`` command and its subcommands."""

@@ -1,0 +1,1 @@
+"""A session's measurements against the baseline: the drift rule and its findings."""

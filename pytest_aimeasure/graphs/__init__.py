@@ -1,0 +1,1 @@
+"""The structural toolkit: graph gates, the walker and self-healing generation (networkx)."""

@@ -1,0 +1,177 @@
+"""Generation repeats: K outputs of one generator for one item, counted by gates and pooled by the judge.
+
+One green run on a non-deterministic generator is not evidence. ``aimeasure_artifact(key, generate,
+repeats=K)`` (and a suite's ``repeats: K``) generates K outputs, each stored under its own key
+(``key#r1`` … ``key#rK``). A gate checks every repeat with :func:`each_repeat` and reports
+"2/3 valid"; ``judge.score`` judges every repeat that passed its gates N times (K·N calls) and pools
+them into one measurement of the item.
+
+The item's error bar is a two-level (one-way random effects) decomposition. With repeat means ȳ_k
+(k = 1..K) of N samples each:
+
+- judge noise σ²_judge: the pooled within-repeat sample variance (df Σ(N_k − 1));
+- between repeats s²_b: the sample variance of the repeat means; its expectation is
+  σ²_gen + σ²_judge/N, so the generation part is σ²_gen = max(0, s²_b − σ²_judge/N);
+- the item mean is the mean of the repeat means, with SE = sqrt(max(s²_b, floor) / K) (df K − 1): it
+  carries the generation variance. The variance floor (1/12, the rounding variance of one integer
+  score) applies to the repeat means too: three repeats a temperature-0 judge scores 3, 3, 3 agree
+  by luck as often as not, and s²_b = 0 would claim a precision nobody measured. When the judge's
+  own term sqrt(max(σ²_judge, floor)/N/K) is larger it is used, with df Σ(N_k − 1).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from pytest_aimeasure.measure.stats import VAR_FLOOR_DEFAULT, t_ppf
+
+if TYPE_CHECKING:
+    from pytest_aimeasure.measure.models import Measurement
+
+MAX_REPEATS = 100
+REPEAT_SEP = "#r"
+
+
+def repeat_key(key: str, index: int) -> str:
+    """The stored key of repeat ``index`` (0-based) of ``key``: ``key#r1`` for the first."""
+    return f"{key}{REPEAT_SEP}{index + 1}"
+
+
+# -- statistics (pure) -----------------------------------------------------------------------------
+@dataclass(frozen=True)
+class RepeatStats:
+    """An item's samples grouped by generation repeat, with the two variance parts."""
+
+    k: int
+    means: tuple[float, ...]
+    mean: float
+    """Mean of the repeat means: every repeat counts once."""
+    var_between: float
+    var_judge: float
+    """Pooled within-repeat variance, raw (not floored)."""
+    var_generation: float
+    se: float
+    df: float
+    ci_low: float
+    ci_high: float
+    source: str
+    """Which term set the SE: "repeats" (between-repeat spread), "floor" (the variance floor on the
+    repeat means) or "judge" (the judge's within-repeat term)."""
+
+
+def _mean_var(values: Sequence[float]) -> tuple[float, float]:
+    mean = math.fsum(values) / len(values)
+    if len(values) < 2:
+        return mean, 0.0
+    return mean, math.fsum((x - mean) ** 2 for x in values) / (len(values) - 1)
+
+
+def repeat_stats(
+    groups: Sequence[Sequence[float]], *, var_floor: float = VAR_FLOOR_DEFAULT, confidence: float = 0.95
+) -> RepeatStats:
+    """The two-level decomposition of ``groups`` (one list of judge scores per repeat); see the module
+    docstring for the formulas."""
+    if not groups or any(not g for g in groups):
+        raise ValueError("every repeat needs at least one score")
+    if not 0.0 < confidence < 1.0:
+        raise ValueError(f"confidence must be in (0, 1), got {confidence}")
+    k = len(groups)
+    means = tuple(math.fsum(g) / len(g) for g in groups)
+    mean, var_between = _mean_var(means)
+    df_within = sum(len(g) - 1 for g in groups)
+    var_judge = math.fsum((len(g) - 1) * _mean_var(g)[1] for g in groups) / df_within if df_within else 0.0
+    inv_n = math.fsum(1.0 / len(g) for g in groups) / k
+    var_generation = max(0.0, var_between - var_judge * inv_n)
+    judge_term = max(var_judge, var_floor) * inv_n
+    # A repeat's mean is one draw of the generator scored in integers: repeats that agree by luck
+    # (all 3s from a temperature-0 judge) still carry at least the rounding variance of one draw.
+    between = max(var_between, var_floor) if k > 1 else 0.0
+    if k > 1 and between > judge_term:
+        se, df = math.sqrt(between / k), float(k - 1)
+        source = "repeats" if var_between >= var_floor else "floor"
+    else:
+        se, df, source = math.sqrt(judge_term / k), float(max(df_within, 1)), "judge"
+    half = t_ppf(0.5 + confidence / 2.0, df) * se
+    return RepeatStats(
+        k=k,
+        means=means,
+        mean=mean,
+        var_between=var_between,
+        var_judge=var_judge,
+        var_generation=var_generation,
+        se=se,
+        df=df,
+        ci_low=mean - half,
+        ci_high=mean + half,
+        source=source,
+    )
+
+
+def pool(
+    parts: Sequence[tuple[int, Measurement]],
+    *,
+    generated: int,
+    artifact_key: str | None,
+    var_floor: float = VAR_FLOOR_DEFAULT,
+) -> Measurement:
+    """One measurement of an item from its judged repeats (``(repeat index, measurement)``, 0-based):
+    every sample kept (tagged with its repeat), the mean over repeats and the interval of
+    :func:`repeat_stats`."""
+    import hashlib
+
+    from pytest_aimeasure.measure.models import RepeatSummary
+
+    if not parts:
+        raise ValueError("no judged repeat to pool")
+    first = parts[0][1]
+    stats = repeat_stats([m.scores for _, m in parts], var_floor=var_floor, confidence=first.confidence)
+    samples = [s.model_copy(update={"repeat": index + 1}) for index, m in parts for s in m.samples]
+    _, var_all = _mean_var([float(s.score) for s in samples])
+    shas = [m.artifact_sha256 or "" for _, m in parts]
+    # Adaptive sampling stopped each repeat on its own: the pooled item reports the least settled one.
+    records = [m.adaptive for _, m in parts if m.adaptive is not None]
+    adaptive = None
+    if records:
+        order = ("settled", "agreed", "maximum", "budget")
+        adaptive = records[0].model_copy(
+            update={
+                "stopped": max((r.stopped for r in records), key=order.index),
+                "open": sorted({d for r in records for d in r.open}),
+            }
+        )
+    return first.model_copy(
+        update={
+            "samples": samples,
+            "mean": stats.mean,
+            "sd": math.sqrt(var_all),
+            "n": len(samples),
+            "ci_low": stats.ci_low,
+            "ci_high": stats.ci_high,
+            "artifact_key": artifact_key,
+            # The set's identity: another draw of any repeat is another artifact.
+            "artifact_sha256": hashlib.sha256("\n".join(shas).encode()).hexdigest(),
+            "adaptive": adaptive,
+            "repeats": RepeatSummary(
+                k=stats.k,
+                generated=generated,
+                keys=[m.artifact_key for _, m in parts],
+                means=[round(x, 6) for x in stats.means],
+                var_between=stats.var_between,
+                var_judge=stats.var_judge,
+                var_generation=stats.var_generation,
+                se=stats.se,
+                df=stats.df,
+            ),
+        }
+    )
+
+
+# -- gate records over repeats ---------------------------------------------------------------------
+def gate_counts(extra: dict[str, Any]) -> list[dict[str, Any]]:
+    """The :func:`~pytest_aimeasure.measure.artifact.each_repeat` records of one test result
+    (``ItemResult.extra``)."""
+    value = extra.get("repeats")
+    return [r for r in value if isinstance(r, dict)] if isinstance(value, list) else []

@@ -1,0 +1,408 @@
+"""The object behind the ``judge`` fixture: one test's handle on the session's judge engine."""
+
+from __future__ import annotations
+
+import json
+import sys
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any, cast
+
+import pytest
+
+from pytest_aimeasure.attribution.split import RUBRICS_KEY
+from pytest_aimeasure.judge.engine import JudgeEngine, NotJudged
+from pytest_aimeasure.judge.families import family_clash, model_families
+from pytest_aimeasure.judge.item import ItemSpec
+from pytest_aimeasure.judge.pending import PendingMeasurement
+from pytest_aimeasure.measure import runtime
+from pytest_aimeasure.measure.artifact import Artifact, invalid_text_message, join_parts, unicode_problem
+from pytest_aimeasure.measure.models import Measurement, item_id
+from pytest_aimeasure.measure.sampling import samples_problem
+from pytest_aimeasure.session.keys import item_nodeid
+
+if TYPE_CHECKING:
+    from collections.abc import Coroutine
+
+    from pytest_aimeasure.session.state import SessionState
+
+
+ORDER_PROBE_SUFFIX = "::order-reversed"
+"""Appended to an item id for the order probe's re-judging (journal and cache keep it apart)."""
+
+
+class FloorBreach(AssertionError):
+    """A dimension's mean fell below its floor. The test's report shows this message (no
+    traceback), the same whether ``judge.score`` waited for the verdict or the pipeline settled it."""
+
+
+def floor_message(m: Measurement) -> str:
+    lowest = m.lowest
+    scores = ", ".join(str(s) for s in m.scores)
+    half = (m.ci_high - m.ci_low) / 2
+    lines = [
+        f"{m.dimension}: mean {m.mean:.2f} ± {half:.2f} (95% CI {m.ci_low:.2f}–{m.ci_high:.2f}, "
+        f"n={m.n}) is below the floor {m.floor:g}",
+        f"samples: {scores}",
+        *(
+            [
+                f"escalated to {m.fingerprint.model} ({e.reason_text}); the standing judge "
+                f"{e.standing.fingerprint.model} scored {', '.join(str(s) for s in e.standing.scores)} "
+                f"(mean {e.standing.mean:.2f})"
+            ]
+            if (e := m.escalation) is not None
+            else []
+        ),
+        *(
+            [
+                f"repeats: {r.k} judged of {r.generated}, means {', '.join(f'{x:.2f}' for x in r.means)}; "
+                f"generation variance {r.var_generation:.3f}, judge variance {r.var_judge:.3f}"
+            ]
+            if (r := m.repeats) is not None
+            else []
+        ),
+        f"lowest sample (#{lowest.index}, score {lowest.score}): {lowest.rationale}",
+        "artifact excerpt:",
+        *("    " + line for line in (m.excerpt or "(empty)").splitlines()),
+    ]
+    return "\n".join(lines)
+
+
+def artifact_text(artifact: Any) -> tuple[str, str | None, str | None]:
+    """(text the judge reads, artifact key, sha256) for whatever a test passes to ``score``."""
+    if isinstance(artifact, Artifact):
+        return artifact.text, artifact.key, artifact.sha256
+    if isinstance(artifact, str):
+        return artifact, None, None
+    if isinstance(artifact, bytes):
+        return artifact.decode("utf-8", errors="replace"), None, None
+    try:
+        return json.dumps(artifact, indent=2, sort_keys=True, ensure_ascii=False, default=str), None, None
+    except (TypeError, ValueError):
+        return str(artifact), None, None
+
+
+class Judge:
+    """Measures items with the session's judge. Create it through the ``judge`` fixture."""
+
+    def __init__(self, state: SessionState, item: pytest.Item) -> None:
+        self._state = state
+        self._item = item
+
+    def score(
+        self,
+        artifact: Any,
+        *more: Any,
+        rubric: str | None = None,
+        facts: dict[str, Any] | None = None,
+        dimension: str | None = None,
+        floor: float | None = None,
+        samples: int | str | None = None,
+    ) -> Measurement:
+        """Sample the judge N times on ``artifact`` for one dimension and return the measurement.
+
+        ``artifact`` is a str, an :class:`~pytest_aimeasure.measure.artifact.Artifact`, or any
+        JSON-serialisable value. ``facts`` are numbers computed in code; the judge is told they are
+        ground truth. In a dimension test, the dimension, floor, samples and rubric default to the
+        marker's, and a mean below the floor fails the test. ``samples="auto"`` samples adaptively
+        (``--judge-samples auto``).
+
+        Several artifacts judged together (``judge.score(reply_a, reply_b, rubric="5 = b answers a")``)
+        are shown in one prompt as numbered parts, in the order given. Under ``--judge-bias`` the item
+        is judged again with their order reversed (the order probe; the session reports the change).
+        """
+        __tracebackhide__ = True
+        # Misuse is the test's failure (pytest.fail), not a usage error of the whole pytest run.
+        mark = self._item.get_closest_marker("dimension")
+        kwargs = dict(mark.kwargs) if mark is not None else {}
+        name = mark.args[0] if mark is not None else dimension
+        if mark is not None and dimension is not None and dimension != name:
+            pytest.fail(
+                f"{self._item.nodeid}: judge.score(dimension={dimension!r}) disagrees with "
+                f"@pytest.mark.dimension({name!r}); drop the keyword or fix the marker",
+                pytrace=False,
+            )
+        if not name:
+            pytest.fail(
+                f"{self._item.nodeid}: judge.score needs dimension= outside a @pytest.mark.dimension test",
+                pytrace=False,
+            )
+        rubric = rubric or kwargs.get("rubric")
+        if not rubric:
+            pytest.fail(
+                f"{self._item.nodeid}: no rubric for dimension {name!r}: pass rubric= to "
+                "@pytest.mark.dimension or to judge.score",
+                pytrace=False,
+            )
+        record = runtime.current()
+        if (
+            mark is not None
+            and record is not None
+            and (record.deferred or any(m.dimension == name for m in record.measurements))
+        ):
+            pytest.fail(
+                f"{self._item.nodeid}: a dimension test measures one item; it called judge.score "
+                "twice. Parametrize the test to measure several artifacts.",
+                pytrace=False,
+            )
+        parts = (artifact, *more)
+        texts = [artifact_text(p) for p in parts]
+        nodeid = self._item.nodeid
+        for part_text, part_key, _ in texts:
+            problem = unicode_problem(part_text)
+            if problem is not None:
+                what = f"artifact {part_key!r}" if part_key else f"artifact passed to judge.score ({nodeid})"
+                pytest.fail(invalid_text_message(what, problem), pytrace=False)
+        failed = self._state.artifacts.failed_gate_for([p for p in parts if isinstance(p, Artifact)])
+        if failed is not None:
+            pytest.skip(f"gate failed: {failed}")
+        if len(parts) == 1:
+            text, key, sha = texts[0]
+        else:  # the joined prompt text is what is judged: its sha256 is computed from it
+            text, key, sha = join_parts([t for t, _, _ in texts]), None, None
+        keys = [k for _, k, _ in texts if k]
+        if samples is not None and (problem := samples_problem(samples)) is not None:
+            pytest.fail(f"{self._item.nodeid}: judge.score samples={problem}", pytrace=False)
+        limit = floor if floor is not None else kwargs.get("floor", 3.0 if mark is not None else None)
+        nodeid = item_nodeid(self._item)
+        iid = item_id(name, nodeid)
+        spec = ItemSpec(
+            nodeid=nodeid,
+            item_id=iid,
+            dimension=name,
+            rubric=rubric,
+            artifact=text,
+            floor=float(limit) if limit is not None else 1.0,
+            floor_applies=limit is not None,
+            tolerance=float(kwargs.get("tolerance", 0.5)),
+            facts=facts,
+            phase=kwargs.get("phase"),
+            artifact_key=key,
+            artifact_sha256=sha,
+            judge=kwargs.get("judge"),
+            escalate=kwargs.get("escalate"),
+            **self._state.sampling(iid, samples or kwargs.get("samples")),
+        )
+        if record is not None:
+            record.item_id = spec.item_id
+        engine = self._state.engine()
+        group = parts[0] if len(parts) == 1 and isinstance(parts[0], Artifact) and parts[0].repeats else None
+        # (A repeated artifact's gates are read now: a repeat a gate condemned is not judged.)
+        work = self._repeats_work(engine, spec, group) if group is not None else engine.ameasure(spec)
+        landing = _Landing(self, spec, record, name, rubric, limit, parts, texts, keys)
+        if record is not None and record.defer and mark is not None:
+            # The pipeline runs this test: hand the samples to the engine and return; the verdict
+            # is applied when they land (or when the test reads the measurement).
+            pending = PendingMeasurement(engine.submit(work), landing)
+            record.deferred.append(pending)
+            return cast(Measurement, pending)  # it reads as one (and isinstance agrees)
+        outcome: Measurement | BaseException
+        try:
+            outcome = engine.run(work)
+        except NotJudged as exc:
+            outcome = exc
+        verdict = landing(outcome)
+        if verdict is not None:
+            raise verdict
+        assert isinstance(outcome, Measurement)
+        return outcome
+
+    def _repeats_work(
+        self, engine: JudgeEngine, spec: ItemSpec, group: Artifact
+    ) -> Coroutine[Any, Any, Measurement]:
+        """The work of judging the repeats of ``group`` that no gate condemned (each N samples) and
+        pooling them; skips the test when a gate condemned every repeat."""
+        __tracebackhide__ = True
+        from pytest_aimeasure.judge.generations import ameasure_repeats
+
+        registry = self._state.artifacts
+        live = [(i, r) for i, r in enumerate(group.repeats) if registry.failed_gate_for([r]) is None]
+        if not live:
+            pytest.skip(f"gate failed on every repeat of {group.key}")
+        if len(live) < len(group.repeats):
+            runtime.record_finding(
+                "gate_failed",
+                f"{spec.dimension}: judged {len(live)} of {len(group.repeats)} repeats of {group.key}; a "
+                "gate failed on the others",
+                subject=spec.item_id,
+                severity="info",
+                detail={"skipped": [r.key for r in group.repeats if all(r is not x for _, x in live)]},
+            )
+        return ameasure_repeats(engine, spec, live, generated=len(group.repeats), group_key=group.key)
+
+    def _warn_self_preference(self, parts: tuple[Any, ...], spec: ItemSpec) -> None:
+        """A warning when an artifact was written by the judge's own model family."""
+        judge_model = spec.judge or self._state.settings.model
+        if judge_model is None:
+            return
+        for part in parts:
+            writer = generator_of(part)
+            shared = family_clash(writer, judge_model) if writer is not None else None
+            if shared is None:
+                continue
+            runtime.record_finding(
+                "self_preference",
+                f"{spec.dimension}: artifact {part.key} was written by {writer} and is judged by "
+                f"{judge_model}, of the same family ({shared}): judges tend to favour their own family's "
+                "writing. Judge it with a model of another family, or measure the effect with "
+                "generator: anchors and --judge-bias.",
+                subject=f"{spec.dimension}::{writer}",
+                severity="warn",
+                detail={
+                    "generator": writer, "judge_model": judge_model, "family": shared, "artifact": part.key
+                },
+            )
+
+    def _order_probe(
+        self, spec: ItemSpec, texts: list[str], plain: Measurement, record: runtime.ItemRecord | None
+    ) -> None:
+        """Judge the item again with its artifacts in reverse order; the session pools the change per
+        dimension (calibrate.probes.order_shift)."""
+        swapped = replace(
+            spec,
+            item_id=spec.item_id + ORDER_PROBE_SUFFIX,
+            artifact=join_parts(list(reversed(texts))),
+            artifact_key=None,
+            artifact_sha256=None,
+            # The judge whose scores the plain measurement holds: the probe never mixes two judges.
+            judge=spec.escalate if plain.escalation is not None else spec.judge,
+            escalate=None,
+        )
+        try:
+            reversed_ = self._state.engine().measure(swapped)
+        except NotJudged:  # the budget ran out: the measurement stands; there is no probe to report
+            return
+        shift = reversed_.mean - plain.mean
+        self._item.user_properties.append(("aimeasure.order_shift", f"{shift:+.4f}"))
+        if record is not None:
+            record.extra.setdefault("order_probes", []).append(
+                {
+                    "dimension": spec.dimension,
+                    "item_id": spec.item_id,
+                    "parts": len(texts),
+                    "plain": list(plain.scores),
+                    "reversed": list(reversed_.scores),
+                }
+            )
+
+
+def generator_of(part: Any) -> str | None:
+    """The model that wrote ``part``: its ``generator``, else its label when that names a model."""
+    if not isinstance(part, Artifact):
+        return None
+    if part.generator:
+        return part.generator
+    if part.label and model_families(part.label):
+        return part.label
+    return None
+
+
+def _caller_location() -> tuple[str, int]:
+    """Where pytest would place an exception raised in ``judge.score``: the innermost frame of the
+    test's code that does not hide itself from tracebacks (``__tracebackhide__``)."""
+    frame = sys._getframe(2)
+    while frame.f_back is not None and (
+        frame.f_locals.get("__tracebackhide__") or frame.f_globals.get("__tracebackhide__")
+    ):
+        frame = frame.f_back
+    return frame.f_code.co_filename, frame.f_lineno
+
+
+class _Landing:
+    """Applies a landed outcome to the test: the same steps whether ``judge.score`` waited for it
+    or the pipeline settles it later, so reports are the same either way."""
+
+    def __init__(
+        self,
+        judge: Judge,
+        spec: ItemSpec,
+        record: runtime.ItemRecord | None,
+        name: str,
+        rubric: str,
+        limit: float | None,
+        parts: tuple[Any, ...],
+        texts: list[tuple[str, str | None, str | None]],
+        keys: list[str],
+    ) -> None:
+        self.judge, self.state, self.item = judge, judge._state, judge._item
+        self.spec, self.record, self.name, self.rubric, self.limit = spec, record, name, rubric, limit
+        self.parts, self.texts, self.keys = parts, texts, keys
+        # What the test records after judge.score (user properties, findings) comes after the
+        # verdict's entries, as it does when judge.score waits.
+        self.properties_at = len(self.item.user_properties)
+        self.findings_at = len(record.findings) if record is not None else 0
+        self.location = _caller_location()
+        self.properties: list[tuple[str, object]] = []
+        self.own_findings = 0
+
+    def __call__(self, outcome: Measurement | BaseException) -> BaseException | None:
+        if self.record is None:
+            verdict = self._apply(outcome)
+        else:
+            with runtime.attached(self.record):
+                verdict = self._apply(outcome)
+        if verdict is not None:
+            # Reported where judge.score was called (the pipeline raises it elsewhere, later).
+            verdict.aimeasure_location = self.location  # type: ignore[attr-defined]
+            # The verdict ends the test where judge.score was called: what a pipelined test went
+            # on to record after that call is dropped, as it never happens when score waits.
+            del self.item.user_properties[self.properties_at :]
+            self.item.user_properties += self.properties
+            if self.record is not None:
+                del self.record.findings[self.findings_at + self.own_findings :]
+        return verdict
+
+    def _apply(self, outcome: Measurement | BaseException) -> BaseException | None:
+        record, item = self.record, self.item
+        # Findings and properties this verdict records go where the test was when it called score.
+        findings_before = len(record.findings) if record is not None else 0
+        properties_before = len(item.user_properties)
+        try:
+            return self._verdict(outcome)
+        finally:
+            if record is not None:
+                mine = record.findings[findings_before:]
+                del record.findings[findings_before:]
+                record.findings[self.findings_at : self.findings_at] = mine
+                self.own_findings = len(mine)
+            self.properties = item.user_properties[properties_before:]
+            del item.user_properties[properties_before:]
+            item.user_properties[self.properties_at : self.properties_at] = self.properties
+
+    def _verdict(self, outcome: Measurement | BaseException) -> BaseException | None:
+        spec, record, limit, judge = self.spec, self.record, self.limit, self.judge
+        if isinstance(outcome, NotJudged):
+            message = f"not judged: {outcome.reason} ({self.state.budget_text()})"
+            runtime.record_finding("budget", message, subject=spec.item_id, severity="fail")
+            return pytest.skip.Exception(message)
+        if not isinstance(outcome, Measurement):
+            return outcome  # a judge error (or a failure of the backend itself)
+        measurement = outcome
+        if record is not None:
+            record.measurements.append(measurement)
+            # --aimeasure-attribute re-judges the baseline's artifacts at session end, with this rubric.
+            record.extra.setdefault(RUBRICS_KEY, {})[self.name] = self.rubric
+            record.artifact_keys += [k for k in self.keys if k not in record.artifact_keys]
+        judge._warn_self_preference(self.parts, spec)
+        if len(self.parts) > 1 and self.state.settings.judge_bias:
+            judge._order_probe(spec, [t for t, _, _ in self.texts], measurement, record)
+        self.item.config.hook.pytest_aimeasure_measured(measurement=measurement, item=self.item)
+        for prop, value in (
+            ("aimeasure.dimension", self.name),
+            ("aimeasure.mean", round(measurement.mean, 4)),
+            ("aimeasure.sd", round(measurement.sd, 4)),
+            ("aimeasure.n", measurement.n),
+            ("aimeasure.ci", f"{measurement.ci_low:.4f}..{measurement.ci_high:.4f}"),
+        ):
+            self.item.user_properties.append((prop, value))
+        if limit is not None and measurement.breached:
+            return FloorBreach(floor_message(measurement))
+        if limit is not None and measurement.near_floor:
+            runtime.record_finding(
+                "floor_warning",
+                f"{self.name}: mean {measurement.mean:.2f} is above the floor {limit:g} but its 95% CI "
+                f"reaches {measurement.ci_low:.2f}",
+                subject=spec.item_id,
+                severity="warn",
+                excerpt=measurement.excerpt,
+            )
+        return None

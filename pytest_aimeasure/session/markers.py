@@ -1,0 +1,200 @@
+"""The aimeasure markers: what they mean, whether an item's are valid, what kind of test an item is,
+what it declares it measures, and the order that puts each artifact's gates before its dimensions."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import pytest
+
+from pytest_aimeasure.measure.sampling import PlannedItem, SamplePlan, Samples, call_range, samples_problem
+from pytest_aimeasure.session.keys import item_nodeid
+
+__all__ = [
+    "DIMENSION_KWARGS",
+    "MARKER_LINES",
+    "PlannedItem",
+    "calibration_marker_problem",
+    "declared_dimensions",
+    "item_kind",
+    "judge_marker_problem",
+    "marker_problem",
+    "order_gates_first",
+    "planned_items",
+]
+
+MARKER_LINES = (
+    "gate(*, phase=None): a hard, deterministic check of an artifact; when it fails, the dimensions "
+    "of the same artifact are skipped and the judge is never called for them.",
+    "dimension(name, *, floor=3.0, samples=None, tolerance=0.5, rubric=None, phase=None, judge=None, "
+    "escalate=None): a quality graded 1-5 by the LLM judge against a floor (needs --ai-judge); "
+    "samples='auto' samples adaptively; judge= overrides --judge-model for this dimension, escalate= "
+    "names a stronger model that re-judges an item whose samples disagree by 2+ points or straddle "
+    "the floor.",
+)
+"""The ``markers`` ini lines (``pytest --markers``)."""
+
+DIMENSION_KWARGS = (
+    *("floor", "samples", "tolerance", "rubric", "phase", "judge", "escalate"),
+    *("anchors", "min_kappa", "max_abs_bias"),  # calibration
+)
+
+
+ModelCheck = Callable[[str], "str | None"]
+"""Why a judge model string cannot be used (unknown provider, with a suggestion), or None."""
+
+
+def marker_problem(item: pytest.Item, model_problem: ModelCheck | None = None) -> str | None:
+    """Why the item's aimeasure markers are invalid, or None. ``model_problem`` checks the
+    dimension's ``judge=`` and ``escalate=`` models as the session's judge is checked (the caller
+    passes it when judging: this ground module knows no backend)."""
+    dims = list(item.iter_markers("dimension"))
+    gates = list(item.iter_markers("gate"))
+    if dims and gates:
+        return "a test is either a gate or a dimension, not both: remove one of the markers"
+    if len(dims) > 1:
+        return "more than one @pytest.mark.dimension applies (module, class or function); keep one"
+    if gates and (gates[0].args or set(gates[0].kwargs) - {"phase"}):
+        return "@pytest.mark.gate takes no arguments but phase= (e.g. @pytest.mark.gate(phase='structure'))"
+    phase = gates[0].kwargs.get("phase") if gates else None
+    if gates and "phase" in gates[0].kwargs and not (isinstance(phase, str) and phase.strip()):
+        return f"@pytest.mark.gate phase={phase!r} must be a non-empty string"
+    if not dims:
+        return None
+    mark = dims[0]
+    if len(mark.args) != 1 or not isinstance(mark.args[0], str) or not mark.args[0].strip():
+        return (
+            "@pytest.mark.dimension needs the dimension's name as its one positional argument, e.g. "
+            "@pytest.mark.dimension('tone', floor=3.0)"
+        )
+    unknown = sorted(set(mark.kwargs) - set(DIMENSION_KWARGS))
+    if unknown:
+        return (
+            f"@pytest.mark.dimension got unknown keyword {unknown[0]!r}; known: {', '.join(DIMENSION_KWARGS)}"
+        )
+    floor = mark.kwargs.get("floor", 3.0)
+    if isinstance(floor, bool) or not isinstance(floor, (int, float)) or not 1 <= floor <= 5:
+        return f"@pytest.mark.dimension floor={floor!r} must be a number from 1 to 5"
+    samples = mark.kwargs.get("samples")
+    problem = samples_problem(samples) if samples is not None else None
+    if problem is not None:
+        return f"@pytest.mark.dimension samples={problem}"
+    tolerance = mark.kwargs.get("tolerance", 0.5)
+    if isinstance(tolerance, bool) or not isinstance(tolerance, (int, float)) or tolerance <= 0:
+        return f"@pytest.mark.dimension tolerance={tolerance!r} must be a number > 0"
+    for key in ("rubric", "phase"):
+        value = mark.kwargs.get(key)
+        if value is not None and not (isinstance(value, str) and value.strip()):
+            return f"@pytest.mark.dimension {key}={value!r} must be a non-empty string"
+    problem = judge_marker_problem(mark.kwargs, model_problem)
+    if problem is not None:
+        return problem
+    return calibration_marker_problem(mark.kwargs)
+
+
+def judge_marker_problem(kwargs: Mapping[str, Any], model_problem: ModelCheck | None) -> str | None:
+    """Why the marker's judge=/escalate= models are invalid."""
+    for key in ("judge", "escalate"):
+        value = kwargs.get(key)
+        if value is None:
+            continue
+        if not (isinstance(value, str) and value.strip() and value == value.strip()):
+            return (
+                f"@pytest.mark.dimension {key}={value!r} must be a judge model string, e.g. "
+                f"{key}='anthropic/claude-opus-4-1'"
+            )
+        problem = model_problem(value) if model_problem is not None else None
+        if problem is not None:
+            return f"@pytest.mark.dimension {key}={value!r}: {problem}"
+    if kwargs.get("escalate") is not None and kwargs.get("escalate") == kwargs.get("judge"):
+        return (
+            f"@pytest.mark.dimension escalate={kwargs['escalate']!r} is the dimension's own judge: name a "
+            "stronger model to escalate to"
+        )
+    return None
+
+
+def calibration_marker_problem(kwargs: Mapping[str, Any]) -> str | None:
+    """Why the marker's calibration keywords (anchors=, min_kappa=, max_abs_bias=) are invalid."""
+    anchors = kwargs.get("anchors")
+    names = [anchors] if isinstance(anchors, str) else anchors
+    if anchors is not None and not (
+        isinstance(names, (list, tuple)) and names and all(isinstance(n, str) and n.strip() for n in names)
+    ):
+        return (
+            f"@pytest.mark.dimension anchors={anchors!r} must be an anchor file path (or a list of them), "
+            "relative to the test file"
+        )
+    for key, low in (("min_kappa", -1.0), ("max_abs_bias", 0.0)):
+        value = kwargs.get(key)
+        number = isinstance(value, (int, float)) and not isinstance(value, bool)
+        if value is not None and (not number or value < low):
+            return f"@pytest.mark.dimension {key}={value!r} must be a number >= {low:g}"
+    return None
+
+
+def item_kind(item: pytest.Item) -> str:
+    if item.get_closest_marker("gate") is not None:
+        return "gate"
+    if item.get_closest_marker("dimension") is not None:
+        return "dimension"
+    return "other"
+
+
+def _ordering_group(item: pytest.Item) -> tuple[Any, ...]:
+    """Items of one module that share the parameters of their higher-scoped fixtures: one artifact."""
+    callspec = getattr(item, "callspec", None)
+    fixtureinfo = getattr(item, "_fixtureinfo", None)
+    key: list[tuple[str, Any]] = []
+    if callspec is not None and fixtureinfo is not None:
+        for name, index in sorted(callspec.indices.items()):
+            defs = fixtureinfo.name2fixturedefs.get(name)
+            if defs and defs[-1].scope != "function":
+                key.append((name, index))
+    module = item.getparent(pytest.Module)
+    return (module.nodeid if module else "", tuple(key))
+
+
+def order_gates_first(items: list[pytest.Item]) -> None:
+    """Within each artifact group, move gates ahead of the other tests, keeping order otherwise."""
+    groups: dict[tuple[Any, ...], list[pytest.Item]] = {}
+    for item in items:
+        groups.setdefault(_ordering_group(item), []).append(item)
+    placed: set[tuple[Any, ...]] = set()
+    ordered: list[pytest.Item] = []
+    for item in items:
+        group = _ordering_group(item)
+        if group in placed:
+            continue
+        placed.add(group)
+        members = groups[group]
+        ordered += [i for i in members if item_kind(i) == "gate"]
+        ordered += [i for i in members if item_kind(i) != "gate"]
+    items[:] = ordered
+
+
+def planned_items(item: pytest.Item, samples: Samples, plan: SamplePlan) -> list[PlannedItem]:
+    """The items a test will measure (marker or suite), with the calls each plans; ``samples`` is the
+    session's setting, ``plan`` its adaptive plan."""
+    mark = item.get_closest_marker("dimension")
+    if mark is not None:
+        fewest, most = call_range(mark.kwargs.get("samples") or samples, plan)
+        return [
+            PlannedItem(
+                item_nodeid(item),
+                str(mark.args[0]),
+                fewest,
+                most,
+                mark.kwargs.get("judge"),
+                mark.kwargs.get("escalate"),
+            )
+        ]
+    if hasattr(item, "dimension_items"):
+        return list(item.dimension_items(samples, plan))
+    return []
+
+
+def declared_dimensions(item: pytest.Item, samples: Samples) -> list[tuple[str, str]]:
+    """(node id, dimension) of each item the test declares it measures (marker or suite)."""
+    return [(p.nodeid, p.dimension) for p in planned_items(item, samples, SamplePlan())]

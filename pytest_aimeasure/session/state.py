@@ -1,0 +1,587 @@
+"""One pytest session's instrument state: settings, the judge engine, the run, the results.
+
+Data flows one way: test → measurement (``judge`` fixture, any process) → report → this object on
+the controller → run store → comparison with the baseline → findings → exit status and reports.
+Workers (xdist) judge and journal; only the controller reads or writes the baseline and the JSON.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+from pytest_aimeasure.measure.artifact import ArtifactRegistry
+from pytest_aimeasure.session.outcome import Outcome, SessionFailure
+from pytest_aimeasure.session.settings import Settings
+
+__all__ = ["Outcome", "SessionFailure", "SessionState", "Settings"]
+
+if TYPE_CHECKING:
+    from pytest_aimeasure.judge.engine import JudgeEngine
+    from pytest_aimeasure.measure.models import Finding, ItemResult, Measurement
+    from pytest_aimeasure.measure.sampling import PlannedItem
+    from pytest_aimeasure.session.pipeline import Pipeline
+    from pytest_aimeasure.session.recording import Recording
+
+
+class SessionState:
+    """Stashed on the config; the plugin's hooks delegate to it."""
+
+    def __init__(self, config: pytest.Config, settings: Settings) -> None:
+        self.config = config
+        self.settings = settings
+        self.is_worker = hasattr(config, "workerinput")
+        self.artifacts = ArtifactRegistry()
+        self.results: dict[str, ItemResult] = {}
+        self.collected: set[str] | None = None  # None: not known (an xdist controller before collection)
+        self.failed_collectors: list[str] = []
+        self.dimension_items: list[PlannedItem] = []
+        """Each collected item with its fewest and most calls and its judges, for the dry run."""
+        self.outcome: Outcome | None = None
+        self.recording: Recording | None = None
+        self.worker_spend: list[dict[str, Any]] = []
+        self.collection_errors = 0
+        self._engine: JudgeEngine | None = None
+        self._engine_lock = threading.Lock()
+        self.baseline: Any = None  # the loaded BaselineFile (controller only), None when there is none
+        self._worker_baseline: Any = None  # a worker's read-only copy, for adaptive sampling only
+        self._warm_thread: threading.Thread | None = None
+        # Calibration: anchor references (markers; workers hand theirs over), the stored calibration,
+        # the measured variance floors it gives, and this session's findings from it.
+        self.anchor_refs: list[dict[str, Any]] = []
+        self.stored_calibration: Any = None
+        self.var_floors: dict[str, float] = {}
+        self.calibration_run: Any = None
+        self.pipeline: Pipeline | None = None  # this process's held dimension tests (--judge-pipeline)
+        self._model_problems: dict[str, str | None] = {}
+        self.judges: dict[str, str] = {}
+        """Dimension -> its own judge model (``judge=``), for the dimensions collected."""
+
+    @classmethod
+    def from_config(cls, config: pytest.Config) -> SessionState:
+        return cls(config, Settings.from_config(config))
+
+    @property
+    def judging(self) -> bool:
+        return self.settings.judging
+
+    @property
+    def active(self) -> bool:
+        """Does this session keep results (judging, a baseline update or JSON output)?"""
+        s = self.settings
+        return s.judging or s.update_baseline or s.json_path is not None or s.html_path is not None
+
+    @property
+    def dry_run(self) -> bool:
+        return self.settings.dry_run
+
+    def open_pipeline(self) -> Pipeline | None:
+        """This process's judge pipeline, when dimension tests may leave their verdicts pending
+        (judging, ``--judge-pipeline`` above 0, not a dry run, not debugging with --pdb/--trace: a
+        test being debugged must know its verdict while it runs)."""
+        debugging = self.config.getoption("usepdb", False) or self.config.getoption("trace", False)
+        if self.judging and self.settings.pipeline > 0 and not self.dry_run and not debugging:
+            from pytest_aimeasure.session.pipeline import Pipeline
+
+            self.pipeline = Pipeline(self.config, self.settings.pipeline)
+        return self.pipeline
+
+    # -- start -----------------------------------------------------------------------------------
+    def start(self) -> None:
+        """Fail fast, before any judge call: a bad baseline, an unwritable store, an unknown run."""
+        if self.dry_run:
+            return
+        if not self.is_worker and (self.judging or self.settings.update_baseline):
+            from pytest_aimeasure.store.baseline import BaselineError, load_baseline
+
+            try:
+                self.baseline = load_baseline(self.settings.baseline)
+            except BaselineError as exc:
+                raise pytest.UsageError(str(exc)) from None
+        if self.judging:
+            self._load_calibration()
+            self._warm_sdk()
+            from pytest_aimeasure.session.recording import Recording
+
+            self.recording = Recording.open(self.settings, self.config)
+            self.artifacts.recorder = self.recording
+            self.artifacts.rejudge_run = self.recording.rejudge_run_id
+            self.artifacts.resuming = self.recording.resuming
+
+    def sampling(self, item_id: str, samples: Any = None) -> dict[str, Any]:
+        """The :class:`~pytest_aimeasure.judge.engine.ItemSpec` fields that say how an item is sampled,
+        for a dimension whose samples setting is ``samples`` (None: the session's): a fixed N, or under
+        ``auto`` the plan and the item's baseline entry (its drift decision)."""
+        from pytest_aimeasure.measure.sampling import AUTO
+
+        value = samples or self.settings.samples
+        if value != AUTO:
+            return {"samples": int(value)}
+        from pytest_aimeasure.judge.adaptive import Reference
+
+        plan = self.settings.sample_plan
+        baseline = self._baseline_for_sampling()
+        entry = baseline.entries.get(item_id) if baseline is not None else None
+        reference = None
+        if entry is not None:
+            standing = (  # an escalated entry: its standing judge's scores, for that judge's looks
+                Reference(((*entry.standing.scores,),), entry.standing.fingerprint)
+                if entry.standing is not None
+                else None
+            )
+            sessions = tuple(tuple(g) for g in entry.session_scores())
+            reference = Reference(sessions, entry.fingerprint, standing)
+        return {"samples": plan.maximum, "adaptive": plan, "reference": reference}
+
+    def _baseline_for_sampling(self) -> Any:
+        """The baseline (a worker reads its own copy once; a problem with the file is the controller's
+        to report, so a worker then samples for the floor alone)."""
+        if not self.is_worker:
+            return self.baseline
+        if self._worker_baseline is None:
+            from pytest_aimeasure.store.baseline import BaselineError, load_baseline
+
+            try:
+                self._worker_baseline = load_baseline(self.settings.baseline) or False
+            except BaselineError:
+                self._worker_baseline = False
+        return self._worker_baseline or None
+
+    def _load_calibration(self) -> None:
+        """Read the stored calibration (every process: its measured variance floors shape the error
+        bars) and check the ini's anchor files before anything is judged."""
+        from pytest_aimeasure.calibrate.anchors import AnchorError
+        from pytest_aimeasure.calibrate.file import CalibrationFileError, load_calibration, var_floors
+
+        try:
+            self.stored_calibration = load_calibration(self.settings.calibration_file)
+        except CalibrationFileError as exc:
+            raise pytest.UsageError(str(exc)) from None
+        self.var_floors = dict(var_floors(self.stored_calibration, self.settings.model))
+        if self.settings.calibrate and not self.is_worker:
+            from pytest_aimeasure.calibrate.anchors import load_anchor_file
+            from pytest_aimeasure.calibrate.references import ini_files
+
+            try:
+                for path in ini_files(self.config.rootpath, self.settings.anchor_globs):
+                    load_anchor_file(path)
+            except AnchorError as exc:
+                raise pytest.UsageError(str(exc)) from None
+
+    def _calibration_targets(self) -> list[Any]:
+        from pytest_aimeasure.calibrate.references import build_targets, ini_files, merge_refs
+
+        s = self.settings
+        return build_targets(
+            merge_refs(self.anchor_refs),
+            ini_files(self.config.rootpath, s.anchor_globs),
+            root=self.config.rootpath,
+            min_kappa=s.min_kappa,
+            max_abs_bias=s.max_abs_bias,
+        )
+
+    def calibrate(self) -> Any:
+        """Judge every anchor (controller, session end) and store the result next to the baseline."""
+        from pytest_aimeasure.calibrate.anchors import AnchorError
+        from pytest_aimeasure.calibrate.file import update_calibration
+        from pytest_aimeasure.calibrate.runner import CalibrationRun, calibrate
+
+        try:
+            targets = self._calibration_targets()
+        except AnchorError as exc:
+            return CalibrationRun(errors={"(anchors)": str(exc)})
+        assert self.settings.model is not None
+        run = calibrate(
+            self.engine(), targets, samples=self.settings.fixed_samples, probes=self.settings.judge_bias,
+            judge_model=self.settings.model,
+        )
+        if run.results:
+            update_calibration(self.settings.calibration_file, run.results.values())
+            for name, c in run.results.items():  # this session's comparison uses the fresh noise
+                if c.repeatability.var_floor is not None:
+                    self.var_floors[name] = c.repeatability.var_floor
+        return run
+
+    def calibration_summary(self, measurements: list[Measurement]) -> tuple[dict[str, Any], list[Finding]]:
+        """Each calibrated dimension's κ, bias and status, and the findings they make (controller)."""
+        run = self.calibration_run
+        pairs: dict[str, list[tuple[list[int], list[int]]]] = {}
+        for result in self.results.values():  # the order probe on tests that judged several artifacts
+            for p in result.extra.get("order_probes", ()):
+                pairs.setdefault(p["dimension"], []).append((p["plain"], p["reversed"]))
+        if run is None and self.stored_calibration is None and not pairs:
+            return {}, []
+        from pytest_aimeasure.calibrate.bias import order_shift
+        from pytest_aimeasure.calibrate.lines import summarise
+
+        s = self.settings
+        item_probes = {}
+        for name, found in pairs.items():
+            probe = order_shift(found, self.var_floors.get(name, s.var_floor))
+            if probe is not None:
+                item_probes[name] = probe
+        return summarise(
+            fresh=run.results if run is not None else {},
+            errors=run.errors if run is not None else {},
+            stored=self.stored_calibration,
+            measurements=measurements,
+            judge_model=s.model,
+            fail=s.calibrate == "fail",
+            item_probes=item_probes,
+            judges=self.judges,
+        )
+
+    def _warm_sdk(self) -> None:
+        """Import the judge's SDK in the background while pytest collects: anthropic takes ~1 s and
+        litellm ~3 s to import, time the first judged test would otherwise wait for."""
+        from pytest_aimeasure.judge.resolve import route
+
+        kind = route(self.settings.model) if self.settings.model else "scripted"
+        if kind == "scripted":
+            return
+
+        def load() -> None:
+            try:
+                if kind == "anthropic":
+                    import anthropic  # noqa: F401
+                else:
+                    from pytest_aimeasure.judge.backends.litellm import import_litellm
+
+                    import_litellm()
+            except Exception:  # the backend's own import reports the problem where it matters
+                pass
+
+        self._warm_thread = threading.Thread(target=load, name="aimeasure-warm-sdk", daemon=True)
+        self._warm_thread.start()
+
+    def model_problem(self, model: str) -> str | None:
+        """Why a dimension's ``judge=`` / ``escalate=`` model cannot judge in this session, or None:
+        the checks ``--judge-model`` gets (a plugin's ``pytest_aimeasure_make_backend`` may serve it)."""
+        if model not in self._model_problems:
+            from pytest_aimeasure.judge.resolve import model_problem
+
+            config = self.config
+
+            def claimed(name: str) -> bool:
+                return config.hook.pytest_aimeasure_make_backend(model=name, config=config) is not None
+
+            self._model_problems[model] = model_problem(model, claimed)
+        return self._model_problems[model]
+
+    def workerinput(self) -> dict[str, Any]:
+        return self.recording.workerinput() if self.recording is not None else {}
+
+    # -- the engine ------------------------------------------------------------------------------
+    def engine(self) -> JudgeEngine:
+        with self._engine_lock:
+            if self._engine is None:
+                self._engine = self._make_engine()
+            return self._engine
+
+    def _make_engine(self) -> JudgeEngine:
+        from pytest_aimeasure.judge.backends.base import Backend
+        from pytest_aimeasure.judge.backends.scripted import ScriptedCall, ScriptedScore
+        from pytest_aimeasure.judge.engine import JudgeEngine, JudgeSettings
+        from pytest_aimeasure.judge.prompt import JudgePrompt
+        from pytest_aimeasure.judge.resolve import ModelError, build_backend
+
+        config, s = self.config, self.settings
+        assert s.model is not None
+
+        def scripted_fallback(call: ScriptedCall) -> ScriptedScore | None:
+            result: ScriptedScore | None = config.hook.pytest_aimeasure_scripted_verdict(
+                call=call, config=config
+            )
+            return result
+
+        def make_backend(model: str) -> Backend:
+            backend = built_backend(model)
+            if s.batch:  # --judge-batch: its calls go through the provider's batch API
+                from pytest_aimeasure.judge.batch import BatchJournal, use_batches
+
+                journal = BatchJournal(rec.run.path, rec.run.writer) if rec is not None else None
+                try:
+                    use_batches(backend, journal, poll_s=s.batch_poll)
+                except ValueError as exc:
+                    raise pytest.UsageError(f"--judge-batch: {exc}") from None
+            return backend
+
+        def built_backend(model: str) -> Backend:
+            custom: Backend | None = config.hook.pytest_aimeasure_make_backend(model=model, config=config)
+            if custom is not None:
+                return custom
+            try:
+                # The engine does the transport retries (--judge-retries), so it sees every 429.
+                return build_backend(model, timeout=s.timeout, retries=0, scripted_fallback=scripted_fallback)
+            except ModelError as exc:
+                raise pytest.UsageError(f"--judge-model: {exc}") from None
+
+        def prompt(dimension: str) -> JudgePrompt:
+            template = JudgePrompt()
+            config.hook.pytest_aimeasure_judge_prompt(prompt=template, dimension=dimension, config=config)
+            return template
+
+        rec = self.recording
+        return JudgeEngine(
+            JudgeSettings(
+                model=s.model,
+                samples=s.fixed_samples,
+                concurrency=s.concurrency,
+                timeout=s.timeout,
+                retries=s.retries,
+                var_floor=s.var_floor,
+                var_floors=dict(self.var_floors),
+                replay=s.cache == "replay",
+            ),
+            make_backend=make_backend,
+            prompt=prompt,
+            sink=rec.sink if rec is not None else None,
+            budget=rec.budget if rec is not None else None,
+            cost=rec.cost if rec is not None else None,
+            estimate=rec.estimate if rec is not None else None,
+        )
+
+    def budget_text(self) -> str:
+        if self.recording is not None and self.recording.budget is not None:
+            return self.recording.budget_text()
+        return "no budget set"
+
+    def spend(self) -> dict[str, Any]:
+        """Judge spend of the whole session: this process plus every worker."""
+        from pytest_aimeasure.judge.engine import merge_spend
+
+        parts = [self._engine.spend.as_dict()] if self._engine is not None else []
+        return merge_spend(parts + self.worker_spend)
+
+    def merge_workeroutput(self, output: dict[str, Any]) -> None:
+        spend = output.get("aimeasure_spend")
+        if spend:
+            self.worker_spend.append(spend)
+        self.anchor_refs += output.get("aimeasure_anchor_refs", [])
+        judges = output.get("aimeasure_judges") or {}
+        if judges and not judges.items() <= self.judges.items():
+            self.judges.update(judges)  # the controller of xdist collects nothing: the workers know
+            if self.stored_calibration is not None:
+                from pytest_aimeasure.calibrate.file import var_floors
+
+                self.var_floors = dict(var_floors(self.stored_calibration, self.settings.model, self.judges))
+        if self.recording is not None:
+            self.recording.add_problems(list(output.get("aimeasure_problems", [])))
+
+    # -- collection and reports ------------------------------------------------------------------
+    def note_collected(self, items: list[pytest.Item]) -> None:
+        from pytest_aimeasure.session.keys import item_nodeid
+        from pytest_aimeasure.session.markers import planned_items
+
+        self.collected = {item_nodeid(i) for i in items}
+        self.dimension_items = []
+        for item in items:  # a suite item measures several dimensions
+            self.dimension_items += planned_items(item, self.settings.samples, self.settings.sample_plan)
+        self.judges = {p.dimension: p.judge for p in self.dimension_items if p.judge}
+        if self.judging and not self.dry_run and self.settings.budget_usd is not None:
+            from pytest_aimeasure.session.recording import Recording
+
+            # A dimension's own judge and its escalation model are bounded by the budget too.
+            for model in sorted({m for p in self.dimension_items for m in (p.judge, p.escalate) if m}):
+                Recording.check_budget_prices(model)
+        if self.stored_calibration is not None and self.judges:
+            from pytest_aimeasure.calibrate.file import var_floors
+
+            # A dimension's measured noise belongs to the judge that measured it: its own judge's.
+            self.var_floors = dict(var_floors(self.stored_calibration, self.settings.model, self.judges))
+        if self.settings.calibrate:
+            self._note_anchor_refs(items)
+
+    def _note_anchor_refs(self, items: list[pytest.Item]) -> None:
+        """Anchor references of the collected dimensions; bad anchor files stop the session here."""
+        from pytest_aimeasure.calibrate.anchors import AnchorError
+        from pytest_aimeasure.calibrate.references import marker_ref
+        from pytest_aimeasure.calibrate.runner import planned_calls
+        from pytest_aimeasure.measure.sampling import PlannedItem
+
+        self.anchor_refs = []
+        for item in items:
+            if hasattr(item, "anchor_refs"):  # a suite item: its suite's dimensions with anchors:
+                self.anchor_refs += item.anchor_refs()
+                continue
+            mark = item.get_closest_marker("dimension")
+            if mark is not None and mark.kwargs.get("anchors"):
+                self.anchor_refs.append(
+                    marker_ref(
+                        mark.args[0], mark.kwargs["anchors"], base=item.path.parent, kwargs=mark.kwargs,
+                        source=item.nodeid,
+                    )
+                )
+        try:
+            targets = self._calibration_targets()
+        except AnchorError as exc:
+            raise pytest.UsageError(str(exc)) from None
+        if self.dry_run:
+            s = self.settings
+            for t in targets:
+                n = s.fixed_samples
+                items_of_t = planned_calls([t], n, s.judge_bias) // n
+                self.dimension_items += [
+                    PlannedItem(f"anchors::{t.dimension}", t.dimension, n, n, t.judge)
+                ] * items_of_t
+
+    def dry_run_attribution_calls(self) -> dict[str, int]:
+        """Dimension → re-judge calls ``--aimeasure-attribute`` would make at most (``--judge-dry-run``)."""
+        if not (self.dry_run and self.settings.attribute):
+            return {}
+        from pytest_aimeasure.attribution.rejudge import planned_calls
+        from pytest_aimeasure.store.baseline import BaselineError, load_baseline
+        from pytest_aimeasure.store.runs import RunStore
+
+        try:
+            baseline = load_baseline(self.settings.baseline)
+        except BaselineError as exc:
+            raise pytest.UsageError(str(exc)) from None
+        if baseline is None:
+            return {}
+        return planned_calls(RunStore(self.settings.store), baseline.entries, self.dimension_items)
+
+    def note_worker_collection(self, ids: list[str]) -> None:
+        """An xdist worker's collection (node ids after deselection): the controller collects nothing."""
+        strip = getattr(self.config.option, "dist", "") == "loadgroup"
+        self.collected = (self.collected or set()) | {_without_group(i) if strip else i for i in ids}
+
+    def on_report(self, report: pytest.TestReport, payload: dict[str, Any]) -> list[tuple[str, Any]]:
+        """Fold one report into the item's result (controller). Returns extra JUnit properties."""
+        if self.is_worker or not self.active or str(report.outcome) == "rerun":
+            return []  # (a failed attempt pytest-rerunfailures repeats is not the item's result)
+        from pytest_aimeasure.measure.models import Finding, ItemResult, Measurement, item_id
+
+        kind = payload.get("kind", "other")
+        nodeid = payload.get("nodeid") or report.nodeid
+        result = self.results.get(nodeid)
+        if result is None:
+            result = self.results[nodeid] = ItemResult(nodeid=nodeid, kind=kind, outcome="passed")
+        result.duration_s = round(result.duration_s + float(report.duration), 4)
+        if payload.get("item_id"):
+            result.item_id = payload["item_id"]
+        for declared_nodeid, dimension in payload.get("declared", []):
+            declared = item_id(dimension, declared_nodeid)
+            if declared not in result.declared:
+                result.declared.append(declared)
+        for raw in payload.get("measurements", []):
+            m = Measurement.model_validate(raw)
+            result.measurements.append(m)
+            result.item_id = result.item_id or m.item_id
+        result.extra.update(payload.get("extra", {}))
+        result.findings += [Finding.model_validate(f) for f in payload.get("findings", [])]
+        for key in payload.get("artifact_keys", []):
+            if key not in result.artifact_keys:
+                result.artifact_keys.append(key)
+        if payload.get("judge_error"):
+            result.outcome = "error"
+            result.judge_error = True
+            result.message = payload["judge_error"]
+        elif report.failed:
+            result.outcome = "failed" if report.when == "call" else "error"
+            crash = getattr(report.longrepr, "reprcrash", None)
+            message = getattr(crash, "message", None)
+            result.message = _first_line(message if isinstance(message, str) else report.longreprtext)
+        elif report.skipped and result.outcome == "passed":
+            result.outcome = "skipped"
+            longrepr = report.longrepr
+            text = str(longrepr[2]) if isinstance(longrepr, tuple) else _first_line(str(longrepr))
+            result.message = text.removeprefix("Skipped: ")
+        extra: list[tuple[str, Any]] = []
+        if report.when == "teardown":
+            if self.recording is not None:
+                self.recording.record_item(result)
+            # The verdict needs the whole session (Holm): report/junit.py writes it at the end,
+            # right after each aimeasure.item property.
+            for m in result.measurements:
+                extra.append(("aimeasure.item", m.item_id))
+                ruler = self._ruler_status(m)
+                if ruler is not None:
+                    extra.append(("aimeasure.ruler", ruler))
+        return extra
+
+    def _ruler_status(self, m: Measurement) -> str | None:
+        """The dimension's calibration as stored when the session began (calibrated, uncalibrated or
+        stale), or None when it has none. JUnit properties are written as each test ends, before a
+        --judge-calibrate run judges its anchors: a fresh calibration shows from the next session on."""
+        stored = self.stored_calibration
+        c = stored.dimensions.get(m.dimension) if stored is not None else None
+        if c is None:
+            return None
+        from pytest_aimeasure.calibrate.file import staleness
+
+        # Calibration measured the standing judge.
+        if staleness(c, [m.standing.fingerprint], self.judges.get(m.dimension, self.settings.model)):
+            return "stale"
+        return "calibrated" if c.passed else "uncalibrated"
+
+    # -- session end -----------------------------------------------------------------------------
+    def whole_suite(self, session: pytest.Session) -> bool:
+        """Did this session select the whole suite? Only then are missing items reported and stale
+        baseline entries pruned without --prune-baseline."""
+        opt = self.config.option
+        if getattr(opt, "keyword", "") or getattr(opt, "markexpr", ""):
+            return False
+        if getattr(opt, "lf", False) or getattr(opt, "deselect", None) or getattr(opt, "maxfail", 0):
+            return False
+        if getattr(opt, "stepwise", False) or session.shouldstop or session.shouldfail:
+            return False
+        if self.collection_errors or session.exitstatus == pytest.ExitCode.INTERRUPTED:
+            return False
+        return bool(self.config.args_source != pytest.Config.ArgsSource.ARGS)
+
+    @property
+    def concludes(self) -> bool:
+        """Does this process conclude the session (the controller of a session that keeps results)?"""
+        return self.active and not self.is_worker and not self.dry_run
+
+    def finish(self, session: pytest.Session) -> None:
+        """What the session's state does at its end: a worker hands its spend and anchors over, the
+        controller judges the anchors (--judge-calibrate). The conclusion reads the state after."""
+        if self.dry_run:
+            return
+        if self.is_worker:
+            if self._engine is not None:
+                self.config.workeroutput["aimeasure_spend"] = self._engine.spend.as_dict()  # type: ignore[attr-defined]
+            self.config.workeroutput["aimeasure_anchor_refs"] = self.anchor_refs  # type: ignore[attr-defined]
+            self.config.workeroutput["aimeasure_judges"] = self.judges  # type: ignore[attr-defined]
+            if self.recording is not None:
+                self.config.workeroutput["aimeasure_problems"] = self.recording.problems()  # type: ignore[attr-defined]
+            return
+        if not self.active:
+            return
+        stopped = session.exitstatus in (pytest.ExitCode.USAGE_ERROR, pytest.ExitCode.INTERRUPTED)
+        if self.settings.calibrate and not session.shouldstop and not stopped:
+            self.calibration_run = self.calibrate()
+
+    def close(self) -> None:
+        if self._warm_thread is not None:
+            # Never leave an import half done behind a short session: whatever runs next (pytester
+            # restoring sys.modules, an embedding program) would find a partial module.
+            self._warm_thread.join(timeout=60)
+        if self._engine is not None:
+            self._engine.close()
+            self._engine = None
+        if self.recording is not None:
+            self.recording.close()
+
+
+def _first_line(text: str) -> str:
+    for line in text.splitlines():
+        if line.strip():
+            return line.strip()[:300]
+    return ""
+
+
+def _without_group(nodeid: str) -> str:
+    """``nodeid`` without the ``@group`` xdist's loadgroup appends to the ids of items that carry an
+    ``xdist_group`` marker (and to no other): an ``@`` inside a parameter id (``test_mail[a@b.c]``)
+    is the test's own, and a group name holds no bracket, slash or colon."""
+    head, at, tail = nodeid.rpartition("@")
+    return head if at and not set(tail) & set("[]/:") else nodeid
+
+
+state_key: pytest.StashKey[SessionState] = pytest.StashKey()
+"""``config.stash[state_key]``: the session's :class:`SessionState`."""

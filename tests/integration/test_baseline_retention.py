@@ -1,0 +1,236 @@
+"""What --update-baseline may remove: only the entries of tests that no longer exist in a whole-suite
+run, or with --prune-baseline. A test that ran without a value keeps its entry, and says why."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pytest_aimeasure.measure.models import Fingerprint
+from pytest_aimeasure.store.baseline import (
+    BaselineEntry,
+    SessionCoverage,
+    keep_reason,
+    merge_entries,
+)
+from tests.scripted import SCRIPTED_ARGS, scores_conftest
+
+CONFTEST = scores_conftest(default=[4, 4, 4])
+
+# A gate and three dimensions of one artifact (the module-scoped story): a failing gate skips them.
+STORY = """
+import pathlib
+import pytest
+
+@pytest.fixture(scope="module")
+def story():
+    return "A short story."
+
+@pytest.mark.gate
+def test_gate(story):
+    assert not pathlib.Path(__file__).with_name("gate_fails").exists(), "the story is broken"
+
+@pytest.mark.dimension("tone", rubric="5 = right tone", floor=1.0)
+@pytest.mark.parametrize("case", ["a", "b", "c"])
+def test_tone(story, case, judge):
+    judge.score(story + case)
+"""
+
+CLARITY = """
+import pytest
+
+@pytest.mark.dimension("clarity", rubric="5 = clear", floor=1.0)
+def test_clarity(judge):
+    judge.score("A clear text.")
+"""
+
+OLD = CLARITY.replace("clarity", "depth").replace("A clear text.", "Deep.")
+
+ARGS = SCRIPTED_ARGS
+MODES = [pytest.param((), id="plain"), pytest.param(("-n", "2"), id="xdist")]
+
+TONE = [f"tone::test_story.py::test_tone[{c}]" for c in "abc"]
+CLARITY_ID = "clarity::test_clarity.py::test_clarity"
+DEPTH_ID = "depth::test_old.py::test_depth"
+
+
+def entries(pytester: pytest.Pytester) -> dict[str, Any]:
+    data: dict[str, Any] = json.loads((pytester.path / "aimeasure-baseline.json").read_text())["entries"]
+    return data
+
+
+@pytest.fixture
+def recorded(pytester: pytest.Pytester) -> pytest.Pytester:
+    pytester.makeconftest(CONFTEST)
+    pytester.makepyfile(test_story=STORY, test_clarity=CLARITY, test_old=OLD)
+    (pytester.path / "scores.json").write_text("{}")
+    result = pytester.runpytest_subprocess(*ARGS, "--update-baseline")
+    assert result.ret == 0, result.stdout.str()
+    assert set(entries(pytester)) == {*TONE, CLARITY_ID, DEPTH_ID}
+    return pytester
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_failed_gate_keeps_the_entries_it_skipped_and_only_a_removed_test_loses_its_entry(
+    recorded: pytest.Pytester, mode: tuple[str, ...]
+) -> None:
+    before = entries(recorded)
+    (recorded.path / "test_old.py").unlink()  # a test removed on purpose
+    (recorded.path / "gate_fails").write_text("")
+    (recorded.path / "scores.json").write_text(json.dumps({"test_clarity": [3, 3, 3]}))
+    result = recorded.runpytest_subprocess(*ARGS, *mode, "--update-baseline")
+    out = result.stdout.str()
+    assert result.ret == pytest.ExitCode.TESTS_FAILED  # the gate failed
+    after = entries(recorded)
+    assert set(after) == {*TONE, CLARITY_ID}
+    assert {i: after[i] for i in TONE} == {i: before[i] for i in TONE}
+    assert after[CLARITY_ID]["scores"] == [3, 3, 3]
+    result.stdout.fnmatch_lines(["*: 0 added, 1 updated, 1 removed, 0 unchanged, 3 kept (gate failed)"])
+    result.stdout.fnmatch_lines([f"  removed: {DEPTH_ID}"])
+    # The gate-skipped items are not "missing": nothing tells the user to re-baseline them away.
+    assert "missing: tone::" not in out
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_advice_never_recommends_an_update_that_deletes_unasked(
+    recorded: pytest.Pytester, mode: tuple[str, ...]
+) -> None:
+    (recorded.path / "test_old.py").unlink()
+    (recorded.path / "gate_fails").write_text("")
+    (recorded.path / "scores.json").write_text(json.dumps({"test_clarity": [1, 1, 1]}))
+    result = recorded.runpytest_subprocess(*ARGS, *mode, "--aimeasure-json", "out.json")
+    data = json.loads((recorded.path / "out.json").read_text())
+    missing = sorted(f["subject"] for f in data["findings"] if f["kind"] == "missing")
+    assert missing == [DEPTH_ID]  # only the removed test; the gate-skipped ones are not missing
+    # Every recommended update names what it would remove besides updating.
+    advice = [line for line in result.outlines if "--update-baseline" in line and line.startswith("  ")]
+    assert advice, result.stdout.str()
+    for line in advice:
+        assert "drops the 1 baseline entries of tests that no longer exist: " + DEPTH_ID in line, line
+    # ... and following it removes exactly that entry, keeping the gate-skipped ones.
+    recorded.runpytest_subprocess(*ARGS, *mode, "--update-baseline")
+    assert set(entries(recorded)) == {*TONE, CLARITY_ID}
+
+
+def test_prune_never_removes_entries_of_tests_that_ran_without_a_value(recorded: pytest.Pytester) -> None:
+    (recorded.path / "gate_fails").write_text("")
+    result = recorded.runpytest_subprocess(*ARGS, "test_story.py", "--update-baseline", "--prune-baseline")
+    # Asked to prune: tests outside the selection lose their entries; the gate-skipped ones keep theirs.
+    assert set(entries(recorded)) == set(TONE)
+    result.stdout.fnmatch_lines(["*: 0 added, 0 updated, 2 removed, 0 unchanged, 3 kept (gate failed)"])
+
+
+def test_a_file_that_fails_to_collect_keeps_its_entries_even_with_prune(recorded: pytest.Pytester) -> None:
+    (recorded.path / "test_story.py").write_text(STORY + "\nthis is not python\n")
+    result = recorded.runpytest_subprocess(
+        *ARGS, "--update-baseline", "--prune-baseline", "--continue-on-collection-errors"
+    )
+    assert set(entries(recorded)) == {*TONE, CLARITY_ID, DEPTH_ID}
+    result.stdout.fnmatch_lines(["*3 kept (collection error)*"])
+
+
+def test_renamed_dimension_drops_the_old_entry_on_a_whole_suite_update(recorded: pytest.Pytester) -> None:
+    recorded.makepyfile(test_clarity=CLARITY.replace('"clarity"', '"lucidity"'))
+    recorded.runpytest_subprocess(*ARGS, "--update-baseline")
+    after = entries(recorded)
+    assert CLARITY_ID not in after
+    assert "lucidity::test_clarity.py::test_clarity" in after
+
+
+def test_merged_shards_follow_the_same_rule(recorded: pytest.Pytester) -> None:
+    from pytest_aimeasure.cli.main import main as cli_main
+
+    (recorded.path / "test_old.py").unlink()
+    (recorded.path / "gate_fails").write_text("")
+    for i, path in enumerate(("test_story.py", "test_clarity.py")):
+        recorded.runpytest_subprocess(*ARGS, path, "--aimeasure-json", f"shard{i}.json")
+    shards = [str(recorded.path / f"shard{i}.json") for i in range(2)]
+    baseline = str(recorded.path / "aimeasure-baseline.json")
+    out = str(recorded.path / "merged.json")
+    cli_main(["merge", *shards, "-o", out, "--baseline", baseline, "--update-baseline"])
+    assert set(entries(recorded)) == {*TONE, CLARITY_ID}  # only the removed test's entry went
+    merged = json.loads(Path(out).read_text())
+    assert merged["baseline"]["update"]["kept_because"] == {"gate failed": TONE}
+    assert sorted(f["subject"] for f in merged["findings"] if f["kind"] == "missing") == [DEPTH_ID]
+
+
+# --------------------------------------------------------------------------------------------------
+# The rule itself, reason by reason
+# --------------------------------------------------------------------------------------------------
+
+FP = Fingerprint(
+    provider="scripted",
+    model="scripted",
+    temperature=0.0,
+    samples=3,
+    prompt_hash="p",
+    rubric_hash="r",
+    plugin_major=0,
+)
+
+
+def entry(nodeid: str, dimension: str = "tone") -> BaselineEntry:
+    return BaselineEntry(
+        dimension=dimension,
+        nodeid=nodeid,
+        scores=[4, 4, 4],
+        mean=4.0,
+        n=3,
+        floor=3.0,
+        tolerance=0.5,
+        fingerprint=FP,
+    )
+
+
+@pytest.mark.parametrize(
+    "reason", ["gate failed", "budget stop", "judge error", "generation failed", "test failed", "skipped"]
+)
+@pytest.mark.parametrize(("whole_suite", "prune"), [(True, False), (False, True), (True, True)])
+def test_an_item_that_ran_without_a_value_is_kept_with_its_reason(
+    reason: str, whole_suite: bool, prune: bool
+) -> None:
+    e = entry("t.py::test_a")
+    cover = SessionCoverage(
+        whole_suite=whole_suite,
+        prune=prune,
+        collected=frozenset({"t.py::test_a"}),
+        not_measured={"tone::t.py::test_a": reason},
+    )
+    assert keep_reason("tone::t.py::test_a", e, cover) == reason
+
+
+def test_only_a_test_that_no_longer_exists_goes_on_a_whole_suite_update() -> None:
+    old = {"tone::t.py::test_a": entry("t.py::test_a"), "tone::t.py::test_gone": entry("t.py::test_gone")}
+    cover = SessionCoverage(whole_suite=True, collected=frozenset({"t.py::test_a"}))
+    merged, summary = merge_entries(old, [], whole_suite=True, prune=False, coverage=cover)
+    assert summary.removed == ["tone::t.py::test_gone"]
+    assert summary.kept_because == {"not run": ["tone::t.py::test_a"]}  # selected, never reported
+    assert set(merged) == {"tone::t.py::test_a"}
+
+
+def test_a_subset_run_without_prune_removes_nothing() -> None:
+    old = {"tone::t.py::test_gone": entry("t.py::test_gone")}
+    cover = SessionCoverage(whole_suite=False, collected=frozenset())
+    _, summary = merge_entries(old, [], whole_suite=False, prune=False, coverage=cover)
+    assert (summary.removed, summary.kept) == ([], ["tone::t.py::test_gone"])
+
+
+def test_collection_error_keeps_the_entries_of_that_file() -> None:
+    cover = SessionCoverage(
+        whole_suite=False, prune=True, collected=frozenset(), failed_collectors=("pkg/t.py",)
+    )
+    assert keep_reason("tone::pkg/t.py::test_a", entry("pkg/t.py::test_a"), cover) == "collection error"
+    assert keep_reason("tone::pkg/u.py::test_a", entry("pkg/u.py::test_a"), cover) is None
+    in_dir = SessionCoverage(whole_suite=False, prune=True, collected=frozenset(), failed_collectors=("pkg",))
+    assert keep_reason("tone::pkg/u.py::test_a", entry("pkg/u.py::test_a"), in_dir) == "collection error"
+
+
+def test_judge_errors_are_reported_both_ways(tmp_path: Path) -> None:
+    old = {"tone::t.py::test_a": entry("t.py::test_a")}
+    _, summary = merge_entries(old, [], whole_suite=True, prune=True, judge_error_ids={"tone::t.py::test_a"})
+    assert summary.kept_judge_error == ["tone::t.py::test_a"]
+    assert summary.kept_because == {"judge error": ["tone::t.py::test_a"]}
+    assert summary.kept == []

@@ -1,0 +1,373 @@
+"""The ``aimeasure`` console script, driven through ``main([...])`` on stores built with the API."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import types
+from pathlib import Path
+
+import pytest
+
+from pytest_aimeasure.cli import main as cli
+from pytest_aimeasure.measure.models import Finding, Fingerprint, ItemResult, Measurement, RunMeta, Sample
+from pytest_aimeasure.store.runs import Run, RunStore, SampleKey, SampleRecord
+
+pytestmark = pytest.mark.usefixtures("as_controller")
+
+
+def fingerprint(model: str = "claude-sonnet-4-5", rubric: str = "r1") -> Fingerprint:
+    return Fingerprint(
+        provider="anthropic",
+        model=model,
+        temperature=0.0,
+        samples=3,
+        prompt_hash="p1",
+        rubric_hash=rubric,
+        plugin_major=0,
+    )
+
+
+def measurement(
+    nodeid: str, dimension: str, scores: list[int], *, model: str = "claude-sonnet-4-5"
+) -> Measurement:
+    samples = [
+        Sample(index=i, dimension=dimension, score=s, rationale=f"score {s} because " + "reasons " * 20)
+        for i, s in enumerate(scores)
+    ]
+    mean = sum(scores) / len(scores)
+    return Measurement(
+        item_id=nodeid,
+        nodeid=nodeid,
+        dimension=dimension,
+        floor=3.0,
+        tolerance=0.5,
+        samples=samples,
+        mean=mean,
+        sd=0.5,
+        n=len(scores),
+        ci_low=mean - 0.4,
+        ci_high=mean + 0.4,
+        fingerprint=fingerprint(model),
+    )
+
+
+def dimension_item(nodeid: str, dimension: str, scores: list[int], **kw: str) -> ItemResult:
+    m = measurement(nodeid, dimension, scores, **kw)
+    return ItemResult(
+        nodeid=nodeid,
+        kind="dimension",
+        outcome="failed" if m.mean < 3 else "passed",
+        item_id=nodeid,
+        measurements=[m] if m is not None else [],
+    )
+
+
+def add_run(store: RunStore, run_id: str, started: str, **meta: object) -> Run:
+    defaults: dict[str, object] = {
+        "status": "finished",
+        "judge_model": "claude-sonnet-4-5",
+        "spend_usd": 0.0123,
+    }
+    defaults.update(meta)
+    return store.start_run(RunMeta(run_id=run_id, started_at=started, plugin_version="0.1.0", **defaults))  # type: ignore[arg-type]
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> RunStore:
+    s = RunStore(tmp_path / ".aimeasure")
+    s.ensure_writable()
+    old = add_run(
+        s,
+        "20261127T090000Z-aaaa",
+        "2026-11-27T09:00:00Z",
+        ended_at="2026-11-27T09:01:12Z",
+        git_commit="1234e56789abcdef",
+        git_dirty=True,
+        items=2,
+        failures=0,
+    )
+    old.record_item(dimension_item("t.py::test_tone[s1]", "tone", [4, 4, 5]))
+    old.record_item(dimension_item("t.py::test_tone[s2]", "tone", [4, 3, 4]))
+    new = add_run(
+        s,
+        "20261128T090000Z-bbbb",
+        "2026-11-28T09:00:00Z",
+        ended_at="2026-11-28T10:02:00Z",
+        spend_usd=None,
+        items=4,
+        failures=1,
+        judge_model="claude-opus-4-1",
+    )
+    new.record_item(dimension_item("t.py::test_tone[s1]", "tone", [2, 3, 2], model="claude-opus-4-1"))
+    new.record_item(dimension_item("t.py::test_tone[s2]", "tone", [4, 4, 4], model="claude-opus-4-1"))
+    new.record_item(dimension_item("t.py::test_depth[s1]", "depth", [3, 3, 3], model="claude-opus-4-1"))
+    breach = Finding(
+        kind="floor_breach", severity="fail", subject="tone/s1", message="mean 2.33 is below the floor 3.0"
+    )
+    new.record_item(
+        ItemResult(
+            nodeid="t.py::test_reachable",
+            kind="gate",
+            outcome="failed",
+            message="scene s4 is unreachable",
+            findings=[breach],
+        )
+    )
+    return s
+
+
+def run_cli(store: RunStore, *args: str) -> int:
+    return cli.main(["--store", str(store.root), *args])
+
+
+def test_history_lists_runs_newest_first(store: RunStore, capsys: pytest.CaptureFixture[str]) -> None:
+    assert run_cli(store, "history") == 0
+    out = capsys.readouterr().out
+    lines = out.splitlines()
+    assert lines[0].split()[:2] == ["run", "started"]
+    assert out.index("20261128T090000Z-bbbb") < out.index("20261127T090000Z-aaaa")
+    newer = next(line for line in lines if "bbbb" in line)
+    older = next(line for line in lines if "aaaa" in line)
+    assert "1h 02m" in newer and "unknown" in newer and "claude-opus-4-1" in newer
+    assert "1m 12s" in older and "1234e56789+dirty" in older and "$0.0123" in older
+
+
+def test_history_limit(store: RunStore, capsys: pytest.CaptureFixture[str]) -> None:
+    assert run_cli(store, "history", "--limit", "1") == 0
+    out = capsys.readouterr().out
+    assert "bbbb" in out and "aaaa" not in out and "1 of 2 runs" in out
+
+
+def test_history_names_broken_run_folders(store: RunStore, capsys: pytest.CaptureFixture[str]) -> None:
+    bad = store.runs_dir / "20261126T000000Z-dead"
+    bad.mkdir()
+    (bad / "meta.json").write_text("{not json")
+    assert run_cli(store, "history") == 0
+    out = capsys.readouterr().out
+    assert "bbbb" in out and "aaaa" in out
+    assert f"broken: {bad / 'meta.json'}: invalid" in out
+    assert out.index("aaaa") < out.index("broken:")
+
+
+def test_show_latest_passes_over_a_broken_run_folder(
+    store: RunStore, capsys: pytest.CaptureFixture[str]
+) -> None:
+    bad = store.runs_dir / "20991231T000000Z-dead"  # named newer than every run
+    bad.mkdir()
+    (bad / "meta.json").write_text("{not json")
+    assert run_cli(store, "show", "latest") == 0
+    assert "run 20261128T090000Z-bbbb: finished" in capsys.readouterr().out
+
+
+def test_an_empty_store_is_friendly(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    empty = RunStore(tmp_path / "nothing-here")
+    for command in (["history"], ["trend", "tone"], ["show", "latest"]):
+        assert run_cli(empty, *command) == 0
+        assert "no runs in" in capsys.readouterr().out
+    assert not empty.root.exists()  # looking does not create a store
+
+
+def test_show_a_run(store: RunStore, capsys: pytest.CaptureFixture[str]) -> None:
+    journal = store.open_run("20261128T090000Z-bbbb").journal()
+    pending = Sample(index=0, dimension="tone", score=3, rationale="x")
+    journal.append(
+        SampleRecord(key=SampleKey("f", "p", "", 0), item_id="t.py::unfinished", nodeid="n", sample=pending)
+    )
+    assert run_cli(store, "show", "latest") == 0
+    out = capsys.readouterr().out
+    assert "run 20261128T090000Z-bbbb: finished" in out
+    assert "t.py::test_tone[s1] / tone" in out
+    assert "2.33 ± 0.40 (n=3)" in out
+    assert "2: score 2 because reasons" in out and "…" in out  # the lowest sample, truncated
+    assert "t.py::test_reachable" in out and "scene s4 is unreachable" in out
+    assert "fail floor_breach  tone/s1: mean 2.33 is below the floor 3.0" in out
+    assert "1 item(s) have journaled samples but no result" in out
+
+
+def test_show_by_prefix(store: RunStore, capsys: pytest.CaptureFixture[str]) -> None:
+    assert run_cli(store, "show", "20261127") == 0
+    assert "run 20261127T090000Z-aaaa" in capsys.readouterr().out
+
+
+def test_an_unknown_run_exits_2_listing_known_ids(
+    store: RunStore, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert run_cli(store, "show", "nope") == 2
+    err = capsys.readouterr().err
+    assert "no run 'nope'" in err
+    assert err.index("20261128T090000Z-bbbb") < err.index("20261127T090000Z-aaaa")
+
+
+def test_trend_follows_one_dimension_oldest_first(
+    store: RunStore, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert run_cli(store, "trend", "tone") == 0
+    out = capsys.readouterr().out
+    older = next(line for line in out.splitlines() if "aaaa" in line)
+    newer = next(line for line in out.splitlines() if "bbbb" in line)
+    assert out.index("aaaa") < out.index("bbbb")
+    assert "4.00 ±" in older and "3.17 ±" in newer  # means of item means
+    assert "claude-opus-4-1" in newer and "changed: model" in newer
+
+
+def test_trend_of_an_unknown_dimension_lists_the_known_ones(
+    store: RunStore, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert run_cli(store, "trend", "humour") == 2
+    assert "known dimensions: depth, tone" in capsys.readouterr().err
+
+
+def test_delete_needs_the_full_id(store: RunStore, capsys: pytest.CaptureFixture[str]) -> None:
+    assert run_cli(store, "delete", "20261127") == 2
+    assert "did you mean 20261127T090000Z-aaaa" in capsys.readouterr().err
+    assert run_cli(store, "delete", "nope") == 2
+    assert run_cli(store, "delete", "20261127T090000Z-aaaa") == 0
+    assert "deleted run 20261127T090000Z-aaaa" in capsys.readouterr().out
+    assert store.run_ids() == ["20261128T090000Z-bbbb"]
+
+
+def test_cache_rebuild(store: RunStore, capsys: pytest.CaptureFixture[str]) -> None:
+    sample = Sample(index=0, dimension="tone", score=3, rationale="x")
+    run = store.open_run("20261127T090000Z-aaaa")
+    run.journal().append(SampleRecord(key=SampleKey("f", "p", "", 0), item_id="i", nodeid="n", sample=sample))
+    assert run_cli(store, "cache", "rebuild") == 0
+    assert "1 samples indexed" in capsys.readouterr().out
+    assert store.cache_path.exists()
+
+
+CONFIGS = [
+    ("pytest.ini", "[pytest]\naimeasure_store = from-ini\n"),
+    (".pytest.ini", "[pytest]\naimeasure_store = from-ini\n"),
+    ("pytest.toml", '[pytest]\naimeasure_store = "from-ini"\n'),
+    ("pyproject.toml", '[tool.pytest.ini_options]\naimeasure_store = "from-ini"\n'),
+    ("pyproject.toml", '[tool.pytest]\naimeasure_store = "from-ini"\n'),
+    ("tox.ini", "[pytest]\naimeasure_store = from-ini\n"),
+    ("setup.cfg", "[tool:pytest]\naimeasure_store = from-ini\n"),
+]
+
+
+def pytest_rootdir(pytester: pytest.Pytester, folder: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """The rootdir pytest itself reports for a session started in ``folder``."""
+    with monkeypatch.context() as m:
+        m.chdir(folder)
+        result = pytester.runpytest_inprocess("--co", "-p", "no:cacheprovider")
+    line = next(x for x in result.stdout.lines if x.startswith("rootdir: "))
+    return Path(line.removeprefix("rootdir: ").split(",")[0])
+
+
+@pytest.mark.parametrize(("name", "text"), CONFIGS)
+def test_the_store_comes_from_the_pytest_config_of_this_or_a_parent_folder(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, name: str, text: str
+) -> None:
+    project = pytester.path / "project"
+    deep = project / "src" / "deep"
+    deep.mkdir(parents=True)
+    (project / name).write_text(text)
+    assert cli.default_store_path(project) == project / "from-ini"
+    assert cli.default_store_path(deep) == project / "from-ini"
+    assert pytest_rootdir(pytester, deep, monkeypatch) == project  # the same rootdir as pytest's
+
+
+@pytest.mark.parametrize(
+    ("layout", "start", "root"),
+    [
+        # the nearest folder with a pytest config wins...
+        ({"pytest.ini": "[pytest]\n", "sub/tox.ini": "[pytest]\naimeasure_store = near\n"}, "sub", "sub"),
+        # ...but files without a pytest section are not pytest configs
+        ({"pytest.ini": "[pytest]\n", "sub/tox.ini": "[tox]\n", "sub/setup.cfg": "[metadata]\n"}, "sub", "."),
+        # a pyproject.toml without pytest settings still marks the rootdir when nothing else does
+        ({"pyproject.toml": "[project]\nname = 'x'\n"}, "sub/deeper", "."),
+        # then a setup.py
+        ({"setup.py": "", "sub/.keep": ""}, "sub", "."),
+        # and with nothing at all, the folder it starts in
+        ({"sub/.keep": ""}, "sub", "sub"),
+    ],
+)
+def test_the_rootdir_is_found_as_pytest_finds_it(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, layout: dict[str, str], start: str, root: str
+) -> None:
+    project = pytester.path / "project"
+    for relative, text in layout.items():
+        (project / relative).parent.mkdir(parents=True, exist_ok=True)
+        (project / relative).write_text(text)
+    (project / start).mkdir(parents=True, exist_ok=True)
+    expected_root = (project / root).resolve()
+    store = "near" if "near" in str(layout) else ".aimeasure"
+    assert cli.default_store_path(project / start) == expected_root / store
+    assert pytest_rootdir(pytester, project / start, monkeypatch) == expected_root
+
+
+def test_the_default_store_is_dot_aimeasure(tmp_path: Path) -> None:
+    (tmp_path / "pytest.ini").write_text("[pytest]\naddopts = -q\n")
+    assert cli.default_store_path(tmp_path) == tmp_path / ".aimeasure"
+
+
+def test_an_unreadable_config_file_is_named(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "pyproject.toml").write_text("[tool.pytest.ini_options\n")
+    (tmp_path / "sub").mkdir()
+    monkeypatch.chdir(tmp_path / "sub")
+    assert cli.main(["history"]) == cli.EXIT_USAGE
+    err = capsys.readouterr().err
+    assert f"{tmp_path / 'pyproject.toml'}: cannot be read as TOML" in err
+    assert "--store PATH" in err
+
+
+def test_history_works_from_a_subfolder_of_the_project(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    pytester.makepyprojecttoml('[tool.pytest.ini_options]\naimeasure_store = "measurements/runs"\n')
+    pytester.makepyfile(
+        test_story="""
+        import pytest
+
+        @pytest.mark.dimension("tone", rubric="5 = warm")
+        def test_tone(judge):
+            judge.score("Hello, friend.")
+        """
+    )
+    result = pytester.runpytest("--ai-judge", "--judge-model", "scripted", "--aimeasure-json=out.json")
+    result.assert_outcomes(passed=1)
+    run_id = json.loads((pytester.path / "out.json").read_text())["run_id"]
+    sub = pytester.path / "src" / "pkg"
+    sub.mkdir(parents=True)
+    monkeypatch.chdir(sub)
+    capsys.readouterr()
+    assert cli.main(["history"]) == 0
+    assert run_id in capsys.readouterr().out
+    assert cli.main(["show", "latest"]) == 0
+    assert "tone" in capsys.readouterr().out
+
+
+def test_other_modules_can_add_subcommands(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    def add(parser: argparse.ArgumentParser) -> None:
+        parser.add_argument("--name")
+
+    def run(args: argparse.Namespace, ctx: cli.CliContext) -> int:
+        ctx.print(f"hello {args.name} from {ctx.store_path}")
+        return 0
+
+    module = types.ModuleType("pytest_aimeasure.cli.suites")
+    module.SUBCOMMANDS = [cli.Subcommand("init", "make an example", add, run)]  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "pytest_aimeasure.cli.suites", module)
+    assert cli.main(["--store", "/x", "init", "--name", "ada"]) == 0
+    assert capsys.readouterr().out.strip() == "hello ada from /x"
+    assert "init" in cli.commands() and "history" in cli.commands()
+
+
+def test_a_missing_extension_module_is_skipped() -> None:
+    assert set(cli.commands(["pytest_aimeasure.not_written_yet"])) >= {"history", "show", "trend", "delete"}
+
+
+def test_the_console_script_is_installed() -> None:
+    script = Path(sys.executable).parent / "aimeasure"
+    if not script.exists():
+        pytest.skip("the package is not installed with its console script")
+    done = subprocess.run([str(script), "--help"], capture_output=True, text=True)
+    assert done.returncode == 0 and "history" in done.stdout

@@ -1,0 +1,202 @@
+"""Shared back-pressure and prompt caching over real HTTP: the judge engine with the real anthropic and
+litellm backends against the local provider server, counted on the server."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from pytest_aimeasure.judge.backends.base import Backend
+from pytest_aimeasure.judge.engine import JudgeEngine, JudgeSettings
+from pytest_aimeasure.judge.item import ItemSpec
+from pytest_aimeasure.judge.resolve import build_backend
+from pytest_aimeasure.measure.models import Measurement, Usage
+from pytest_aimeasure.store.cost import price_for
+from pytest_aimeasure.testing import Fault, ProviderServer, SeenRequest
+
+KINDS = ["anthropic", "litellm"]
+RETRY_AFTER = 1.0
+
+
+@pytest.fixture
+def server() -> Iterator[ProviderServer]:
+    with ProviderServer() as srv:
+        yield srv
+
+
+def engine_for(
+    kind: str, server: ProviderServer, monkeypatch: pytest.MonkeyPatch, **settings: Any
+) -> JudgeEngine:
+    """An engine as the session builds it: backends without SDK retries, the engine retrying."""
+    if kind == "anthropic":
+        monkeypatch.setenv("ANTHROPIC_BASE_URL", server.url)
+        monkeypatch.setenv("ANTHROPIC_API_KEY", "test-key")
+        model = "anthropic/claude-test"
+    else:
+        monkeypatch.setenv("OPENAI_BASE_URL", server.openai_base_url)
+        monkeypatch.setenv("OPENAI_API_KEY", "test-key")
+        model = "openai/gpt-test"
+
+    def make_backend(name: str) -> Backend:
+        return build_backend(name, timeout=20.0, retries=0)
+
+    return JudgeEngine(JudgeSettings(model=model, **settings), make_backend=make_backend)
+
+
+def spec(i: int, *, rubric: str = "Is it polite?", samples: int = 3) -> ItemSpec:
+    return ItemSpec(
+        nodeid=f"test_x.py::test_{i}",
+        item_id=f"test_x.py::test_{i}",
+        dimension="tone",
+        rubric=rubric,
+        artifact=f"Answer number {i}: thank you for asking.",
+        samples=samples,
+    )
+
+
+def measure_all(engine: JudgeEngine, specs: list[ItemSpec], *, timeout: float = 120) -> list[Measurement]:
+    futures = [engine.submit(engine.ameasure(s)) for s in specs]
+    return [f.result(timeout=timeout) for f in futures]
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_one_429_with_retry_after_pauses_every_pending_call(
+    kind: str, server: ProviderServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """4 calls in flight, 8 more waiting. The first answer is a 429 asking for 1 s; the other three in
+    flight are held by the server until the engine has taken the 429 in, then answered at once, which
+    frees their slots. No call may reach the server before the retry-after has passed: not the waiting
+    ones (whose slots are free), not the retry of the call that got it. Before, each SDK retried its
+    own call, and the waiting calls went out as soon as slots were free."""
+    engine = engine_for(kind, server, monkeypatch, concurrency=4, retries=2)
+    engine_saw_it = threading.Event()
+
+    def scorer(seen: SeenRequest) -> int:
+        engine_saw_it.wait(30)  # bounded: a broken engine fails the assertions below, never hangs
+        return 4
+
+    server.scorer = scorer
+    server.script(Fault.rate_limit(retry_after=RETRY_AFTER))
+    try:
+        futures = [engine.submit(engine.ameasure(spec(i))) for i in range(4)]
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and not any(
+            limit.rate_limited for limit in list(engine.spend.limits.values())
+        ):
+            time.sleep(0.005)
+        took_it_in = any(limit.rate_limited for limit in engine.spend.limits.values())
+        engine_saw_it.set()
+        measurements = [f.result(timeout=60) for f in futures]
+        spend = engine.spend.as_dict()
+    finally:
+        engine_saw_it.set()
+        engine.close()
+
+    assert took_it_in, "the 429 never reached the engine (did the SDK retry it by itself?)"
+    assert [m.n for m in measurements] == [3, 3, 3, 3]
+    requests = server.requests
+    assert [r.status for r in requests].count(429) == 1
+    assert len(requests) == 12 + 1  # every sample once, plus the one retry
+    (limited,) = [r for r in requests if r.status == 429]
+    # The engine learnt of the 429 after the server received that request, so the pause it set
+    # ends at the earliest RETRY_AFTER after that arrival: only the first wave arrived before.
+    early = [r for r in requests if r.started < limited.started + RETRY_AFTER]
+    assert len(early) == 4, [(round(r.started - limited.started, 3), r.status) for r in requests]
+    assert limited in early
+    assert spend["rate_limited"] == 1
+    assert spend["transport_retries"] == 1
+    assert spend["rate_limit_wait_s"] == pytest.approx(RETRY_AFTER)
+    assert spend["max_in_flight"] == 4
+    assert server.max_in_flight <= 4
+    (limit,) = engine.spend.limits.values()
+    assert limit.lowest_limit == 2  # halved by the 429
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_rate_limits_beyond_the_retries_are_a_judge_error_naming_the_attempts(
+    kind: str, server: ProviderServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from pytest_aimeasure.judge.engine import JudgeError
+
+    engine = engine_for(kind, server, monkeypatch, concurrency=2, retries=1)
+    server.script(Fault.overloaded(), Fault.rate_limit(retry_after=0.01))
+    try:
+        with pytest.raises(JudgeError, match=r"2 attempts, --judge-retries 1"):
+            engine.run(engine.ameasure(spec(0, samples=1)))
+    finally:
+        engine.close()
+    assert [r.status for r in server.requests] == [529, 429]
+    assert engine.spend.as_dict()["rate_limited"] == 2
+
+
+LONG_RUBRIC = " ".join(
+    f"Criterion {i}: the answer keeps a courteous, even register and avoids sarcasm or blame."
+    for i in range(80)
+)
+
+
+def test_the_fixed_prefix_is_marked_and_read_from_the_cache_from_the_second_call(
+    server: ProviderServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    engine = engine_for("anthropic", server, monkeypatch, concurrency=1, samples=1)
+    try:
+        first, second = measure_all(
+            engine, [spec(0, rubric=LONG_RUBRIC, samples=1), spec(1, rubric=LONG_RUBRIC, samples=1)]
+        )
+        spend = engine.spend.as_dict()
+    finally:
+        engine.close()
+    body = server.requests[0].body
+    assert body["tools"][0]["cache_control"] == {"type": "ephemeral"}
+    assert body["system"][0]["cache_control"] == {"type": "ephemeral"}
+    fixed, per_item = body["messages"][0]["content"]
+    assert fixed["cache_control"] == {"type": "ephemeral"} and "cache_control" not in per_item
+    assert fixed["text"].startswith("Dimension: tone\n\nRubric:\n") and LONG_RUBRIC in fixed["text"]
+    assert "Answer number 0" in per_item["text"]
+    one, two = first.samples[0].usage, second.samples[0].usage
+    assert one.cache_creation_input_tokens > 1024 and one.cache_read_input_tokens == 0
+    assert two.cache_read_input_tokens == one.cache_creation_input_tokens
+    assert two.cache_creation_input_tokens == 0
+    assert two.input_tokens < one.input_tokens + one.cache_creation_input_tokens  # the rest is uncached
+    assert spend["cache_read_input_tokens"] == two.cache_read_input_tokens
+    assert spend["cache_creation_input_tokens"] == one.cache_creation_input_tokens
+
+
+def test_cache_tokens_are_priced_at_the_cache_rates() -> None:
+    price = price_for("claude-sonnet-4-6", "anthropic")
+    assert (
+        price is not None
+        and price.cache_read_per_token is not None
+        and price.cache_write_per_token is not None
+    )
+    cached = Usage(input_tokens=100, cache_read_input_tokens=2000, output_tokens=50)
+    uncached = Usage(input_tokens=2100, output_tokens=50)
+    assert price.cost(cached) == pytest.approx(
+        100 * price.input_per_token + 2000 * price.cache_read_per_token + 50 * price.output_per_token
+    )
+    assert price.cost(cached) < price.cost(uncached)
+    written = Usage(input_tokens=100, cache_creation_input_tokens=2000, output_tokens=50)
+    assert price.cost(written) > price.cost(uncached)  # a write costs more than plain input
+
+
+def test_old_usage_records_without_cache_fields_still_read() -> None:
+    usage = Usage.model_validate({"input_tokens": 10, "output_tokens": 3})
+    assert usage.cache_read_input_tokens == usage.cache_creation_input_tokens == 0
+    assert usage.prompt_tokens == 10
+
+
+def test_a_model_that_rejects_cache_control_is_called_again_without_it(
+    server: ProviderServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    engine = engine_for("anthropic", server, monkeypatch, concurrency=1, samples=1)
+    server.script(Fault.reject(400, "cache_control is not supported on this model"))
+    try:
+        measure_all(engine, [spec(0, samples=1), spec(1, samples=1)])
+    finally:
+        engine.close()
+    marked = ["cache_control" in r.body["tools"][0] for r in server.requests]
+    assert marked == [True, False, False]  # rejected once, then never sent again

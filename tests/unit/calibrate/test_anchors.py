@@ -1,0 +1,116 @@
+"""The anchor-set file format: YAML and JSONL, validated, with errors naming file, line and field."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from pytest_aimeasure.calibrate.anchors import AnchorError, load_anchor_file
+from pytest_aimeasure.calibrate.references import build_targets, merge_refs
+
+GOOD_YAML = """\
+dimension: tone
+rubric: "5 = calm"
+anchors:
+  - id: calm
+    text: "We fixed it; sorry for the wait."
+    labels: {ann: 5, bob: 4}
+    note: apologises and reports the fix
+  - id: shouty
+    path: shouty.txt
+    labels: [1, 2]
+  - id: pair
+    parts: ["first reply", "second reply"]
+    labels: 3
+    generator: anthropic/claude-x
+"""
+
+
+def test_yaml_anchor_file_resolves_every_form(tmp_path: Path) -> None:
+    (tmp_path / "shouty.txt").write_text("WHY IS THIS BROKEN")
+    (tmp_path / "tone.yaml").write_text(GOOD_YAML)
+    s = load_anchor_file(tmp_path / "tone.yaml")
+    assert s.rubric == "5 = calm"
+    calm, shouty, pair = s.anchors
+    assert calm.labels == {"ann": 5, "bob": 4} and calm.human_mean == 4.5
+    assert calm.source.endswith("tone.yaml:4")
+    assert shouty.text == "WHY IS THIS BROKEN" and shouty.labels == {"rater1": 1, "rater2": 2}
+    assert pair.parts == ("first reply", "second reply")
+    assert "artifact 1 of 2" in pair.text and pair.generator == "anthropic/claude-x"
+
+
+def test_jsonl_anchor_file(tmp_path: Path) -> None:
+    path = tmp_path / "a.jsonl"
+    path.write_text(
+        '{"id": "x", "dimension": "tone", "text": "ok", "labels": {"ann": 3}}\n\n'
+        '{"id": "y", "dimension": "clarity", "text": "fine", "labels": [4, 5]}\n'
+    )
+    s = load_anchor_file(path)
+    assert s.dimensions() == ["clarity", "tone"]
+    assert s.anchors[1].source.endswith("a.jsonl:3")
+
+
+@pytest.mark.parametrize(
+    ("text", "line", "where"),
+    [
+        (
+            GOOD_YAML.replace("labels: [1, 2]", "labels: [1, 6]"),
+            10,
+            "anchors[1].labels: score #2: a human score",
+        ),
+        (
+            GOOD_YAML.replace("    note: apologises", "    notes: apologises"),
+            7,
+            "anchors[0].notes: Extra inputs",
+        ),
+        (
+            GOOD_YAML.replace('    text: "We fixed it; sorry for the wait."\n', ""),
+            4,
+            "anchors[0]: give the artifact",
+        ),
+        (GOOD_YAML.replace("dimension: tone\n", ""), 3, "anchors[0].dimension: no dimension"),
+        (GOOD_YAML.replace("  - id: pair", "  - id: calm"), 11, "id: 'calm' is used twice"),
+        ("anchors: [\n", 2, "(syntax): not valid YAML"),
+    ],
+)
+def test_yaml_errors_name_file_line_and_field(tmp_path: Path, text: str, line: int, where: str) -> None:
+    (tmp_path / "shouty.txt").write_text("WHY")
+    path = tmp_path / "tone.yaml"
+    path.write_text(text)
+    with pytest.raises(AnchorError) as info:
+        load_anchor_file(path)
+    message = str(info.value)
+    assert message.startswith(f"{path}:{line}: ") or message.startswith(f"{path}:{line}:"), message
+    assert where in message
+
+
+def test_jsonl_errors_name_the_line(tmp_path: Path) -> None:
+    path = tmp_path / "a.jsonl"
+    path.write_text('{"id": "x", "dimension": "tone", "text": "ok", "labels": 3}\n{"id": "y", "labels": 3}\n')
+    with pytest.raises(AnchorError, match=r"a\.jsonl:2: anchor file: \(top level\): give the artifact"):
+        load_anchor_file(path)
+    path.write_text("{not json}\n")
+    with pytest.raises(AnchorError, match=r"a\.jsonl:1: .*not valid JSON"):
+        load_anchor_file(path)
+
+
+def test_missing_artifact_path_and_unknown_suffix(tmp_path: Path) -> None:
+    (tmp_path / "tone.yaml").write_text(GOOD_YAML)
+    with pytest.raises(AnchorError, match=r"tone\.yaml:9: anchor file: anchors\[1\]\.path: cannot read"):
+        load_anchor_file(tmp_path / "tone.yaml")
+    with pytest.raises(AnchorError, match=r"must end in \.yaml, \.yml or \.jsonl"):
+        load_anchor_file(tmp_path / "tone.txt")
+
+
+def test_marker_reference_needs_anchors_of_its_dimension(tmp_path: Path) -> None:
+    (tmp_path / "shouty.txt").write_text("WHY")
+    (tmp_path / "tone.yaml").write_text(GOOD_YAML)
+    ref = {"dimension": "clarity", "files": [str(tmp_path / "tone.yaml")], "rubric": "r", "source": "test_x"}
+    with pytest.raises(AnchorError, match=r"test_x takes anchors for dimension 'clarity'.*it holds: tone"):
+        build_targets(merge_refs([ref]), [], root=tmp_path, min_kappa=0.6, max_abs_bias=0.5)
+    ref = {**ref, "dimension": "tone", "rubric": "marker rubric", "min_kappa": 0.8}
+    (target,) = build_targets(merge_refs([ref]), [], root=tmp_path, min_kappa=0.6, max_abs_bias=0.5)
+    assert target.rubric == "marker rubric"  # the real items' rubric wins over the file's
+    assert target.thresholds.min_kappa == 0.8 and target.thresholds.max_abs_bias == 0.5
+    assert target.files == ["tone.yaml"] and len(target.anchors) == 3
