@@ -85,6 +85,29 @@ def unicode_problem(text: str) -> str | None:
     return None
 
 
+def value_problem(value: Any, where: str = "") -> tuple[str, str] | None:
+    """The first text inside ``value`` (a str, or dict keys and values, lists and tuples, as deep as
+    they go) that cannot be encoded as UTF-8: (its place, e.g. ``['k'][2]``, and the problem), or None.
+    Any other value is checked as the text it is recorded as (``str(value)``)."""
+    if isinstance(value, str):
+        problem = unicode_problem(value)
+        return (where, problem) if problem is not None else None
+    if value is None or isinstance(value, (bool, int, float)):
+        return None
+    if isinstance(value, dict):
+        for key, item in value.items():
+            found = value_problem(key, f"{where} (key {key!r})") or value_problem(item, f"{where}[{key!r}]")
+            if found is not None:
+                return found
+        return None
+    if isinstance(value, (list, tuple)):
+        for i, item in enumerate(value):
+            if (found := value_problem(item, f"{where}[{i}]")) is not None:
+                return found
+        return None
+    return value_problem(str(value), where)
+
+
 def invalid_text_message(what: str, problem: str) -> str:
     return (
         f"{what} is not valid Unicode text: {problem}. It can be neither recorded nor sent to the "

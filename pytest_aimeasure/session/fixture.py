@@ -15,7 +15,13 @@ from pytest_aimeasure.judge.families import family_clash, model_families
 from pytest_aimeasure.judge.item import ItemSpec
 from pytest_aimeasure.judge.pending import PendingMeasurement
 from pytest_aimeasure.measure import runtime
-from pytest_aimeasure.measure.artifact import Artifact, invalid_text_message, join_parts, unicode_problem
+from pytest_aimeasure.measure.artifact import (
+    Artifact,
+    invalid_text_message,
+    join_parts,
+    unicode_problem,
+    value_problem,
+)
 from pytest_aimeasure.measure.models import Measurement, item_id
 from pytest_aimeasure.measure.sampling import samples_problem
 from pytest_aimeasure.session.keys import item_nodeid
@@ -126,6 +132,7 @@ class Judge:
                 f"{self._item.nodeid}: judge.score needs dimension= outside a @pytest.mark.dimension test",
                 pytrace=False,
             )
+        rubric_given = bool(rubric)
         rubric = rubric or kwargs.get("rubric")
         if not rubric:
             pytest.fail(
@@ -133,6 +140,18 @@ class Judge:
                 "@pytest.mark.dimension or to judge.score",
                 pytrace=False,
             )
+        # Text that cannot be encoded can be neither sent nor recorded: the test fails naming it,
+        # before anything reaches the store (the session's JSON and journal stay writable).
+        marker = f"of @pytest.mark.dimension({name!r})"
+        for what, value, source in (
+            ("dimension", name, "passed to judge.score" if mark is None else marker),
+            ("rubric", rubric, "passed to judge.score" if rubric_given else marker),
+            ("facts", facts, "passed to judge.score"),
+        ):
+            if (found := value_problem(value, what)) is not None:
+                place, why = found
+                where = f"{place} {source} ({self._item.nodeid})"
+                pytest.fail(invalid_text_message(where, why), pytrace=False)
         record = runtime.current()
         if (
             mark is not None

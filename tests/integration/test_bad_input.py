@@ -1,0 +1,91 @@
+"""Bad input a user hands the plugin (issue 20): each is one clear error naming it, and nothing else of
+the session is lost. Judged against the project's local provider server."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+
+import pytest
+
+from pytest_aimeasure.testing import ProviderServer, SeenRequest
+from tests.conftest import read_results
+
+Serve = Callable[[Callable[[SeenRequest], int]], ProviderServer]
+MODES = [pytest.param((), id="serial"), pytest.param(("-n", "2"), id="xdist")]
+
+
+def run(pytester: pytest.Pytester, mode: tuple[str, ...], *args: str) -> pytest.RunResult:
+    argv = ("--ai-judge", "--judge-model", "anthropic/claude-test", "-p", "no:randomly", *mode, *args)
+    return pytester.runpytest_subprocess(*argv) if mode else pytester.runpytest(*argv)
+
+
+# -- 1. a lone surrogate in facts= or rubric=: the test fails naming it; the session is whole -----------
+
+SURROGATES = r"""
+import pytest
+
+@pytest.mark.dimension("tone", rubric="5 = calm")
+def test_a_fine(judge):
+    judge.score("fine a")
+
+@pytest.mark.dimension("tone", rubric="5 = calm")
+def test_facts(judge):
+    judge.score("x", facts={"counts": [1, {"k": "bad \ud800"}]})
+
+@pytest.mark.dimension("tone", rubric="5 = calm")
+def test_rubric_given(judge):
+    judge.score("x", rubric="5 = calm \udfff")
+
+@pytest.mark.dimension("tone", rubric="5 = calm \udc80")
+def test_rubric_marker(judge):
+    judge.score("x")
+
+@pytest.mark.dimension("tone", rubric="5 = calm")
+def test_z_fine(judge):
+    judge.score("fine z")
+"""
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_lone_surrogate_in_facts_or_rubric_fails_that_test_naming_it(
+    pytester: pytest.Pytester, serve: Serve, mode: tuple[str, ...]
+) -> None:
+    server = serve(lambda seen: 4)
+    pytester.makepyfile(test_surrogate=SURROGATES)
+    result = run(
+        pytester,
+        mode,
+        "--judge-samples",
+        "2",
+        "--update-baseline",
+        "--aimeasure-json",
+        "out.json",
+        "--junitxml",
+        "junit.xml",
+    )
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    out = result.stdout.str()
+    assert "INTERNALERROR" not in out and "UnicodeEncodeError" not in out, out
+    result.assert_outcomes(passed=2, failed=3)
+    assert (
+        "facts['counts'][1]['k'] passed to judge.score (test_surrogate.py::test_facts) is not valid "
+        "Unicode text: a lone surrogate U+D800 at character 4" in out
+    )
+    assert (
+        "rubric passed to judge.score (test_surrogate.py::test_rubric_given) is not valid Unicode text: "
+        "a lone surrogate U+DFFF at character 9" in out
+    )
+    assert (
+        "rubric of @pytest.mark.dimension('tone') (test_surrogate.py::test_rubric_marker) is not valid "
+        "Unicode text: a lone surrogate U+DC80 at character 9" in out
+    )
+    assert server.calls == 4  # only the two fine items were sent
+    data = read_results(pytester.path / "out.json")
+    by_name = {i["nodeid"].split("::")[-1]: i for i in data["items"]}
+    assert [len(by_name[n]["measurements"]) for n in sorted(by_name)] == [1, 0, 0, 0, 1]
+    assert (pytester.path / "junit.xml").read_text().count("<testcase") == 5
+    baseline = json.loads((pytester.path / "aimeasure-baseline.json").read_text())
+    assert sorted(e.split("::")[-1] for e in baseline["entries"]) == ["test_a_fine", "test_z_fine"]
+    (meta,) = (pytester.path / ".aimeasure" / "runs").glob("*/meta.json")
+    assert json.loads(meta.read_text())["status"] == "finished"
