@@ -1,7 +1,8 @@
 """The fault scripting API of the local provider: what one request may be answered with.
 
 An :data:`Outcome` is a score, a raw tool input, a text-only reply or a :class:`Fault` (the failures
-real providers produce: rate limits, overload, timeouts, malformed tool calls, rejections);
+real providers produce: rate limits, overload, timeouts, connection resets, malformed tool calls,
+rejections);
 :func:`render_outcome` turns one into the reply for a request, in that request's protocol.
 """
 
@@ -37,6 +38,7 @@ FaultKind = Literal[
     "text_only",
     "out_of_range",
     "reject",
+    "reset",
 ]
 
 DEFAULT_SCORE = 4
@@ -111,6 +113,12 @@ class Fault:
     def out_of_range(cls, score: int = 7) -> Fault:
         """A well-formed tool call whose score lies outside 1..5."""
         return cls("out_of_range", score=score)
+
+    @classmethod
+    def reset(cls) -> Fault:
+        """Read the request, then drop the connection with a TCP reset before any reply: a connection
+        reset mid-response (the provider was there and took the request)."""
+        return cls("reset")
 
     @classmethod
     def reject(cls, status: int = 400, message: str = "Invalid request.") -> Fault:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import json
 import socket
+import struct
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -19,7 +20,7 @@ from pytest_aimeasure.testing.batches import OPENAI_PREFIXES, BatchDesk
 from pytest_aimeasure.testing.batches import PREFIX as BATCHES_PREFIX
 from pytest_aimeasure.testing.protocols import ProtocolName, Reply, SeenRequest, error_reply, parse_request
 
-__all__ = ["ROUTES", "Aborted", "ProviderHTTPServer", "ProviderHandler", "Responder"]
+__all__ = ["ROUTES", "Aborted", "ProviderHTTPServer", "ProviderHandler", "Reset", "Responder"]
 
 _MAX_BODY_BYTES = 32 * 1024 * 1024
 
@@ -30,6 +31,10 @@ class Replied(Exception):
 
 class Aborted(Exception):
     """The server is stopping: drop the connection without a reply (raised by the responder)."""
+
+
+class Reset(Exception):
+    """Drop this connection with a TCP reset, no reply (raised by the responder for ``Fault.reset``)."""
 
 
 class Responder(Protocol):
@@ -144,6 +149,10 @@ class ProviderHandler(BaseHTTPRequestHandler):
                 self.close_connection = True
                 seen.finished = time.monotonic()
                 return
+            except Reset:
+                self._reset()
+                seen.finished = time.monotonic()
+                return
             except Exception as exc:  # a broken scorer must not hang the client
                 reply = error_reply(protocol, 500, f"test provider failed: {type(exc).__name__}: {exc}")
             seen.status = reply.status
@@ -204,6 +213,18 @@ class ProviderHandler(BaseHTTPRequestHandler):
             self._send(Reply(status, payload))
 
     # -- helpers --
+
+    def _reset(self) -> None:
+        """Close the socket now with SO_LINGER 0, so the client reads a reset (not an orderly end)."""
+        self.close_connection = True
+        with contextlib.suppress(OSError):
+            self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        # The socket's file objects hold it open: close them too, or the reset waits for them.
+        for stream in (self.rfile, self.wfile):
+            with contextlib.suppress(OSError):
+                stream.close()
+        with contextlib.suppress(OSError):
+            self.connection.close()
 
     def _seen(self, protocol: ProtocolName, path: str, body: dict[str, Any], started: float) -> SeenRequest:
         headers = {key.lower(): value for key, value in self.headers.items()}

@@ -6,7 +6,8 @@ OpenAI Chat Completions API (``POST /v1/chat/completions``, also without ``/v1``
 answered with a tool call carrying a verdict ``{"dimension", "score", "rationale"}``; a request without
 tools is answered with plain text. What comes back can be scripted per call (:meth:`ProviderServer.script`),
 per dimension (:meth:`ProviderServer.set_scores`) or by a callback, and :class:`Fault` injects the
-failures real providers produce (rate limits, overload, timeouts, malformed tool calls, rejections).
+failures real providers produce (rate limits, overload, timeouts, connection resets, malformed tool calls,
+rejections).
 The Message Batches API (``/v1/messages/batches``) is served too (:mod:`pytest_aimeasure.testing.batches`):
 each batched request is answered by the same scripting, with a scriptable delay, partial failure and
 expiry. Anthropic requests that mark ``cache_control`` breakpoints are answered with the prompt-cache usage
@@ -31,7 +32,7 @@ from collections.abc import Callable, Mapping, Sequence
 
 from pytest_aimeasure.testing.batches import BatchDesk
 from pytest_aimeasure.testing.faults import DEFAULT_SCORE, Fault, Outcome, render_outcome
-from pytest_aimeasure.testing.http import Aborted, ProviderHandler, ProviderHTTPServer
+from pytest_aimeasure.testing.http import Aborted, ProviderHandler, ProviderHTTPServer, Reset
 from pytest_aimeasure.testing.promptcache import DEFAULT_MIN_TOKENS, PromptCache
 from pytest_aimeasure.testing.protocols import Reply, SeenRequest, default_text, error_reply
 
@@ -344,4 +345,6 @@ class ProviderServer:
             # A scorer may return slow too; sleep, then fall back to the plain default.
             self._sleep(outcome.delay)
             outcome = DEFAULT_SCORE if seen.has_tools else default_text(seen)
+        if isinstance(outcome, Fault) and outcome.kind == "reset":
+            raise Reset  # the handler drops the connection: no reply at all
         return render_outcome(seen, outcome)

@@ -615,6 +615,58 @@ def test_unreachable_provider_names_its_url_and_stops_being_called(
     assert result.ret == pytest.ExitCode.TESTS_FAILED
 
 
+TWENTY_ITEMS = """
+    import pytest
+
+    @pytest.mark.parametrize("n", range(20))
+    @pytest.mark.dimension("tone", rubric="5 = calm")
+    def test_tone(n, judge):
+        judge.score(f"story {n}")
+"""
+
+
+@pytest.mark.parametrize(
+    ("model", "xdist"), [(ANTHROPIC, False), (LITELLM, False), (ANTHROPIC, True)],
+    ids=["anthropic", "litellm", "anthropic-n2"],
+)  # fmt: skip
+def test_connection_resets_mid_response_are_retried_not_taken_for_an_unreachable_provider(
+    pytester: pytest.Pytester, provider_env: ProviderServer, model: str, xdist: bool
+) -> None:
+    """The server takes each request, then resets the connection without a reply: the first three
+    calls (one item's three samples: three failures in a row, as the breaker counts them), then every
+    third call. A reset after the request went out is a retryable error: every item is judged. Before,
+    resets counted as connection failures and tripped the "provider unreachable" breaker, and the
+    session ended with 19 of 20 items not judged."""
+    server = provider_env
+    calls = iter(range(10**6))
+
+    def scorer(seen: SeenRequest) -> Any:
+        return Fault.reset() if next(calls) % 3 == 0 else 4
+
+    server.scorer = scorer
+    server.script(Fault.reset(), Fault.reset(), Fault.reset())
+    pytester.makepyfile(textwrap.dedent(TWENTY_ITEMS))
+    args = ("--judge-samples", "3", "--judge-retries", "4")
+    if xdist:
+        result = pytester.runpytest_subprocess(
+            "--ai-judge", "--judge-model", model, "--aimeasure-json", "out.json", *args, "-n", "2",
+            "-p", "no:hypothesispytest", timeout=180,
+        )  # fmt: skip
+    else:
+        result = judged(pytester, model, *args)
+    result.assert_outcomes(passed=20)
+    items = results(pytester)["items"]
+    assert len(items) == 20
+    assert all(i["outcome"] == "passed" and len(i["measurements"][0]["samples"]) == 3 for i in items)
+    resets = [r for r in server.requests if r.status == 0]  # no reply, so no status
+    assert len(resets) >= 3 + 60 // 3  # the three in a row, then about every third call
+    assert "provider unreachable" not in result.stdout.str()
+    spend = results(pytester)["spend"]
+    assert spend["transport_retries"] == len(resets)
+    assert spend["calls"] == 60
+    assert result.ret == pytest.ExitCode.OK
+
+
 # -- a provider that never recovers: a judge error, no score -------------------------------------------
 
 

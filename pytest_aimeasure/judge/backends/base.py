@@ -249,20 +249,28 @@ def is_rejection(error: BackendError, test: Callable[[str], bool]) -> bool:
 
 
 def is_connection_failure(exc: BaseException) -> bool:
-    """Whether ``exc`` (or anything in its chain) says no connection could be made: refused, reset
-    before a reply, or a host name that does not resolve. Timeouts are not connection failures (a slow
-    provider is there); an HTTP status never is. The SDKs wrap the OS error differently (litellm even
-    reports it as a 500), so the chain is searched rather than one class tested."""
+    """Whether ``exc`` (or anything in its chain) says no connection could be made: refused, or a host
+    name that does not resolve (httpx's ``ConnectError``, aiohttp's ``ClientConnectorError``). A
+    connection reset or closed after the request went out (a read or write error) is not: the provider
+    was there and took the request, so that call is retried like a 5xx. Timeouts are not connection
+    failures (a slow provider is there); an HTTP status never is. The SDKs wrap the OS error
+    differently (litellm even reports it as a 500), so the chain is searched rather than one class
+    tested."""
     seen: set[int] = set()
     link: BaseException | None = exc
     while link is not None and id(link) not in seen:
         seen.add(id(link))
-        if isinstance(link, TimeoutError) or "Timeout" in type(link).__name__:
+        name = type(link).__name__
+        if isinstance(link, TimeoutError) or "Timeout" in name:
             return False
-        if isinstance(link, (ConnectionError, socket.gaierror)) or type(link).__name__ == "ConnectError":
+        if isinstance(link, (ConnectionRefusedError, socket.gaierror)) or name in _CONNECT_ERRORS:
             return True
         link = link.__cause__ or link.__context__
     return False
+
+
+_CONNECT_ERRORS = frozenset({"ConnectError", "ClientConnectorError"})
+"""The HTTP stacks' errors for a connection that could not be opened (httpx/httpcore, aiohttp)."""
 
 
 def request_origin(exc: BaseException) -> str | None:
