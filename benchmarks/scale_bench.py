@@ -111,7 +111,7 @@ def run(
         sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "pytest_aimeasure.plugin",
         "--ai-judge", "--judge-model", "scripted", "--judge-samples", str(samples),
         "--aimeasure-store", str(store), "--no-header", "-p", "no:terminalprogress",
-        "--baseline", str(folder / "aimeasure-baseline.json"),  # (the rootdir may be a parent's)
+        "--aimeasure-baseline", str(folder / "aimeasure-baseline.json"),  # (the rootdir may be a parent's)
     ]  # fmt: skip
     if mode == "off":
         command += ["--judge-pipeline", "0"]

@@ -46,7 +46,6 @@ def pytest_configure(config: pytest.Config) -> None:
         config.addinivalue_line("markers", line)
     from pytest_aimeasure.session.state import SessionState
 
-    options.warn_deprecated(config)
     state = SessionState.from_config(config)
     config.stash[state_key] = state
     measure = MeasurePlugin(config, state)

@@ -355,7 +355,7 @@ class RunMeta(BaseModel):
     git_dirty: bool | None = None
     plugin_version: str
     judge_model: str | None = None
-    # The pytest rootdir that recorded it, relative to the store: bare --rejudge/--resume stay in it.
+    # The pytest rootdir that recorded it, relative to the store: bare --aimeasure-rejudge/-resume stay in it.
     rootdir: str | None = None
     fingerprints: list[Fingerprint] = Field(default_factory=list)
     generators: list[str] = Field(default_factory=list)

@@ -22,7 +22,6 @@ from tabulate import tabulate
 
 from pytest_aimeasure.measure.models import PIPELINE_ASIDE, Finding
 from pytest_aimeasure.report.repeat_lines import repeat_lines
-from pytest_aimeasure.session.options import RENAMED
 
 if TYPE_CHECKING:
     import pytest
@@ -475,10 +474,7 @@ def rerun(summary: SessionSummary, *flags: str) -> str:
             flag, skip_value = skip_value, None
             if flag in _TAKES_PATH or _RUN_ID.match(arg):
                 continue
-        name, sep, value = arg.partition("=")
-        if name in RENAMED:  # the advice uses the current spelling of a deprecated flag
-            name = RENAMED[name]
-            arg = name + sep + value
+        name = arg.partition("=")[0]
         if name in _DROP:
             if "=" not in arg and name not in ("--update-baseline", "--prune-baseline"):
                 skip_value = name

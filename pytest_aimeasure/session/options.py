@@ -7,8 +7,7 @@ Naming, so no flag can collide with another plugin's: the judge's settings are `
 session's are ``--aimeasure-*``; only ``--ai-judge``, ``--offline-judge-model``, ``--update-baseline`` and
 ``--prune-baseline`` keep their established names. An ini key is ``aimeasure_`` plus the flag without
 its ``--`` (and without an ``aimeasure-`` prefix), dashes as underscores: ``--judge-var-floor`` is
-``aimeasure_judge_var_floor``. A renamed flag or ini key keeps its old spelling for one release as a
-deprecated alias that still works and warns (:class:`AimeasureDeprecationWarning`).
+``aimeasure_judge_var_floor``.
 """
 
 from __future__ import annotations
@@ -102,10 +101,6 @@ def html_report_path(text: str) -> str:
     return value
 
 
-class AimeasureDeprecationWarning(pytest.PytestDeprecationWarning):
-    """A deprecated spelling of an option or ini key was used; it is removed in the next release."""
-
-
 @dataclass(frozen=True)
 class Option:
     flag: str
@@ -117,12 +112,6 @@ class Option:
     flag_only: bool = False  # a switch (store_true)
     optional_value: str | None = None  # nargs="?": the value when the flag is given bare
     metavar: str | None = None
-    deprecated_flag: str | None = None  # the old spelling, still accepted (with a warning)
-    deprecated_ini: str | None = None
-
-    @property
-    def deprecated_dest(self) -> str:
-        return "aimeasure_deprecated_" + self.dest
 
 
 OPTIONS: tuple[Option, ...] = (
@@ -290,7 +279,6 @@ OPTIONS: tuple[Option, ...] = (
         "aimeasure-baseline.json",
         "aimeasure_baseline",
         metavar="PATH",
-        deprecated_flag="--baseline",
     ),
     Option(
         "--update-baseline",
@@ -337,7 +325,6 @@ OPTIONS: tuple[Option, ...] = (
         "fail",
         "aimeasure_drift",
         metavar="fail|warn|off",
-        deprecated_flag="--drift",
     ),
     Option(
         "--aimeasure-json",
@@ -375,7 +362,6 @@ OPTIONS: tuple[Option, ...] = (
         None,
         optional_value="latest",
         metavar="RUN_ID",
-        deprecated_flag="--rejudge",
     ),
     Option(
         "--aimeasure-resume",
@@ -386,7 +372,6 @@ OPTIONS: tuple[Option, ...] = (
         None,
         optional_value="latest",
         metavar="RUN_ID",
-        deprecated_flag="--resume",
     ),
     Option(
         "--judge-var-floor",
@@ -396,7 +381,6 @@ OPTIONS: tuple[Option, ...] = (
         1 / 12,
         "aimeasure_judge_var_floor",
         metavar="VARIANCE",
-        deprecated_ini="aimeasure_var_floor",
     ),
     Option(
         "--judge-calibrate",
@@ -442,8 +426,6 @@ OPTIONS: tuple[Option, ...] = (
 ANCHORS_INI = "aimeasure_anchors"
 
 BY_DEST = {opt.dest: opt for opt in OPTIONS}
-RENAMED = {opt.deprecated_flag: opt.flag for opt in OPTIONS if opt.deprecated_flag}
-"""Deprecated flag -> its current spelling."""
 UNPREFIXED = ("--ai-judge", "--offline-judge-model", "--update-baseline", "--prune-baseline")
 """Flags that keep their established names; every other flag starts with --judge- or --aimeasure-."""
 
@@ -457,24 +439,9 @@ def add_options(parser: pytest.Parser) -> None:
     group = parser.getgroup("aimeasure", "AI measurement (pytest-aimeasure)")
     for opt in OPTIONS:
         ini_note = f" [ini: {opt.ini}]" if opt.ini else ""
-        _add_flag(group, opt, opt.flag, opt.dest, opt.help + ini_note)
-        if opt.deprecated_flag:
-            _add_flag(
-                group,
-                opt,
-                opt.deprecated_flag,
-                opt.deprecated_dest,
-                f"Deprecated spelling of {opt.flag}; removed in the next release.",
-            )
+        _add_flag(group, opt, opt.help + ini_note)
         if opt.ini:
             parser.addini(opt.ini, opt.help + f" (ini twin of {opt.flag})", type="string", default="")
-        if opt.deprecated_ini:
-            parser.addini(
-                opt.deprecated_ini,
-                f"Deprecated spelling of {opt.ini}; removed in the next release.",
-                type="string",
-                default="",
-            )
 
     parser.addini(
         ANCHORS_INI,
@@ -484,13 +451,14 @@ def add_options(parser: pytest.Parser) -> None:
         default=[],
     )
 
-def _add_flag(group: pytest.OptionGroup, opt: Option, flag: str, dest: str, help: str) -> None:
+
+def _add_flag(group: pytest.OptionGroup, opt: Option, help: str) -> None:
     if opt.flag_only:
-        group.addoption(flag, action="store_true", dest=dest, default=None, help=help)
+        group.addoption(opt.flag, action="store_true", dest=opt.dest, default=None, help=help)
     elif opt.optional_value is not None:
         group.addoption(
-            flag,
-            dest=dest,
+            opt.flag,
+            dest=opt.dest,
             nargs="?",
             const=opt.optional_value,
             default=None,
@@ -499,7 +467,7 @@ def _add_flag(group: pytest.OptionGroup, opt: Option, flag: str, dest: str, help
             help=help,
         )
     else:
-        group.addoption(flag, dest=dest, default=None, type=opt.parse, metavar=opt.metavar, help=help)
+        group.addoption(opt.flag, dest=opt.dest, default=None, type=opt.parse, metavar=opt.metavar, help=help)
 
 
 def _given(value: Any) -> bool:
@@ -507,60 +475,18 @@ def _given(value: Any) -> bool:
 
 
 def get(config: pytest.Config, dest: str) -> Any:
-    """The option's value: command line, else ini (parsed, with the key named on error), else default.
-
-    A deprecated spelling counts when the current one is not given (:func:`warn_deprecated` says so).
-    """
+    """The option's value: command line, else ini (parsed, with the key named on error), else default."""
     opt = BY_DEST[dest]
     value = config.getoption(dest, None)
-    if not _given(value) and opt.deprecated_flag:
-        value = config.getoption(opt.deprecated_dest, None)
     if _given(value):
         return value
-    for key in (opt.ini, opt.deprecated_ini):
-        if key is None:
-            continue
-        raw = config.getini(key)
+    if opt.ini is not None:
+        raw = config.getini(opt.ini)
         if isinstance(raw, str) and raw.strip():
             try:
                 return opt.parse(raw)
             except argparse.ArgumentTypeError as exc:
                 raise pytest.UsageError(
-                    f"ini option {key} = {raw!r}: {exc} (or pass {opt.flag})"
+                    f"ini option {opt.ini} = {raw!r}: {exc} (or pass {opt.flag})"
                 ) from None
     return opt.default
-
-
-def deprecated_uses(config: pytest.Config) -> list[str]:
-    """One message for each deprecated spelling this session uses, naming the current one."""
-    messages: list[str] = []
-    for opt in OPTIONS:
-        if opt.deprecated_flag and _given(config.getoption(opt.deprecated_dest, None)):
-            text = (
-                f"{opt.deprecated_flag} is deprecated: use {opt.flag} "
-                "(the old spelling goes in the next release)"
-            )
-            if _given(config.getoption(opt.dest, None)):
-                text += f"; {opt.flag} is given too, so {opt.deprecated_flag} is ignored"
-            messages.append(text)
-        if opt.deprecated_ini and opt.ini:
-            raw = config.getini(opt.deprecated_ini)
-            if isinstance(raw, str) and raw.strip():
-                where = f" in {config.inipath.name}" if config.inipath is not None else ""
-                text = (
-                    f"ini option {opt.deprecated_ini} is deprecated: rename it to {opt.ini}{where} "
-                    "(the old key goes in the next release)"
-                )
-                new_raw = config.getini(opt.ini)
-                if isinstance(new_raw, str) and new_raw.strip():
-                    text += f"; {opt.ini} is set too, so {opt.deprecated_ini} is ignored"
-                messages.append(text)
-    return messages
-
-
-def warn_deprecated(config: pytest.Config) -> None:
-    """Warn (once, on the controller) about each deprecated spelling in use."""
-    if hasattr(config, "workerinput"):
-        return  # the controller has the same command line and ini file, and warns for both
-    for message in deprecated_uses(config):
-        config.issue_config_time_warning(AimeasureDeprecationWarning(message), stacklevel=3)

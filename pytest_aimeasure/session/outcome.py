@@ -62,7 +62,7 @@ class Outcome:
     gone: list[str] = field(default_factory=list)  # baseline entries whose tests no longer exist
     passed: bool = True
     tables: dict[str, Any] = field(default_factory=dict)  # suites: targets side by side
-    interrupted: bool = False  # Ctrl-C: the run can be continued with --resume
+    interrupted: bool = False  # Ctrl-C: the run can be continued with --aimeasure-resume
     calibration: dict[str, Any] = field(default_factory=dict)  # per dimension: κ, bias, status
     attribution: dict[str, Any] = field(default_factory=dict)  # per dimension: judge and system parts
 

@@ -119,7 +119,7 @@ def _under(nodeid: str, prefixes: list[str] | None) -> bool:
 
 
 class _RunChoice:
-    """What a bare ``--rejudge`` / ``--resume`` needs of a run (see :meth:`RunStore.latest`)."""
+    """What a a bare ``--aimeasure-rejudge`` or ``-resume`` needs of a run (see :meth:`RunStore.latest`)."""
 
     def __init__(self, store: RunStore, s: Settings, config: pytest.Config) -> None:
         self.store = store

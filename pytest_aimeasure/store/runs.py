@@ -731,9 +731,9 @@ class RunStore:
         """The one way a run is chosen as "latest": the newest readable run that ``usable`` accepts.
 
         ``usable(meta)`` returns None for a run that will do, else why it will not; the CLI's
-        ``latest`` takes any readable run, ``--rejudge``/``--resume`` pass what the session needs.
-        When no run will do, the error lists the candidates (newest first) with the reason each was
-        passed over, and the folders that could not be read."""
+        ``latest`` takes any readable run, ``--aimeasure-rejudge``/``--aimeasure-resume`` pass what the
+        session needs. When no run will do, the error lists the candidates (newest first) with the
+        reason each was passed over, and the folders that could not be read."""
         passed_over: list[str] = []
         for meta in self.newest_runs():
             why = usable(meta) if usable is not None else None

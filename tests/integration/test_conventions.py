@@ -1,4 +1,4 @@
-"""pytest's conventions: prefixed flags (old spellings as deprecated aliases), the report header, an
+"""pytest's conventions: prefixed flags, the report header, an
 aimeasure section that follows -q/-v and colours its verdicts, misuse inside a test as a test failure."""
 
 from __future__ import annotations
@@ -61,108 +61,6 @@ def test_every_flag_is_prefixed_and_every_ini_key_follows_its_flag() -> None:
             assert opt.ini == options.ini_name(opt.flag), (
                 f"{opt.flag}: ini key must be {options.ini_name(opt.flag)}"
             )
-    assert options.RENAMED == {
-        "--baseline": "--aimeasure-baseline",
-        "--drift": "--aimeasure-drift",
-        "--rejudge": "--aimeasure-rejudge",
-        "--resume": "--aimeasure-resume",
-    }
-
-
-# -- deprecated spellings -------------------------------------------------------------------------
-@pytest.mark.parametrize(
-    ("old", "new", "dest", "value"),
-    [
-        ("--baseline=old.json", "--aimeasure-baseline", "baseline", "'old.json'"),
-        ("--drift=warn", "--aimeasure-drift", "drift", "'warn'"),
-        ("--rejudge=latest", "--aimeasure-rejudge", "rejudge", "'latest'"),
-        ("--resume", "--aimeasure-resume", "resume", "'latest'"),
-    ],
-)
-def test_an_old_flag_still_works_and_warns_with_the_new_spelling(
-    pytester: pytest.Pytester, old: str, new: str, dest: str, value: str
-) -> None:
-    if dest in ("rejudge", "resume"):
-        pytester.makeconftest(SCORER)
-        pytester.makepyfile(test_story=ONE_GOOD_DIMENSION)
-        pytester.runpytest(*JUDGE).assert_outcomes(passed=1)  # a run to rejudge or resume
-    pytester.makepyfile(SEEN.replace("{dest}", dest))
-    result = pytester.runpytest(*JUDGE, old, "-s", "-k", "seen")
-    result.assert_outcomes(passed=1)
-    result.stdout.fnmatch_lines([f"*SEEN {value}*"])
-    result.stdout.fnmatch_lines(
-        [
-            "*warnings summary*",
-            f"*AimeasureDeprecationWarning: {old.split('=')[0]} is deprecated: use {new} (the old spelling "
-            "goes in the next release)",
-        ]
-    )
-
-
-def test_the_new_spelling_wins_over_the_old_and_the_warning_says_so(pytester: pytest.Pytester) -> None:
-    pytester.makepyfile(SEEN.replace("{dest}", "drift"))
-    result = pytester.runpytest(*JUDGE, "--drift=off", "--aimeasure-drift=warn", "-s")
-    result.stdout.fnmatch_lines(
-        ["*SEEN 'warn'*", "*--drift is deprecated*; --aimeasure-drift is given too, so --drift is ignored"]
-    )
-
-
-def test_the_new_spellings_do_not_warn(pytester: pytest.Pytester) -> None:
-    pytester.makepyfile(SEEN.replace("{dest}", "drift"))
-    pytester.makeini("[pytest]\naimeasure_judge_var_floor = 0.2\n")
-    result = pytester.runpytest(*JUDGE, "--aimeasure-drift=warn", "--aimeasure-baseline=b.json", "-s")
-    result.assert_outcomes(passed=1)
-    assert "deprecated" not in result.stdout.str()
-
-
-def test_the_old_baseline_flag_writes_the_named_baseline(pytester: pytest.Pytester) -> None:
-    pytester.makeconftest(SCORER)
-    pytester.makepyfile(test_story=ONE_GOOD_DIMENSION)
-    result = pytester.runpytest(*JUDGE, "--baseline=old-name.json", "--update-baseline")
-    result.assert_outcomes(passed=1)
-    assert (pytester.path / "old-name.json").exists()
-    assert not (pytester.path / "aimeasure-baseline.json").exists()
-    result.stdout.fnmatch_lines(["*--baseline is deprecated: use --aimeasure-baseline*"])
-
-
-def test_the_old_ini_key_still_works_and_warns(pytester: pytest.Pytester) -> None:
-    pytester.makeini("[pytest]\naimeasure_var_floor = 0.25\n")
-    pytester.makepyfile(SEEN.replace("{dest}", "judge_var_floor"))
-    result = pytester.runpytest("-s")
-    result.assert_outcomes(passed=1)
-    result.stdout.fnmatch_lines(
-        [
-            "*SEEN 0.25*",
-            "*AimeasureDeprecationWarning: ini option aimeasure_var_floor is deprecated: rename it to "
-            "aimeasure_judge_var_floor in tox.ini (the old key goes in the next release)",
-        ]
-    )
-
-
-def test_a_bad_value_under_the_old_ini_key_is_named(pytester: pytest.Pytester) -> None:
-    pytester.makeini("[pytest]\naimeasure_var_floor = -1\n")
-    result = pytester.runpytest()
-    assert result.ret == pytest.ExitCode.USAGE_ERROR
-    result.stderr.fnmatch_lines(["*ini option aimeasure_var_floor = '-1': expected a number > 0*"])
-
-
-def test_the_deprecation_can_be_made_an_error(pytester: pytest.Pytester) -> None:
-    pytester.makepyfile(SEEN.replace("{dest}", "drift"))
-    result = pytester.runpytest(
-        "--drift=warn", "-W", "error::pytest_aimeasure.session.options.AimeasureDeprecationWarning"
-    )
-    assert result.ret != pytest.ExitCode.OK
-    assert "--drift is deprecated" in result.stdout.str() + result.stderr.str()
-
-
-def test_advice_uses_the_new_spelling_of_an_old_flag(pytester: pytest.Pytester) -> None:
-    pytester.makeconftest(SCORER)
-    pytester.makepyfile(test_story=ONE_GOOD_DIMENSION)
-    result = pytester.runpytest(*JUDGE, "--baseline=b.json")
-    result.stdout.fnmatch_lines(
-        ["*record the new items in the baseline with  pytest *--aimeasure-baseline=b.json*"]
-    )
-    assert not re.search(r"pytest .*(?<![\w-])--baseline=", result.stdout.str().split("Next:")[-1])
 
 
 # -- the report header ----------------------------------------------------------------------------

@@ -808,7 +808,7 @@ def test_run_records_metadata_artifacts_once_and_the_cli_reads_it(
 
 
 # --------------------------------------------------------------------------------------------------
-# choosing a run: bare --rejudge / --resume, broken folders, no phantom runs (issue 10, item 4)
+# choosing a run: bare --aimeasure-rejudge / -resume, broken folders, no phantom runs (issue 10, item 4)
 # --------------------------------------------------------------------------------------------------
 
 

@@ -196,7 +196,6 @@ its own floor or above (siblings on one floor stay independent)."""
 NOT_YET_DOWN = {
     ("pytest_aimeasure.report.junit", "pytest_aimeasure.session.outcome"),
     ("pytest_aimeasure.report.summary", "pytest_aimeasure.session.settings"),
-    ("pytest_aimeasure.report.terminal", "pytest_aimeasure.session.options"),
     ("pytest_aimeasure.report.terminal", "pytest_aimeasure.session.settings"),
 }
 """Reports that still read the session's own types; the one report model (issue 21) removes them.
