@@ -13,6 +13,7 @@ from pytest_aimeasure.session.keys import item_nodeid
 
 __all__ = [
     "DIMENSION_KWARGS",
+    "FLOOR_SCALES",
     "MARKER_LINES",
     "PlannedItem",
     "calibration_marker_problem",
@@ -31,14 +32,17 @@ MARKER_LINES = (
     "escalate=None): a quality graded 1-5 by the LLM judge against a floor (needs --ai-judge); "
     "samples='auto' samples adaptively; judge= overrides --judge-model for this dimension, escalate= "
     "names a stronger model that re-judges an item whose samples disagree by 2+ points or straddle "
-    "the floor.",
+    "the floor; floor_scale='human' checks the floor on the human scale a calibration measured.",
 )
 """The ``markers`` ini lines (``pytest --markers``)."""
 
 DIMENSION_KWARGS = (
     *("floor", "samples", "tolerance", "rubric", "phase", "judge", "escalate"),
-    *("anchors", "min_kappa", "max_abs_bias"),  # calibration
+    *("anchors", "min_kappa", "max_abs_bias", "floor_scale"),  # calibration
 )
+FLOOR_SCALES = ("judge", "human")
+"""``floor_scale=``: the floor is checked on the judge's scores (default) or on the human scale a
+calibration measured (calibrate/ppi.py)."""
 
 
 ModelCheck = Callable[[str], "str | None"]
@@ -116,7 +120,8 @@ def judge_marker_problem(kwargs: Mapping[str, Any], model_problem: ModelCheck | 
 
 
 def calibration_marker_problem(kwargs: Mapping[str, Any]) -> str | None:
-    """Why the marker's calibration keywords (anchors=, min_kappa=, max_abs_bias=) are invalid."""
+    """Why the marker's calibration keywords (anchors=, min_kappa=, max_abs_bias=, floor_scale=) are
+    invalid."""
     anchors = kwargs.get("anchors")
     names = [anchors] if isinstance(anchors, str) else anchors
     if anchors is not None and not (
@@ -131,6 +136,9 @@ def calibration_marker_problem(kwargs: Mapping[str, Any]) -> str | None:
         number = isinstance(value, (int, float)) and not isinstance(value, bool)
         if value is not None and (not number or value < low):
             return f"@pytest.mark.dimension {key}={value!r} must be a number >= {low:g}"
+    scale = kwargs.get("floor_scale", "judge")
+    if scale not in FLOOR_SCALES:
+        return f"@pytest.mark.dimension floor_scale={scale!r} must be 'judge' or 'human'"
     return None
 
 

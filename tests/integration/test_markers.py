@@ -71,6 +71,7 @@ def test_plugin_import_pulls_in_no_sdk() -> None:
         ("dimension(floor=3)", "needs the dimension's name"),
         ('dimension("")', "needs the dimension's name"),
         ("gate(strict=True)", "@pytest.mark.gate takes no arguments"),
+        ('dimension("tone", floor_scale="people")', "floor_scale='people' must be 'judge' or 'human'"),
     ],
 )
 def test_invalid_marker_is_a_collection_error_naming_test_and_argument(
