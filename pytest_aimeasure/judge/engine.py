@@ -99,6 +99,13 @@ class NotJudged(Exception):
         self.reason = reason
 
 
+class Interrupted(NotJudged):
+    """The session was interrupted (Ctrl-C, SIGTERM) before this call was sent: it never goes out."""
+
+    def __init__(self) -> None:
+        super().__init__("interrupted", "not judged: the session was interrupted before this call was sent")
+
+
 class SampleSink(Protocol):
     """Where samples are looked up before a call and recorded after it (the run store)."""
 
@@ -283,6 +290,7 @@ class JudgeEngine:
         self._connection_failures: dict[str, int] = {}
         self._unreachable: dict[str, str] = {}
         self._loop = LoopThread("aimeasure-judge")
+        self._stopped = threading.Event()
         self._frozen = False
         self._refrozen = False
 
@@ -293,6 +301,15 @@ class JudgeEngine:
 
     def run(self, coro: Coroutine[Any, Any, T]) -> T:
         return self._loop.run(coro)
+
+    def stop_calls(self) -> None:
+        """The session is interrupted: no call that was not sent yet goes out (queued ones, retries,
+        later samples fail with :class:`Interrupted`); the calls in flight may still land. Thread-safe."""
+        self._stopped.set()
+
+    def _check_running(self) -> None:
+        if self._stopped.is_set():
+            raise Interrupted
 
     def close(self) -> None:
         if not self._loop.started:
@@ -611,6 +628,7 @@ class JudgeEngine:
             self._unreachable.setdefault(key, error.unreachable)
 
     async def _call(self, backend: Backend, request: JudgeRequest, prompt_chars: int) -> JudgeReply:
+        self._check_running()
         self._check_reachable(backend)
         reservation = None
         if self.budget is not None:
@@ -648,7 +666,9 @@ class JudgeEngine:
             token = await limit.acquire()
             pause = 0.0
             try:
-                # Checked again once a slot is free: calls queued behind the failing ones never go out.
+                # Checked again once a slot is free: calls queued behind the failing ones (or queued
+                # when the session was interrupted) never go out.
+                self._check_running()
                 self._check_reachable(backend)
                 reply = await backend.judge(request)
             except RateLimited as exc:
@@ -683,6 +703,7 @@ class JudgeEngine:
         overload or rate limit) joins the next batch, up to ``retries`` times."""
         attempts = self.settings.retries + 1
         for attempt in range(attempts):
+            self._check_running()
             try:
                 return await backend.judge(request)
             except BackendError as error:

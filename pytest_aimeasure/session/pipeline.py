@@ -64,9 +64,11 @@ def _raiser(exc: BaseException) -> Callable[[], None]:
 class Pipeline:
     """The held items of one process, in collection order."""
 
-    def __init__(self, config: pytest.Config, depth: int) -> None:
+    def __init__(self, config: pytest.Config, depth: int, stop_calls: Callable[[], None]) -> None:
         self.config = config
         self.depth = depth
+        self.stop_calls = stop_calls
+        """Ctrl-C: stop the judge from sending the calls that have not gone out yet."""
         self.queue: deque[Held] = deque()
         self.building: Held | None = None
         self._aside: tuple[pytest.Item, str] | None = None
@@ -180,6 +182,7 @@ class Pipeline:
         log the items whose verdicts landed (their samples are journaled already), give up on the
         rest (a resumed run asks only for the samples that are missing). A second Ctrl-C gives up
         at once."""
+        self.stop_calls()  # the grace is for the calls in flight, not for those still queued
         deadline = time.monotonic() + ABANDON_GRACE_S
         try:
             for entry in self.queue:

@@ -85,8 +85,13 @@ class SessionState:
         if self.judging and self.settings.pipeline > 0 and not self.dry_run and not debugging:
             from pytest_aimeasure.session.pipeline import Pipeline
 
-            self.pipeline = Pipeline(self.config, self.settings.pipeline)
+            self.pipeline = Pipeline(self.config, self.settings.pipeline, self.stop_calls)
         return self.pipeline
+
+    def stop_calls(self) -> None:
+        """The session is interrupted: the judge sends no call that has not gone out yet."""
+        if self._engine is not None:
+            self._engine.stop_calls()
 
     # -- start -----------------------------------------------------------------------------------
     def start(self) -> None:

@@ -1,0 +1,113 @@
+"""Ctrl-C and SIGTERM in the middle of a judged session, against the local provider server: what is
+still called after the signal, what is reported, and what the run store says. The signal goes to a
+pytest subprocess's whole process group, as a terminal's Ctrl-C does (xdist workers get it too)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from collections.abc import Iterator
+
+import pytest
+
+from pytest_aimeasure.testing import ProviderServer
+
+ITEMS = 40
+SAMPLES = 3
+LATENCY_S = 1.0
+MARGIN_S = 0.15
+"""A call the engine had already sent when the signal came may reach the server a moment later."""
+
+MANY_ITEMS = f"""
+    import pytest
+
+    @pytest.mark.dimension("tone", rubric="5 = calm; 1 = shouting")
+    @pytest.mark.parametrize("n", range({ITEMS}))
+    def test_tone(judge, n):
+        judge.score(f"The fox apologised, take {{n}}.")
+"""
+
+
+@pytest.fixture
+def server() -> Iterator[ProviderServer]:
+    with ProviderServer(latency=LATENCY_S) as running:
+        yield running
+
+
+@pytest.fixture
+def project(
+    pytester: pytest.Pytester, server: ProviderServer, monkeypatch: pytest.MonkeyPatch
+) -> pytest.Pytester:
+    monkeypatch.setenv("ANTHROPIC_BASE_URL", server.url)
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "test-key")
+    monkeypatch.delenv("ANTHROPIC_AUTH_TOKEN", raising=False)
+    pytester.makepyfile(test_story=textwrap.dedent(MANY_ITEMS))
+    return pytester
+
+
+def start(project: pytest.Pytester, *extra: str) -> subprocess.Popen[bytes]:
+    """The session in its own process group, so a signal reaches it as a terminal's would."""
+    return subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-p",
+            "no:cacheprovider",
+            "--ai-judge",
+            "--judge-model=anthropic/claude-haiku-4-5",
+            f"--judge-samples={SAMPLES}",
+            "--judge-concurrency=4",
+            "--aimeasure-json=out.json",
+            "--junitxml=junit.xml",
+            *extra,
+        ],
+        cwd=project.path,
+        env=dict(os.environ),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
+
+
+def signal_when_busy(proc: subprocess.Popen[bytes], server: ProviderServer, sig: int, calls: int) -> float:
+    """Wait (bounded) until ``calls`` judge calls reached the server, send ``sig`` to the session's
+    process group and return when it was sent (``time.monotonic``, the server's clock)."""
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and proc.poll() is None and server.calls < calls:
+        time.sleep(0.01)
+    assert proc.poll() is None and server.calls >= calls, "the session ended before the signal"
+    sent = time.monotonic()
+    os.killpg(proc.pid, sig)
+    return sent
+
+
+def finish(proc: subprocess.Popen[bytes]) -> tuple[int, str]:
+    try:
+        out, _ = proc.communicate(timeout=60)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        out, _ = proc.communicate(timeout=30)
+        pytest.fail(f"the session did not end within 60 s of the signal:\n{out.decode(errors='replace')}")
+    return proc.returncode, out.decode(errors="replace")
+
+
+XDIST = pytest.mark.parametrize("workers", [[], ["-n", "2"]], ids=["serial", "xdist"])
+
+
+@XDIST
+def test_ctrl_c_starts_no_call_that_was_not_sent_yet(
+    project: pytest.Pytester, server: ProviderServer, workers: list[str]
+) -> None:
+    # Every call takes 1 s, 4 at a time per process (the pipeline keeps many more queued). Before, the
+    # queued calls kept going out during the 2 s the calls in flight are given to land.
+    proc = start(project, *workers)
+    sent = signal_when_busy(proc, server, signal.SIGINT, calls=4 * max(1, len(workers)))
+    code, out = finish(proc)
+    assert code == pytest.ExitCode.INTERRUPTED, out
+    late = [r for r in server.requests if r.started > sent + MARGIN_S]
+    assert late == [], f"{len(late)} judge call(s) started after Ctrl-C"
