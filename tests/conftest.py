@@ -76,10 +76,10 @@ def serve(
 ) -> Iterator[Callable[[Callable[[SeenRequest], int]], ProviderServer]]:
     """Start local provider servers with a scorer; the anthropic SDK is pointed at the last one::
 
-        def test_it(serve, pytester):
-            server = serve(lambda seen: 4)
-            pytester.runpytest("--ai-judge", "--judge-model", "anthropic/claude-test")
-            assert server.calls == 3
+    def test_it(serve, pytester):
+        server = serve(lambda seen: 4)
+        pytester.runpytest("--ai-judge", "--judge-model", "anthropic/claude-test")
+        assert server.calls == 3
     """
     servers: list[ProviderServer] = []
 

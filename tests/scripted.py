@@ -22,11 +22,11 @@ def scores_conftest(*, default: list[int] | None = None, rationale: str = "") ->
     rationale ``scripted <name> #<k>`` (then ``rationale``). ``default``: the scores of a test the table
     does not name (without it such a test is a judge error)."""
     scores = "table[name]" if default is None else f"table.get(name, {default!r})"
-    return f'''
+    return f"""
 import json, pathlib
 
 def pytest_aimeasure_scripted_verdict(call, config):
     table = json.loads(pathlib.Path(config.rootpath, "scores.json").read_text())
     name = call.nodeid.split("::")[-1]
     return {scores}[call.index], f"scripted {{name}} #{{call.index}}{rationale}"
-'''
+"""

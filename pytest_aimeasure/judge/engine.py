@@ -44,6 +44,7 @@ from pytest_aimeasure.judge.backends.base import (
     ProviderRejection,
     RateLimited,
 )
+from pytest_aimeasure.judge.backends.secrets import redact
 from pytest_aimeasure.judge.escalate import with_escalation
 from pytest_aimeasure.judge.item import ItemSpec
 from pytest_aimeasure.judge.limits import MAX_COOLDOWN_S, ProviderLimit, backoff_s
@@ -79,8 +80,9 @@ class JudgeError(Exception):
     """The judge could not produce a valid verdict for an item; no score is recorded for it."""
 
     def __init__(self, message: str, *, raw_outputs: list[str] | None = None) -> None:
-        super().__init__(message)
-        self.raw_outputs = raw_outputs or []
+        # What a provider said is shown and stored with the error: never a key it echoed.
+        super().__init__(redact(message))
+        self.raw_outputs = [redact(raw) for raw in raw_outputs or []]
 
 
 class ProviderUnreachable(JudgeError):

@@ -245,9 +245,7 @@ class MemorySink:
     ) -> Sample | None:
         return self.stored.get(key)
 
-    def record(
-        self, key: SampleKey, *, item_id: str, nodeid: str, sample: Sample, sync: bool = True
-    ) -> None:
+    def record(self, key: SampleKey, *, item_id: str, nodeid: str, sample: Sample, sync: bool = True) -> None:
         self.stored[key] = sample
 
     def sync(self) -> None:

@@ -202,7 +202,6 @@ def test_aimeasure_attribute_splits_the_change_between_two_stored_runs(
     assert main(["--store", store, "attribute", base["run_id"], "no-such-run"]) == 2
 
 
-
 def test_the_judge_dry_run_counts_and_prices_the_attribution_calls(
     project: pytest.Pytester, server: ProviderServer
 ) -> None:

@@ -61,9 +61,7 @@ def project(pytester: pytest.Pytester) -> pytest.Pytester:
     return pytester
 
 
-def run(
-    pytester: pytest.Pytester, *args: str, generous: int = 0
-) -> tuple[pytest.RunResult, dict[str, Any]]:
+def run(pytester: pytest.Pytester, *args: str, generous: int = 0) -> tuple[pytest.RunResult, dict[str, Any]]:
     pytester.makeconftest(SCORER.replace("{generous}", str(generous)))
     argv = ("--ai-judge", "--judge-model", "scripted", "--aimeasure-json", "out.json", "-p", "no:randomly")
     if "-n" in args:

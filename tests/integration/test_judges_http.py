@@ -158,7 +158,9 @@ def test_changing_one_dimensions_judge_leaves_the_others_comparable(
     result, data = session(pytester, "--judge-cache=off", *xdist)
     assert result.ret == 0, result.stdout.str()
     assert {d: c["verdict"] for d, c in data["dimensions"].items()} == {
-        "tone": "stable", "accuracy": "stable", "clarity": "stable"
+        "tone": "stable",
+        "accuracy": "stable",
+        "clarity": "stable",
     }
 
     # tone's judge changes: only tone is not comparable; accuracy and clarity compare as before.
@@ -168,7 +170,9 @@ def test_changing_one_dimensions_judge_leaves_the_others_comparable(
     assert result.ret == 1
     assert server.calls_by_model == {"claude-tone-2": 4 * N, "judge-acc": 4 * N, "claude-base": 4 * N}
     assert {d: c["verdict"] for d, c in data["dimensions"].items()} == {
-        "tone": "not_comparable", "accuracy": "stable", "clarity": "stable"
+        "tone": "not_comparable",
+        "accuracy": "stable",
+        "clarity": "stable",
     }
     assert data["dimensions"]["tone"]["changed_fields"] == ["model"]
     not_comparable = [f for f in data["findings"] if f["kind"] == "not_comparable"]
@@ -457,7 +461,10 @@ def test_a_suite_dimension_has_its_own_judge_and_escalates(
         }
     )
     assert server.calls_by_model == {
-        "gen-model": 2, "claude-base": 2 * N, "claude-opus": N, "judge-acc": 2 * N
+        "gen-model": 2,
+        "claude-base": 2 * N,
+        "claude-opus": N,
+        "judge-acc": 2 * N,
     }
     got = {
         (m["dimension"], "split" if "split" in m["item_id"] else "clear"): m

@@ -39,9 +39,7 @@ def _type_checking_nodes(tree: ast.AST) -> set[int]:
     return skipped
 
 
-def imported_names(
-    tree: ast.AST, module: str, is_package: bool, *, type_checking: bool = False
-) -> set[str]:
+def imported_names(tree: ast.AST, module: str, is_package: bool, *, type_checking: bool = False) -> set[str]:
     """Every dotted name an import statement in ``tree`` may load (a module or a module's member);
     with ``type_checking``, the names imported only for the type checker too."""
     package = module.split(".") if is_package else module.split(".")[:-1]

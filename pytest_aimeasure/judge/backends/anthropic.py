@@ -62,6 +62,7 @@ from pytest_aimeasure.judge.backends.base import (
     rejects_temperature,
     retry_after_of,
 )
+from pytest_aimeasure.judge.backends.secrets import remember
 
 if TYPE_CHECKING:
     from pytest_aimeasure.judge.batch import Batcher, BatchJournal
@@ -105,6 +106,7 @@ class AnthropicBackend(LearnsQuirks):
         self.max_retries = max_retries
         self.base_url = base_url
         self.api_key = api_key
+        remember(api_key)  # a provider echoing it in an error must not put it in a report
         self.quirks = Quirks()
         self._client: Any = None
         self._client_loop: asyncio.AbstractEventLoop | None = None

@@ -21,6 +21,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, runtime_checkable
 
+from pytest_aimeasure.judge.backends.secrets import redact
 from pytest_aimeasure.measure.models import Usage
 
 ToolMode = Literal["forced", "auto", "scripted"]
@@ -97,7 +98,9 @@ class GenerateReply:
 class BackendError(Exception):
     """A call failed for good (after the SDK's own retries). ``status`` is the HTTP status, if any;
     ``unreachable`` is the base URL that could not be connected to (connection refused, DNS failure),
-    so the engine can stop calling a provider that is not there."""
+    so the engine can stop calling a provider that is not there. The message is kept without any API
+    key a provider echoed in it (:func:`~pytest_aimeasure.judge.backends.secrets.redact`): this is
+    where every provider error enters the package."""
 
     def __init__(
         self,
@@ -107,7 +110,7 @@ class BackendError(Exception):
         retryable: bool = False,
         unreachable: str | None = None,
     ) -> None:
-        super().__init__(message)
+        super().__init__(redact(message))
         self.status = status
         self.retryable = retryable
         self.unreachable = unreachable
@@ -149,7 +152,7 @@ class ProviderRejection(BackendError):
         self, message: str, *, status: int, provider_message: str, retry_after: float | None = None
     ) -> None:
         super().__init__(message, status=status, retryable=status in (408, 409, 429) or status >= 500)
-        self.provider_message = provider_message
+        self.provider_message = redact(provider_message)
         self.retry_after = retry_after
 
 

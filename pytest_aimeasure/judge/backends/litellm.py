@@ -55,6 +55,7 @@ from pytest_aimeasure.judge.backends.base import (
     request_origin,
     retry_after_of,
 )
+from pytest_aimeasure.judge.backends.secrets import remember
 
 if TYPE_CHECKING:
     from pytest_aimeasure.judge.batch import Batcher, BatchJournal
@@ -155,6 +156,7 @@ class LitellmBackend(LearnsQuirks):
         self.max_retries = max_retries
         self.api_base = api_base if api_base is not None else base_url_from_env(prefix)
         self.api_key = api_key
+        remember(api_key)  # a provider echoing it in an error must not put it in a report
         self.quirks = Quirks()
         self._litellm: Any = import_litellm()
         self._called = False  # aclose has background logging to drain only after a call

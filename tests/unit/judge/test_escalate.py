@@ -300,7 +300,6 @@ def replace_scores(m: Measurement, scores: list[int]) -> Measurement:
     )
 
 
-
 # -- aimeasure merge: shards of one session with per-dimension judges and escalations ------------------
 
 

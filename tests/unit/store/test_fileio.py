@@ -95,9 +95,9 @@ def test_fileio_is_the_ground_floor_and_the_only_writer() -> None:
     """fileio imports nothing of the package, and no other module creates temp files or replaces
     files by hand (the run store's delete is a rename of a folder, sqlite's rebuild a swap)."""
     tree = ast.parse((PACKAGE / "fileio.py").read_text())
-    imported = [
-        node.module or "" for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)
-    ] + [alias.name for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names]
+    imported = [node.module or "" for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)] + [
+        alias.name for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names
+    ]
     assert not [name for name in imported if name.startswith("pytest_aimeasure")]
     offenders = []
     for path in PACKAGE.rglob("*.py"):

@@ -1,0 +1,27 @@
+"""Redacting keys from provider error text."""
+
+from __future__ import annotations
+
+import pytest
+
+from pytest_aimeasure.judge.backends.base import ProviderRejection
+from pytest_aimeasure.judge.backends.secrets import REDACTED, redact
+
+KEY = "canary-key-0123456789abcdef"
+STRAY = "sk-proj-CANARY9876543210zyx"
+
+
+def test_redact_takes_out_configured_keys_and_key_shaped_secrets(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SOME_GATEWAY_API_KEY", KEY)
+    monkeypatch.setenv("SHORT_TOKEN", "1")  # too short to be a secret: 1s elsewhere stay
+    assert (
+        redact(f"bad key {KEY}; retry 1 of 1; also {STRAY}.")
+        == f"bad key {REDACTED}; retry 1 of 1; also {REDACTED}."
+    )
+    assert redact("ask-questions and sk-short stay") == "ask-questions and sk-short stay"
+
+
+def test_a_provider_error_keeps_no_configured_key(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ANTHROPIC_API_KEY", KEY)
+    error = ProviderRejection(f"401 for m: bad key {KEY}", status=401, provider_message=f"bad key {KEY}")
+    assert (str(error), error.provider_message) == (f"401 for m: bad key {REDACTED}", f"bad key {REDACTED}")
