@@ -16,6 +16,11 @@ A provider that cannot be reached is not called for ever: after :data:`UNREACHAB
 connection failures (refused, DNS; counted per provider, in this process) every later call of that
 provider fails at once with :class:`ProviderUnreachable`, a judge error that names the base URL and
 records no score, instead of each item spending the SDK's retries and backoff on it again.
+
+A quota that never comes back is not waited for ever either: once a provider has answered nothing but
+429/529 for ``quota_wait`` seconds (``--judge-quota-wait``), the call that got the last one and every
+later call of that provider fail at once with :class:`QuotaExhausted`. While it waits, the engine says
+so through ``notice`` (the session prints it, under ``-q`` too): how long, how many calls wait.
 """
 
 from __future__ import annotations
@@ -71,6 +76,10 @@ PLUGIN_MAJOR = int(__version__.split(".")[0])
 EXCERPT_CHARS = 600
 UNREACHABLE_AFTER = 3
 """Consecutive connection failures after which a provider is no longer called in this session."""
+QUOTA_WAIT_S = 300.0
+"""Seconds of nothing but 429/529 from a provider after which it is given up (``--judge-quota-wait``)."""
+NOTICE_EVERY_S = 10.0
+"""While a provider answers only 429/529: how often the engine says so (at most)."""
 
 SampleKey = tuple[str, str, str, int]
 """(fingerprint digest, prompt hash, artifact sha256, sample index)."""
@@ -87,6 +96,10 @@ class JudgeError(Exception):
 
 class ProviderUnreachable(JudgeError):
     """The provider failed to connect :data:`UNREACHABLE_AFTER` times in a row; no call was made."""
+
+
+class QuotaExhausted(JudgeError):
+    """The provider answered nothing but 429/529 for ``quota_wait`` seconds; no more calls are made."""
 
 
 class ReplayMiss(JudgeError):
@@ -144,6 +157,8 @@ class JudgeSettings:
     max_invalid_retries: int = 2
     retries: int = 4
     """Transport retries per call (``--judge-retries``): 429/529, 5xx, 408/409, timeouts, connections."""
+    quota_wait: float = QUOTA_WAIT_S
+    """Seconds of nothing but 429/529 after which a provider is given up (``--judge-quota-wait``)."""
     var_floor: float = VAR_FLOOR_DEFAULT
     temperature: float | None = 0.0
     max_tokens: int = 1024
@@ -275,8 +290,11 @@ class JudgeEngine:
         budget: BudgetGate | None = None,
         cost: CostFn | None = None,
         estimate: EstimateFn | None = None,
+        notice: Callable[[str], None] | None = None,
     ) -> None:
         self.settings = settings
+        self.notice = notice
+        """Where the engine says what a user waits for (a line, from the loop thread)."""
         self._make_backend = make_backend
         self._prompt = prompt or (lambda dimension: JudgePrompt())
         self.sink = sink
@@ -291,6 +309,10 @@ class JudgeEngine:
         # the base URL of a provider given up on.
         self._connection_failures: dict[str, int] = {}
         self._unreachable: dict[str, str] = {}
+        # Per concurrency key: why a rate-limited provider was given up, and the starved seconds at
+        # the last notice.
+        self._exhausted: dict[str, str] = {}
+        self._noticed: dict[str, float] = {}
         self._loop = LoopThread("aimeasure-judge")
         self._stopped = threading.Event()
         self._frozen = False
@@ -612,6 +634,9 @@ class JudgeEngine:
         raise AssertionError("unreachable")  # pragma: no cover
 
     def _check_reachable(self, backend: Backend) -> None:
+        exhausted = self._exhausted.get(backend.concurrency_key)
+        if exhausted is not None:
+            raise QuotaExhausted(exhausted)
         base = self._unreachable.get(backend.concurrency_key)
         if base is not None:
             raise ProviderUnreachable(
@@ -628,6 +653,37 @@ class JudgeEngine:
         self._connection_failures[key] = failures = self._connection_failures.get(key, 0) + 1
         if failures >= UNREACHABLE_AFTER:
             self._unreachable.setdefault(key, error.unreachable)
+
+    def _note_starving(self, backend: Backend, limit: ProviderLimit) -> None:
+        """After a 429/529: say how long the provider has refused, and give it up (raising
+        :class:`QuotaExhausted`) once that reaches ``quota_wait``."""
+        key, wait = backend.concurrency_key, self.settings.quota_wait
+        starved = limit.starved_s()
+        if starved >= wait:
+            if key not in self._exhausted:
+                self._exhausted[key] = (
+                    f"not judged: rate-limited: quota exhausted? {backend.provider} answered nothing but "
+                    f"429/529 for {starved:.0f} s ({limit.limited_in_a_row} responses in a row; "
+                    f"--judge-quota-wait {wait:g}), so it is not called again this session; check the "
+                    "account's quota and rate limits, then judge what is missing with --aimeasure-resume"
+                )
+                limit.give_up()
+                self._say(f"{backend.provider}: {self._exhausted[key]}")
+            raise QuotaExhausted(self._exhausted[key])
+        step = min(NOTICE_EVERY_S, wait / 4)
+        if starved >= self._noticed.get(key, 0.0) + step:
+            self._noticed[key] = starved
+            self._say(
+                f"{backend.provider} is rate-limited (429/529) for {starved:.0f} s now: "
+                f"{limit.limited_in_a_row} responses in a row, {limit.waiting + limit.in_flight} calls "
+                f"waiting or in flight, limit {limit.limit}; given up after {wait:g} s without an "
+                "answer (--judge-quota-wait)"
+            )
+
+    def _say(self, text: str) -> None:
+        if self.notice is not None:
+            with contextlib.suppress(Exception):  # a notice never breaks a judge call
+                self.notice(f"aimeasure: {text}")
 
     async def _call(self, backend: Backend, request: JudgeRequest, prompt_chars: int) -> JudgeReply:
         self._check_running()
@@ -678,6 +734,7 @@ class JudgeEngine:
                 limit.note_rate_limit(token, exc.retry_after)
                 limit.release()
                 self._note_connection(backend, None)  # it answered: it is there
+                self._note_starving(backend, limit)
                 error: BackendError = exc
             except BackendError as exc:
                 limit.release()
@@ -693,6 +750,7 @@ class JudgeEngine:
                 limit.release()
                 limit.note_success(token)
                 self._note_connection(backend, None)
+                self._noticed.pop(backend.concurrency_key, None)
                 return reply
             self._retry_or_give_up(backend, error, attempt)
             if pause:

@@ -61,6 +61,8 @@ class ProviderLimit:
         self.waited_s = 0.0
         """Seconds the provider was paused by rate limits (overlapping cooldowns counted once)."""
         self.lowest_limit = ceiling
+        self.limited_since: float | None = None
+        """When the provider's answers became nothing but 429/529 (None: its last answer was one)."""
         self._clock = clock
         self._window = 0  # bumped by every decrease
         self._successes = 0  # in the current window, since the last change
@@ -73,6 +75,28 @@ class ProviderLimit:
     def cooling(self) -> bool:
         """True while a rate limit pauses every call."""
         return self._clock() < self.cooldown_until
+
+    @property
+    def waiting(self) -> int:
+        """Calls waiting for a slot."""
+        return len(self._waiters)
+
+    @property
+    def limited_in_a_row(self) -> int:
+        """429/529 responses since the provider's last answer."""
+        return self._streak
+
+    def starved_s(self) -> float:
+        """Seconds the provider has answered nothing but 429/529 (0 when its last answer was one)."""
+        return 0.0 if self.limited_since is None else self._clock() - self.limited_since
+
+    def give_up(self) -> None:
+        """End the cooldown now, so the waiting calls take their slots and find the provider given up."""
+        self.cooldown_until = float("-inf")
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        self._wake()
 
     def _may_start(self) -> bool:
         return self.in_flight < self.limit and not self.cooling
@@ -125,6 +149,7 @@ class ProviderLimit:
         """A call that started in window ``token`` got an answer: after ``limit`` of them in the
         current window the limit grows by one (up to the ceiling)."""
         self._streak = 0
+        self.limited_since = None
         if token != self._window or self.limit >= self.ceiling:
             return
         self._successes += 1
@@ -139,6 +164,8 @@ class ProviderLimit:
         pause in seconds."""
         self.rate_limited += 1
         self._streak += 1
+        if self.limited_since is None:
+            self.limited_since = self._clock()
         if token == self._window:
             self.limit = max(1, self.limit // 2)
             self.lowest_limit = min(self.lowest_limit, self.limit)

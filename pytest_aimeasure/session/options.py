@@ -224,6 +224,17 @@ OPTIONS: tuple[Option, ...] = (
         metavar="N",
     ),
     Option(
+        "--judge-quota-wait",
+        "judge_quota_wait",
+        "Seconds a provider may answer nothing but 429/529 before it is given up: its calls end as judge "
+        "errors 'rate-limited: quota exhausted?' (default 300). While it waits, a line says so, under "
+        "-q too.",
+        positive_float,
+        300.0,
+        "aimeasure_judge_quota_wait",
+        metavar="SECONDS",
+    ),
+    Option(
         "--judge-cache",
         "judge_cache",
         "Sample cache: on (reuse stored samples), off, or replay (offline: a miss is an error).",

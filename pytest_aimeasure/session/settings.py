@@ -51,6 +51,7 @@ class Settings:
     pipeline: int = 0  # dimension tests whose verdicts may be pending at once (--judge-pipeline)
     batch: bool = False  # --judge-batch: judge calls through the Message Batches API
     batch_poll: float = 5.0
+    quota_wait: float = 300.0  # --judge-quota-wait: seconds of nothing but 429/529 before giving up
 
     @classmethod
     def from_config(cls, config: pytest.Config) -> Settings:
@@ -172,6 +173,7 @@ class Settings:
             pipeline=pipeline,
             batch=batch,
             batch_poll=options.get(config, "judge_batch_poll"),
+            quota_wait=options.get(config, "judge_quota_wait"),
         )
 
     def calls(self, samples: Samples | None = None) -> tuple[int, int]:

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from pytest_aimeasure.measure.artifact import ArtifactRegistry
+from pytest_aimeasure.session.console import Console
 from pytest_aimeasure.session.outcome import Outcome, SessionFailure
 from pytest_aimeasure.session.settings import Settings
 
@@ -48,6 +49,7 @@ class SessionState:
         self.baseline: Any = None  # the loaded BaselineFile (controller only), None when there is none
         self._worker_baseline: Any = None  # a worker's read-only copy, for adaptive sampling only
         self._warm_thread: threading.Thread | None = None
+        self.console: Console | None = None  # the terminal, for the judge's notices (judging only)
         # Calibration: anchor references (markers; workers hand theirs over), the stored calibration,
         # the measured variance floors it gives, and this session's findings from it.
         self.anchor_refs: list[dict[str, Any]] = []
@@ -106,6 +108,7 @@ class SessionState:
             except BaselineError as exc:
                 raise pytest.UsageError(str(exc)) from None
         if self.judging:
+            self.console = Console()  # now, before pytest captures a test's output
             self._load_calibration()
             self._warm_sdk()
             from pytest_aimeasure.session.recording import Recording
@@ -336,6 +339,7 @@ class SessionState:
                 concurrency=s.concurrency,
                 timeout=s.timeout,
                 retries=s.retries,
+                quota_wait=s.quota_wait,
                 var_floor=s.var_floor,
                 var_floors=dict(self.var_floors),
                 replay=s.cache == "replay",
@@ -346,6 +350,7 @@ class SessionState:
             budget=rec.budget if rec is not None else None,
             cost=rec.cost if rec is not None else None,
             estimate=rec.estimate if rec is not None else None,
+            notice=self.console.line if self.console is not None else None,
         )
 
     def budget_text(self) -> str:
@@ -571,6 +576,9 @@ class SessionState:
             self._engine = None
         if self.recording is not None:
             self.recording.close()
+        if self.console is not None:
+            self.console.close()
+            self.console = None
 
 
 def _first_line(text: str) -> str:

@@ -688,6 +688,44 @@ def test_provider_that_never_recovers_is_a_judge_error_without_a_score(
     assert result.ret == pytest.ExitCode.TESTS_FAILED
 
 
+@pytest.mark.parametrize("model", BACKENDS)
+def test_a_quota_that_never_comes_back_is_given_up_in_bounded_time_and_said_under_q(
+    pytester: pytest.Pytester, provider_env: ProviderServer, model: str
+) -> None:
+    """Every call gets a 429 (retry-after 0.2 s). With --judge-quota-wait 2 the provider is given up
+    once it has answered nothing but 429s for 2 s: every item is a judge error naming the likely cause,
+    no call is made after that, and while it waited a line said so on the terminal, under -q too.
+    Before, the limit fell to 1 and each call spent its five attempts, one pause at a time (300
+    requests here; 20 items did not finish in 300 s at a 1 s retry-after), with nothing printed."""
+    server = provider_env
+    server.scorer = lambda seen: Fault.rate_limit(retry_after=0.2)
+    pytester.makepyfile(textwrap.dedent(TWENTY_ITEMS))
+    result = pytester.runpytest_subprocess(
+        "--ai-judge", "--judge-model", model, "--aimeasure-json", "out.json", "-q",
+        "--judge-quota-wait", "2", "-p", "no:hypothesispytest", timeout=180,
+    )  # fmt: skip
+    result.assert_outcomes(errors=20)
+    messages = [i["message"] for i in results(pytester)["items"]]
+    assert all("not judged: rate-limited: quota exhausted?" in m for m in messages), messages
+    assert all(f"{PROVIDER[model]} answered nothing but 429/529 for" in m for m in messages)
+    assert all("--judge-quota-wait 2" in m and "--aimeasure-resume" in m for m in messages)
+    requests = server.requests
+    assert all(r.status == 429 for r in requests)
+    assert len(requests) < 60  # not even one attempt per sample: 20 x 3 x 5 attempts before
+    # Given up 2 s after the first 429 reached the client, plus the answers already on their way.
+    assert requests[-1].started - requests[0].started < 2 + 3
+    result.stderr.fnmatch_lines(
+        [
+            f"aimeasure: {PROVIDER[model]} is rate-limited (429/529) for * s now: * responses in a row, "
+            "* calls waiting or in flight, limit *; given up after 2 s without an answer "
+            "(--judge-quota-wait)",
+            f"aimeasure: {PROVIDER[model]}: not judged: rate-limited: quota exhausted?*",
+        ],
+        consecutive=False,
+    )
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+
+
 # -- a canary API key reaches no file the plugin writes -----------------------------------------------
 
 CANARY = "sk-canary-7f3a91bc-aimeasure-never-written"

@@ -118,3 +118,36 @@ def test_slots_are_handed_out_in_order_and_never_during_a_cooldown() -> None:
 def test_a_limit_below_one_is_refused() -> None:
     with pytest.raises(ValueError, match="must be >= 1"):
         ProviderLimit(0)
+
+
+def test_starved_time_counts_from_the_first_rate_limit_since_the_last_answer() -> None:
+    clock = FakeClock()
+    limit = ProviderLimit(4, clock=clock)
+    assert limit.starved_s() == 0.0
+    limit.note_rate_limit(limit._window, retry_after=1.0)
+    clock.now += 5.0
+    limit.note_rate_limit(limit._window, retry_after=1.0)
+    clock.now += 2.5
+    assert limit.starved_s() == 7.5 and limit.limited_in_a_row == 2
+    limit.note_success(limit._window)  # an answer: the count starts again
+    assert limit.starved_s() == 0.0 and limit.limited_in_a_row == 0
+    clock.now += 1.0
+    limit.note_rate_limit(limit._window, retry_after=None)
+    clock.now += 3.0
+    assert limit.starved_s() == 3.0
+
+
+def test_giving_up_ends_the_cooldown_so_waiting_calls_take_their_slots_now() -> None:
+    async def scenario() -> int:
+        limit = ProviderLimit(1)
+        token = await limit.acquire()
+        waiter = asyncio.ensure_future(limit.acquire())
+        await asyncio.sleep(0)
+        limit.note_rate_limit(token, retry_after=30.0)
+        limit.release()
+        await asyncio.sleep(0.01)
+        assert not waiter.done() and limit.waiting == 1  # paused for 30 s
+        limit.give_up()
+        return await asyncio.wait_for(waiter, 1.0)
+
+    assert asyncio.run(scenario()) >= 0
