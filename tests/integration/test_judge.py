@@ -165,7 +165,8 @@ import pytest
 
 @pytest.mark.dimension("tone", rubric="5 = calm")
 def test_a_tone(judge):
-    judge.score("The fox apologised.")
+    # Read: its verdict lands before the interrupt (a call not sent by Ctrl-C is never sent).
+    judge.score("The fox apologised.").mean
 
 def test_b_interrupt():
     raise KeyboardInterrupt
