@@ -26,7 +26,7 @@ from pytest_aimeasure.session.state import state_key
 
 if TYPE_CHECKING:
     from pytest_aimeasure.measure.artifact import Artifact
-    from pytest_aimeasure.report.summary import SessionSummary
+    from pytest_aimeasure.report.model import SessionReport
     from pytest_aimeasure.session.fixture import Judge
     from pytest_aimeasure.session.pipeline import Pipeline
     from pytest_aimeasure.session.state import SessionState
@@ -73,7 +73,7 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
         return []
     from pytest_aimeasure.report.terminal import header_lines
 
-    return header_lines(state.settings, config.rootpath)
+    return header_lines(state.settings.for_reports(), config.rootpath)
 
 
 SUITE_SUFFIXES = (".aimeasure.yaml", ".aimeasure.yml")
@@ -96,7 +96,7 @@ class MeasurePlugin:
         self.config = config
         self.state = state
         self.links = ArtifactLinks(state.artifacts)
-        self.summary: SessionSummary | None = None  # the reports' frozen view, at the session's end
+        self.summary: SessionReport | None = None  # the one report model, at the session's end
         self._logging_failures = False
 
     # -- collection ------------------------------------------------------------------------------
@@ -154,7 +154,8 @@ class MeasurePlugin:
             from pytest_aimeasure.report.terminal import write_dry_run
 
             attribution = self.state.dry_run_attribution_calls()
-            write_dry_run(self.config, self.state.settings, self.state.dimension_items, attribution)
+            plan = self.state.dimension_items
+            write_dry_run(self.config, self.state.settings.for_reports(), plan, attribution)
             return True
         return None
 

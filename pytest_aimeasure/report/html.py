@@ -21,7 +21,7 @@ from pytest_aimeasure.measure.version import __version__
 from pytest_aimeasure.report import charts
 from pytest_aimeasure.report.charts import REPORT_EXTRA, DimensionPoint, ReportDependencyError
 from pytest_aimeasure.report.markdown import SEVERITY_ORDER, next_command
-from pytest_aimeasure.report.phases import phases
+from pytest_aimeasure.report.model import SessionReport, as_report
 from pytest_aimeasure.report.results import CalibrationFigure, SessionResults
 from pytest_aimeasure.report.trends import DimensionTrend
 from pytest_aimeasure.store.fileio import atomic_write
@@ -55,35 +55,26 @@ def _clip(text: str | None, limit: int = EXCERPT_CHARS) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
-def _dimension_rows(results: SessionResults) -> list[dict[str, Any]]:
-    rows = []
-    for name, d in sorted(results.dimensions.items()):
-        base = results.baseline_dimensions.get(name)
-        rows.append(
-            {
-                "name": name,
-                "now": d.now_mean,
-                "now_ci": d.now_ci,
-                "baseline": base.mean if base is not None else d.baseline_mean,
-                "baseline_ci": (base.ci_low, base.ci_high) if base is not None else None,
-                "delta": d.delta,
-                "delta_ci": d.delta_ci,
-                "mde": d.mde,
-                "m": d.m or len(d.items_new),
-                "verdict": d.verdict,
-                "demoted": d.demoted,
-                "changed": d.changed_fields,
-            }
-        )
-    return rows
-
-
-def _floors(results: SessionResults) -> dict[str, float]:
-    out: dict[str, float] = {}
-    for item in results.items:
-        for m in item.measurements:
-            out[m.dimension] = max(out.get(m.dimension, m.floor), m.floor)
-    return out
+def _dimension_rows(report: SessionReport) -> list[dict[str, Any]]:
+    return [
+        {
+            "name": row.name,
+            "now": row.now_mean,
+            "now_ci": row.now_ci,
+            "baseline": row.baseline_mean,
+            "baseline_ci": row.baseline_ci,
+            "delta": d.delta,
+            "delta_ci": d.delta_ci,
+            "mde": d.mde,
+            "m": row.m,
+            "verdict": d.verdict,
+            "demoted": d.demoted,
+            "changed": d.changed_fields,
+            "floor": row.floor,
+        }
+        for row in report.dimensions
+        if (d := row.comparison) is not None
+    ]
 
 
 def _items(results: SessionResults) -> list[dict[str, Any]]:
@@ -108,47 +99,41 @@ def _items(results: SessionResults) -> list[dict[str, Any]]:
 
 
 def _phase_groups(
-    results: SessionResults, rows: list[dict[str, Any]]
+    report: SessionReport, rows: list[dict[str, Any]]
 ) -> list[tuple[str | None, str | None, list[dict[str, Any]]]]:
     """(heading, gates text, rows) per phase; one untitled group when no phase is set."""
-    groups = phases(results.items, [r["name"] for r in rows])
-    if not groups:
+    if not report.phases:
         return [(None, None, rows)]
     by_name = {r["name"]: r for r in rows}
-    return [(g.heading, g.gate_text(), [by_name[n] for n in g.dimensions]) for g in groups]
+    return [
+        (g.heading, g.gate_text(), [by_name[n] for n in g.dimensions if n in by_name]) for g in report.phases
+    ]
 
 
-def render_html(
-    results: SessionResults,
-    *,
-    trends: Mapping[str, DimensionTrend] | None = None,
-    calibration: Sequence[CalibrationFigure] | None = None,
-    title: str | None = None,
-) -> str:
-    """The report as one HTML string."""
-    env = _environment()
-    floors = _floors(results)
-    dimension_rows = _dimension_rows(results)
-    overview = None
-    if dimension_rows:
-        overview = charts.baseline_vs_now(
-            "dims",
-            [
-                DimensionPoint(
-                    dimension=r["name"],
-                    now_mean=r["now"],
-                    now_ci=r["now_ci"],
-                    baseline_mean=r["baseline"],
-                    baseline_ci=r["baseline_ci"],
-                    floor=floors.get(r["name"]),
-                )
-                for r in dimension_rows
-            ],
-        )
-    trend_views = []
-    for name, series in sorted((trends or {}).items()):
+def _overview(dimension_rows: list[dict[str, Any]]) -> str | None:
+    if not dimension_rows:
+        return None
+    return charts.baseline_vs_now(
+        "dims",
+        [
+            DimensionPoint(
+                dimension=r["name"],
+                now_mean=r["now"],
+                now_ci=r["now_ci"],
+                baseline_mean=r["baseline"],
+                baseline_ci=r["baseline_ci"],
+                floor=r["floor"],
+            )
+            for r in dimension_rows
+        ],
+    )
+
+
+def _trend_views(trends: Mapping[str, DimensionTrend]) -> list[dict[str, Any]]:
+    views = []
+    for name, series in sorted(trends.items()):
         chart_id = f"trend-{_slug(name)}"
-        trend_views.append(
+        views.append(
             {
                 "name": name,
                 "id": chart_id,
@@ -157,18 +142,39 @@ def render_html(
                 "floor": series.floor,
             }
         )
-    figures = list(calibration if calibration is not None else results.calibration)
-    calibration_views = []
+    return views
+
+
+def _calibration_views(figures: Sequence[CalibrationFigure]) -> list[dict[str, Any]]:
+    views = []
     for figure in figures:
         chart_id = f"calibration-{_slug(figure.dimension)}"
         points = [(b.reference, b.judge, b.n) for b in figure.bins]
-        calibration_views.append(
+        views.append(
             {
                 "figure": figure,
                 "id": chart_id,
                 "svg": charts.reliability(chart_id, points, figure.dimension) if points else None,
             }
         )
+    return views
+
+
+def render_html(
+    given: SessionReport | SessionResults,
+    *,
+    trends: Mapping[str, DimensionTrend] | None = None,
+    calibration: Sequence[CalibrationFigure] | None = None,
+    title: str | None = None,
+) -> str:
+    """The report as one HTML string."""
+    env = _environment()
+    report = as_report(given)
+    results = report.results
+    dimension_rows = _dimension_rows(report)
+    overview = _overview(dimension_rows)
+    trend_views = _trend_views(trends or {})
+    calibration_views = _calibration_views(calibration if calibration is not None else results.calibration)
     findings = sorted(results.findings, key=lambda f: SEVERITY_ORDER[f.severity])
     template = env.get_template("report.html.j2")
     return str(
@@ -178,13 +184,13 @@ def render_html(
             findings=findings,
             counts={s: sum(1 for f in findings if f.severity == s) for s in SEVERITY_ORDER},
             dimension_rows=dimension_rows,
-            dimension_groups=_phase_groups(results, dimension_rows),
+            dimension_groups=_phase_groups(report, dimension_rows),
             overview=overview,
             trends=trend_views,
             tables=(results.comparison_tables or {}).get("suites", {}),
             items=_items(results),
             calibration=calibration_views,
-            next_command=next_command(results),
+            next_command=next_command(report),
             clip=_clip,
             version=__version__,
         )
@@ -193,7 +199,7 @@ def render_html(
 
 def write_html(
     path: Path,
-    results: SessionResults,
+    results: SessionReport | SessionResults,
     *,
     trends: Mapping[str, DimensionTrend] | None = None,
     calibration: Sequence[CalibrationFigure] | None = None,

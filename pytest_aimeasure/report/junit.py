@@ -18,15 +18,27 @@ from __future__ import annotations
 import xml.etree.ElementTree as ET
 from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import pytest
 
 from pytest_aimeasure.store.fileio import atomic_write
 
 if TYPE_CHECKING:
-    from pytest_aimeasure.report.summary import SessionSummary
-    from pytest_aimeasure.session.outcome import SessionFailure
+    from pytest_aimeasure.report.model import SessionReport
+
+
+
+class SessionFailure(Protocol):
+    """One reason the session failed that no test's own outcome shows (the session's own type)."""
+
+    @property
+    def kind(self) -> str: ...
+    @property
+    def subject(self) -> str: ...
+    @property
+    def message(self) -> str: ...
+
 
 FAILURE_PROPERTY = "aimeasure.session_failure"
 ITEM_PROPERTY = "aimeasure.item"
@@ -60,7 +72,7 @@ def is_failure_report(report: pytest.TestReport) -> bool:
     return any(name == FAILURE_PROPERTY for name, _ in getattr(report, "user_properties", ()))
 
 
-def item_verdicts(summary: SessionSummary) -> dict[str, str]:
+def item_verdicts(summary: SessionReport) -> dict[str, str]:
     """Each measured item's verdict as the session concluded it (after Holm)."""
     comparison = summary.comparison
     out: dict[str, str] = {}

@@ -8,7 +8,7 @@ characters that would open HTML or break a table (``<``, ``>``, ``|``, backticks
 from __future__ import annotations
 
 from pytest_aimeasure.compare.drift import REBASELINE, DimensionComparison
-from pytest_aimeasure.report.phases import phases
+from pytest_aimeasure.report.model import DimensionRow, SessionReport, as_report
 from pytest_aimeasure.report.results import SessionResults
 
 SEVERITY_ORDER = {"fail": 0, "warn": 1, "info": 2}
@@ -29,8 +29,8 @@ def _half(ci: tuple[float, float] | None) -> str:
     return f" ± {(ci[1] - ci[0]) / 2:.2f}" if ci else ""
 
 
-def _delta(d: DimensionComparison) -> str:
-    if d.delta is None:
+def _delta(d: DimensionComparison | None) -> str:
+    if d is None or d.delta is None:
         return "—"
     text = f"{d.delta:+.2f}"
     if d.delta_ci is not None:
@@ -38,8 +38,9 @@ def _delta(d: DimensionComparison) -> str:
     return text
 
 
-def next_command(results: SessionResults) -> str:
+def next_command(report: SessionReport) -> str:
     """What to run next, given how the session ended."""
+    results = report.results
     kinds = {f.kind for f in results.findings if f.severity in ("fail", "warn")}
     run = results.run_id or "latest"
     if "not_comparable" in kinds or "improved" in kinds:
@@ -51,8 +52,46 @@ def next_command(results: SessionResults) -> str:
     return f"aimeasure report {run} -o aimeasure-report.html   # trends and every sample"
 
 
-def summary_markdown(results: SessionResults) -> str:
+def _dimension_line(row: DimensionRow) -> str:
+    now = "—" if row.now_mean is None else f"{row.now_mean:.2f}{_half(row.now_ci)}"
+    if row.baseline_ci is not None and row.baseline_mean is not None:
+        base_text = f"{row.baseline_mean:.2f}{_half(row.baseline_ci)}"
+    else:
+        base_text = "—" if row.baseline_mean is None else f"{row.baseline_mean:.2f}"
+    verdict_text = row.verdict.replace("_", " ")
+    if row.comparison is not None and row.comparison.demoted:
+        verdict_text += " (Holm)"
+    delta = _delta(row.comparison)
+    return f"| {escape(row.name)} | {now} | {base_text} | {delta} | {row.m} | **{verdict_text}** |"
+
+
+def _dimension_tables(report: SessionReport) -> list[str]:
+    """A table per phase (when any dimension or gate has one), each headed by its gates' count."""
+    results = report.results
+    sections = (
+        [(f"### Dimensions: {g.title}", g.gate_text(), g.dimensions) for g in report.phases]
+        if report.phases
+        else [("### Dimensions", None, sorted(results.dimensions))]
+    )
+    lines: list[str] = []
+    for heading, gates, names in sections if results.dimensions or report.phases else []:
+        lines += ["", heading, ""]
+        if gates:
+            lines += [f"Gates: {escape(gates)}", ""]
+        if not names:
+            continue
+        lines += [
+            "| dimension | now (95% CI) | baseline | Δ (95% CI) | items | verdict |",
+            "|---|---|---|---|---|---|",
+        ]
+        lines += [_dimension_line(row) for row in map(report.row, names) if row and row.comparison]
+    return lines
+
+
+def summary_markdown(given: SessionReport | SessionResults) -> str:
     """The Markdown summary of one session (or a merge of shards)."""
+    report = as_report(given)
+    results = report.results
     lines: list[str] = []
     verdict = "✅ passed" if results.passed else "❌ failed"
     lines.append(f"## aimeasure: {verdict}")
@@ -75,35 +114,7 @@ def summary_markdown(results: SessionResults) -> str:
         lines += ["", "**Why it failed:**"]
         lines += [f"- {escape(reason)}" for reason in results.failed_because]
 
-    groups = phases(results.items, sorted(results.dimensions))
-    # A table per phase (when any dimension or gate has one), each headed by its gates' count.
-    sections = (
-        [(f"### Dimensions: {g.title}", g.gate_text(), g.dimensions) for g in groups]
-        if groups
-        else [("### Dimensions", None, sorted(results.dimensions))]
-    )
-    for heading, gates, names in sections if results.dimensions or groups else []:
-        lines += ["", heading, ""]
-        if gates:
-            lines += [f"Gates: {escape(gates)}", ""]
-        if not names:
-            continue
-        lines += [
-            "| dimension | now (95% CI) | baseline | Δ (95% CI) | items | verdict |",
-            "|---|---|---|---|---|---|",
-        ]
-        for name, d in ((n, results.dimensions[n]) for n in names if n in results.dimensions):
-            now = "—" if d.now_mean is None else f"{d.now_mean:.2f}{_half(d.now_ci)}"
-            base = results.baseline_dimensions.get(name)
-            if base is not None:
-                base_text = f"{base.mean:.2f} ± {(base.ci_high - base.ci_low) / 2:.2f}"
-            else:
-                base_text = "—" if d.baseline_mean is None else f"{d.baseline_mean:.2f}"
-            verdict_text = d.verdict.replace("_", " ")
-            if d.demoted:
-                verdict_text += " (Holm)"
-            m = d.m or len(d.items_new)
-            lines.append(f"| {escape(name)} | {now} | {base_text} | {_delta(d)} | {m} | **{verdict_text}** |")
+    lines += _dimension_tables(report)
 
     shown = sorted(results.findings, key=lambda f: SEVERITY_ORDER[f.severity])
     if shown:
@@ -122,5 +133,5 @@ def summary_markdown(results: SessionResults) -> str:
             )
     else:
         lines += ["", "No findings."]
-    lines += ["", "**Next:**", "", "```", next_command(results), "```"]
+    lines += ["", "**Next:**", "", "```", next_command(report), "```"]
     return "\n".join(lines) + "\n"

@@ -1,4 +1,4 @@
-"""The session's reports, written once at its end from the frozen :class:`SessionResults`.
+"""The session's reports, written once at its end from the one report model (:class:`SessionReport`).
 
 One call, :func:`publish`, made by the session's conclusion: the JSON file (``--aimeasure-json``),
 the results kept in the run's folder (so ``aimeasure report``, ``summary`` and ``merge`` can read a
@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from pytest_aimeasure.report.model import SessionReport
 from pytest_aimeasure.report.results import SessionResults, results_json, write_results
 
 RUN_RESULTS_NAME = "results.json"
@@ -22,7 +23,7 @@ def run_results_path(store: Path, run_id: str) -> Path:
     return store / "runs" / run_id / RUN_RESULTS_NAME
 
 
-def append_step_summary(results: SessionResults, path_text: str | None) -> Path | None:
+def append_step_summary(results: SessionReport | SessionResults, path_text: str | None) -> Path | None:
     """Append the Markdown summary to the GitHub step summary file, if one is set."""
     if not path_text:
         return None
@@ -35,13 +36,14 @@ def append_step_summary(results: SessionResults, path_text: str | None) -> Path 
 
 
 def publish(
-    results: SessionResults,
+    report: SessionReport,
     *,
     json_path: Path | None,
     html_path: Path | None,
     store: Path | None,
 ) -> None:
     """Write every report the session asked for. ``store`` is the run store when the run is recorded."""
+    results = report.results
     text = results_json(results) if json_path is not None or store is not None else b""
     if store is not None and results.run_id is not None:
         write_results(run_results_path(store, results.run_id), text)
@@ -52,5 +54,5 @@ def publish(
         from pytest_aimeasure.report.trends import trends_from_store
 
         trends = trends_from_store(store, upto=results.run_id) if store is not None else None
-        write_html(html_path, results, trends=trends)
-    append_step_summary(results, os.environ.get(STEP_SUMMARY_ENV))
+        write_html(html_path, report, trends=trends)
+    append_step_summary(report, os.environ.get(STEP_SUMMARY_ENV))

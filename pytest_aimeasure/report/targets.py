@@ -131,15 +131,12 @@ def _suite_info(result: ItemResult) -> dict[str, Any] | None:
     return info if isinstance(info, dict) else None
 
 
-def _row(label: str, run: str | None, results: list[ItemResult], var_floor: float) -> TableRow:
-    infos = [(r, _suite_info(r) or {}) for r in results]
-    first = infos[0][1]
-    generations = [i.get("generation") or {} for _, i in infos]
-    errors = sum(1 for g in generations if g.get("error"))
-    gates_passed = sum(1 for _, i in infos if (i.get("gates") or {}).get("passed"))
-    # Reliability counts outputs: with repeats, every repeat of an item is one (a suite's repeats: K).
+def _output_counts(infos: list[dict[str, Any]]) -> tuple[int, int, int, int]:
+    """(generation errors, outputs, valid outputs, timeouts): reliability counts outputs; with repeats,
+    every repeat of an item is one (a suite's repeats: K)."""
+    errors = sum(1 for i in infos if (i.get("generation") or {}).get("error"))
     outputs = valid = timeouts = 0
-    for _, info in infos:
+    for info in infos:
         counts = info.get("repeats")
         if isinstance(counts, dict):
             first_failed = 1 if (info.get("generation") or {}).get("error") else 0
@@ -153,8 +150,12 @@ def _row(label: str, run: str | None, results: list[ItemResult], var_floor: floa
             generation = info.get("generation") or {}
             timed_out = generation.get("timed_out") or "timeout_s" in str(generation.get("error") or "")
             timeouts += 1 if timed_out else 0
+    return errors, outputs, valid, timeouts
+
+
+def _dimension_cells(results: list[ItemResult], var_floor: float) -> dict[str, DimensionCell]:
     by_dimension: dict[str, list[Measurement]] = {}
-    for r, _ in infos:
+    for r in results:
         for m in r.measurements:
             by_dimension.setdefault(m.dimension, []).append(m)
     cells: dict[str, DimensionCell] = {}
@@ -168,6 +169,16 @@ def _row(label: str, run: str | None, results: list[ItemResult], var_floor: floa
             samples=stats.n_samples,
             breaches=sum(1 for m in ms if m.breached),
         )
+    return cells
+
+
+def _row(label: str, run: str | None, results: list[ItemResult], var_floor: float) -> TableRow:
+    infos = [(r, _suite_info(r) or {}) for r in results]
+    first = infos[0][1]
+    generations = [i.get("generation") or {} for _, i in infos]
+    gates_passed = sum(1 for _, i in infos if (i.get("gates") or {}).get("passed"))
+    errors, outputs, valid, timeouts = _output_counts([i for _, i in infos])
+    cells = _dimension_cells(results, var_floor)
     produced = [g for g in generations if not g.get("error")]
     latencies = [float(g["latency_s"]) for g in produced if g.get("latency_s") is not None]
     tokens_in = [int(g["input_tokens"]) for g in produced if g.get("input_tokens") is not None]

@@ -14,6 +14,7 @@ import shlex
 import textwrap
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -21,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 from tabulate import tabulate
 
 from pytest_aimeasure.measure.models import PIPELINE_ASIDE, Finding
+from pytest_aimeasure.report.model import ReportSettings, SessionReport
 from pytest_aimeasure.report.repeat_lines import repeat_lines
 
 if TYPE_CHECKING:
@@ -29,8 +31,6 @@ if TYPE_CHECKING:
     from pytest_aimeasure.compare.drift import DimensionComparison, ItemComparison
     from pytest_aimeasure.measure.models import ItemResult
     from pytest_aimeasure.measure.sampling import PlannedItem
-    from pytest_aimeasure.report.summary import SessionSummary
-    from pytest_aimeasure.session.settings import Settings
 
 LOOK_AT = ("regressed", "not_comparable", "improved", "inconclusive")
 EXCERPT_LINES = 6
@@ -49,21 +49,14 @@ class Styled(str):
         return line
 
 
-def write_summary(reporter: Any, summary: SessionSummary) -> None:
+def write_summary(reporter: Any, summary: SessionReport) -> None:
     """The aimeasure section on pytest's terminal reporter, at the reporter's verbosity."""
     reporter.write_sep("=", "aimeasure")
     for line in summary_lines(summary, verbosity=reporter.verbosity):
         reporter.write_line(line, **getattr(line, "markup", {}))
 
 
-def _samples_text(settings: Settings) -> str:
-    """'3 samples', or 'samples auto (3..9, step 2)'."""
-    if settings.samples == "auto":
-        return f"samples {settings.sample_plan.describe()}"
-    return f"{settings.samples} samples"
-
-
-def header_lines(settings: Settings, rootdir: Path) -> list[str]:
+def header_lines(settings: ReportSettings, rootdir: Path) -> list[str]:
     """The ``pytest_report_header`` line when the judge is on: the instrument and where it keeps things."""
 
     def shown(path: Path) -> str:
@@ -71,7 +64,7 @@ def header_lines(settings: Settings, rootdir: Path) -> list[str]:
 
     baseline = shown(settings.baseline) + ("" if settings.baseline.exists() else " (none yet)")
     text = (
-        f"aimeasure: judge {settings.model or '(none configured)'}, {_samples_text(settings)}, "
+        f"aimeasure: judge {settings.model or '(none configured)'}, {settings.samples_text}, "
         f"baseline {baseline}, store {shown(settings.store)}"
     )
     mode = [
@@ -119,7 +112,7 @@ def _verdict_text(c: ItemComparison | DimensionComparison) -> str:
     return verdict
 
 
-def comparison_rows(summary: SessionSummary) -> list[list[str]]:
+def comparison_rows(summary: SessionReport) -> list[list[str]]:
     comparison = summary.comparison
     if comparison is None:
         return []
@@ -149,7 +142,7 @@ def comparison_rows(summary: SessionSummary) -> list[list[str]]:
     return rows
 
 
-def _spend_line(summary: SessionSummary) -> str:
+def _spend_line(summary: SessionReport) -> str:
     spend = summary.results.spend
     cost = spend["cost_usd"]
     cost_text = "cost unknown" if cost is None else f"${cost:.4f}"
@@ -169,13 +162,7 @@ def _spend_line(summary: SessionSummary) -> str:
         )
     elif spend.get("transport_retries"):
         pressure += f", {spend['transport_retries']} calls retried"
-    # A dimension's own judge (judge=) and the models items escalated to are judges of this session too.
-    models = [summary.settings.model] if summary.settings.model else []
-    for item in summary.results.items:
-        for m in item.measurements:
-            for one in (m, m.escalation.standing if m.escalation is not None else None):
-                if one is not None and one.judge and one.judge not in models:
-                    models.append(one.judge)
+    models = summary.judges
     judges = f"judge {models[0]}" if len(models) == 1 else f"judges {', '.join(models) or '(none)'}"
     return (
         f"{judges}: {spend['calls']} calls, {spend['cached']} samples reused, "
@@ -243,15 +230,8 @@ def _table(
     return lines
 
 
-def _failed_line(summary: SessionSummary) -> Styled:
+def _failed_line(summary: SessionReport) -> Styled:
     return Styled("aimeasure failed the run: " + "; ".join(summary.results.failed_because), "red", "bold")
-
-
-def _new_count(summary: SessionSummary) -> int:
-    new_count = sum(1 for f in summary.results.findings if f.kind == "new")
-    if summary.comparison is not None:
-        new_count = max(new_count, sum(1 for c in summary.comparison.items.values() if c.verdict == "new"))
-    return new_count
 
 
 def sampling_line(summary: dict[str, Any]) -> str | None:
@@ -285,30 +265,24 @@ def stepped_aside_lines(items: Sequence[ItemResult]) -> list[str]:
     return [f"aimeasure pipeline: {n} item(s) {reason}" for reason, n in sorted(reasons.items())]
 
 
-def summary_lines(summary: SessionSummary, verbosity: int = 0) -> list[str]:
+def summary_lines(summary: SessionReport, verbosity: int = 0) -> list[str]:
     """The section's lines at pytest's ``verbosity`` (-1 under -q, 0 by default, 1+ under -v)."""
     if verbosity < 0:
         return quiet_summary(summary)
     lines: list[str] = []
-    measured = sum(len(r.measurements) for r in summary.results.items)
-    gates = [r for r in summary.results.items if r.kind == "gate"]
-    gate_failures = sum(1 for r in gates if r.outcome in ("failed", "error"))
-    # Suite items run their gates inside the item: count them too.
-    suite_gates = [r.extra["suite"].get("gates") or {} for r in summary.results.items if "suite" in r.extra]
-    gate_count = len(gates) + sum(int(g.get("checked", 0)) for g in suite_gates)
-    gate_failures += sum(len(g.get("failed", [])) for g in suite_gates)
+    gates = summary.gates.text()
     lines.append(
-        f"{measured} items measured, {gate_count} gates ({gate_failures} failed); {_spend_line(summary)}"
+        f"{summary.measured} items measured, {gates}; {_spend_line(summary)}"
         if summary.settings.judging
-        else f"{gate_count} gates ({gate_failures} failed); judging off (--ai-judge)"
+        else f"{gates}; judging off (--ai-judge)"
     )
     rows = comparison_rows(summary)
     detail = [f for f in summary.results.findings if f.kind not in SHOWN_IN_TABLE and f.kind != "new"]
-    new_count = _new_count(summary)
+    new_count = summary.new_count
     if not rows and not detail:
         lines.append(Styled(quiet_line(summary, new_count), "green"))
-    elif stable_dimensions(summary):
-        lines.append(Styled("stable: " + ", ".join(stable_dimensions(summary)), "green"))
+    elif summary.stable:
+        lines.append(Styled("stable: " + ", ".join(summary.stable), "green"))
     sampling = sampling_line(summary.results.sampling)
     if sampling is not None:
         lines.append(sampling)
@@ -330,6 +304,14 @@ def summary_lines(summary: SessionSummary, verbosity: int = 0) -> list[str]:
         order = {"fail": 0, "warn": 1, "info": 2}
         for f in sorted(detail, key=lambda f: (order[f.severity], f.kind, f.subject)):
             lines += _finding_block(f)
+    lines += _closing_lines(summary)
+    lines += next_steps(summary, new_count)
+    return lines
+
+
+def _closing_lines(summary: SessionReport) -> list[str]:
+    """Calibration, suite tables, what the baseline update did, and why the run failed."""
+    lines: list[str] = []
     if summary.results.calibration_summary:
         from pytest_aimeasure.calibrate.lines import calibration_lines
 
@@ -355,11 +337,10 @@ def summary_lines(summary: SessionSummary, verbosity: int = 0) -> list[str]:
     if summary.results.failed_because:
         lines.append("")
         lines.append(_failed_line(summary))
-    lines += next_steps(summary, new_count)
     return lines
 
 
-def quiet_summary(summary: SessionSummary) -> list[str]:
+def quiet_summary(summary: SessionReport) -> list[str]:
     """Under ``-q``: the verdict, then each finding that fails the run (headline and message)."""
     failing = [f for f in summary.results.findings if f.severity == "fail"]
     look = bool(comparison_rows(summary)) or any(
@@ -370,13 +351,13 @@ def quiet_summary(summary: SessionSummary) -> list[str]:
     elif look:
         lines = [Styled("aimeasure: passed; findings need a look (run without -q to see them).", "yellow")]
     else:
-        lines = [Styled(quiet_line(summary, _new_count(summary)), "green")]
+        lines = [Styled(quiet_line(summary, summary.new_count), "green")]
     for f in sorted(failing, key=lambda f: (f.kind, f.subject)):
         lines += _finding_block(f, full=False)
     return lines
 
 
-def item_lines(summary: SessionSummary) -> list[str]:
+def item_lines(summary: SessionReport) -> list[str]:
     """Under ``-v``: one line per measured item, with its verdict against the baseline."""
     comparison = summary.comparison
     rows: list[list[str]] = []
@@ -397,52 +378,31 @@ def item_lines(summary: SessionSummary) -> list[str]:
     return ["", "Items measured:", *_table(rows, ["item", "mean (95% CI)", "n", "verdict"], _item_colour)]
 
 
-def phase_lines(summary: SessionSummary) -> list[str]:
+def phase_lines(summary: SessionReport) -> list[str]:
     """A table per phase (only when some dimension or gate has a phase): its gates' count and each of
     its dimensions' mean, floor breaches and verdict against the baseline."""
-    from pytest_aimeasure.report.phases import phases
-
-    results = list(summary.results.items)
-    groups = phases(results)
-    if not groups:
-        return []
-    comparison = summary.comparison
     lines: list[str] = []
-    for group in groups:
+    for group in summary.phases:
         gates = group.gate_text()
         lines += ["", f"{group.heading}:"]
         if gates:
             lines.append(f"  gates: {gates}")
         rows: list[list[str]] = []
-        for name in group.dimensions:
-            ms = [m for r in results for m in r.measurements if m.dimension == name]
-            dim = comparison.dimensions.get(name) if comparison is not None else None
-            if dim is not None and dim.now_mean is not None:
-                now = _fmt_ci(dim.now_mean, dim.now_ci)
-            else:
-                now = _fmt_ci(sum(m.mean for m in ms) / len(ms), None)
+        for row in (r for r in map(summary.row, group.dimensions) if r is not None and r.measured):
+            dim = row.comparison
             verdict = _verdict_text(dim) if dim is not None else "not compared"
-            breaches = sum(1 for m in ms if m.breached)
-            if breaches:
-                verdict = f"below the floor ({breaches} items); {verdict}"
-            rows.append([name, str(len(ms)), now, str(breaches), verdict])
+            if row.breaches:
+                verdict = f"below the floor ({row.breaches} items); {verdict}"
+            now = _fmt_ci(row.now_mean, row.now_ci)
+            rows.append([row.name, str(row.measured), now, str(row.breaches), verdict])
         if rows:
             lines += _table(rows, ["dimension", "items", "now (95% CI)", "below floor", "verdict"])
     return ["", "By phase:", *lines[1:]] if lines else []
 
 
-def stable_dimensions(summary: SessionSummary) -> list[str]:
-    comparison = summary.comparison
-    return sorted(
-        f"{name} ({dim.m} items)"
-        for name, dim in (comparison.dimensions.items() if comparison else ())
-        if dim.verdict == "stable"
-    )
-
-
-def quiet_line(summary: SessionSummary, new_count: int) -> str:
+def quiet_line(summary: SessionReport, new_count: int) -> str:
     """The one line shown when nothing needs a look."""
-    stable = stable_dimensions(summary)
+    stable = summary.stable
     text = f"aimeasure: nothing needs a look against {summary.settings.baseline.name}"
     if stable:
         text += "; stable: " + ", ".join(stable)
@@ -464,7 +424,7 @@ _TAKES_PATH = ("--aimeasure-json", "--junitxml", "--junit-xml")  # always follow
 _RUN_ID = re.compile(r"^(latest|\d{8}T\d{6}Z-[0-9a-f]+)$")
 
 
-def rerun(summary: SessionSummary, *flags: str) -> str:
+def rerun(summary: SessionReport, *flags: str) -> str:
     """This session's own command line with ``flags`` added, so the advice runs the same tests."""
     args = list(summary.args)
     kept: list[str] = []
@@ -485,12 +445,12 @@ def rerun(summary: SessionSummary, *flags: str) -> str:
     return shlex.join(["pytest", *kept, *flags])
 
 
-def resume_flag(summary: SessionSummary) -> tuple[str, ...]:
+def resume_flag(summary: SessionReport) -> tuple[str, ...]:
     run_id = summary.results.run_id
     return (f"--aimeasure-resume={run_id}",) if run_id else ("--aimeasure-resume",)
 
 
-def update_advice(summary: SessionSummary) -> str:
+def update_advice(summary: SessionReport) -> str:
     """This session's command with --update-baseline, and what it would remove besides updating.
 
     The advice never hides a removal: an update removes only the entries of tests that no longer
@@ -507,7 +467,7 @@ def update_advice(summary: SessionSummary) -> str:
     return command
 
 
-def next_steps(summary: SessionSummary, new_count: int) -> list[str]:
+def next_steps(summary: SessionReport, new_count: int) -> list[str]:
     kinds = {f.kind for f in summary.results.findings}
     steps: list[str] = []
     if summary.interrupted and summary.results.run_id is not None:
@@ -552,7 +512,7 @@ def next_steps(summary: SessionSummary, new_count: int) -> list[str]:
 
 def write_dry_run(
     config: pytest.Config,
-    settings: Settings,
+    settings: ReportSettings,
     items: list[PlannedItem],
     attribution: Mapping[str, int] | None = None,
 ) -> None:
@@ -563,8 +523,52 @@ def write_dry_run(
         write(line)
 
 
+@dataclass
+class _Plan:
+    """A dry run's counts: calls per dimension and per judge model, and each model's price a call."""
+
+    default: str
+    low: int = 0
+    high: int = 0
+    escalations: int = 0
+    per_dim: dict[str, list[int]] = field(default_factory=dict)
+    """dimension -> [fewest calls, most calls]"""
+    dim_judge: dict[str, str] = field(default_factory=dict)
+    per_model: dict[str, list[int]] = field(default_factory=dict)
+    """model -> [fewest standing calls, most standing calls, escalation calls at most]"""
+    prices: dict[str, float | None] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, settings: ReportSettings, items: list[PlannedItem]) -> _Plan:
+        plan = cls(settings.model or "(no judge model configured)")
+        for p in items:
+            plan.low, plan.high = plan.low + p.fewest, plan.high + p.most
+            counts = plan.per_dim.setdefault(p.dimension, [0, 0])
+            counts[0] += p.fewest
+            counts[1] += p.most
+            plan.dim_judge.setdefault(p.dimension, p.judge or plan.default)
+            standing = plan.per_model.setdefault(p.judge or plan.default, [0, 0, 0])
+            standing[0] += p.fewest
+            standing[1] += p.most
+            if p.escalate:
+                plan.escalations += p.most
+                plan.per_model.setdefault(p.escalate, [0, 0, 0])[2] += p.most
+        return plan
+
+    @property
+    def adaptive(self) -> bool:
+        return self.low != self.high
+
+    def cost(self, model: str) -> tuple[float, float]:
+        """The cheapest and dearest cost of ``model``'s calls: a fixed N has one cost (at most, with
+        escalations); auto spans its fewest to its most calls."""
+        fewest, most, e = self.per_model[model]
+        one = self.prices.get(model) or 0.0
+        return one * (fewest if self.adaptive else fewest + e), one * (most + e)
+
+
 def dry_run_lines(
-    settings: Settings,
+    settings: ReportSettings,
     items: list[PlannedItem],
     attribution: Mapping[str, int] | None = None,
 ) -> list[str]:
@@ -577,102 +581,92 @@ def dry_run_lines(
     drift or are not comparable), each at its dimension's judge's price."""
     from pytest_aimeasure.store.cost import estimate_call_usd
 
-    default = settings.model or "(no judge model configured)"
     rejudge = dict(attribution or {})
-    low = sum(p.fewest for p in items)
-    high = sum(p.most for p in items)
-    escalations = sum(p.most for p in items if p.escalate)
-    per_dim: dict[str, list[int]] = {}
-    dim_judge: dict[str, str] = {}
-    # model -> [fewest standing calls, most standing calls, escalation calls at most]
-    per_model: dict[str, list[int]] = {}
-    for p in items:
-        counts = per_dim.setdefault(p.dimension, [0, 0])
-        counts[0] += p.fewest
-        counts[1] += p.most
-        dim_judge.setdefault(p.dimension, p.judge or default)
-        standing = per_model.setdefault(p.judge or default, [0, 0, 0])
-        standing[0] += p.fewest
-        standing[1] += p.most
-        if p.escalate:
-            per_model.setdefault(p.escalate, [0, 0, 0])[2] += p.most
-
-    models = ", ".join(m for m, (_, most, _) in per_model.items() if most) or default
-    adaptive = (
-        f"; samples auto: {settings.sample_plan.minimum}..{settings.sample_plan.maximum} calls an item, "
-        "stopping when the item's decisions are settled"
-        if low != high
-        else ""
-    )
-    head = f"aimeasure dry run: {len(items)} dimension items, {_span(low, high)} judge calls with {models}"
-    if escalations:
-        head += f", and up to {escalations} escalation calls"
-    priced = set(per_model) | {dim_judge.get(d, default) for d in rejudge}
+    plan = _Plan.of(settings, items)
     # --judge-batch: every call, attribution's too, goes through the Batch API at its rates.
     estimate = partial(estimate_call_usd, batch=settings.batch)
-    prices: dict[str, float | None] = {
-        m: (_estimate_one(m, estimate) if m != default or settings.model is not None else None)
-        for m in priced
+    plan.prices = {
+        m: (_estimate_one(m, estimate) if m != plan.default or settings.model is not None else None)
+        for m in set(plan.per_model) | {plan.dim_judge.get(d, plan.default) for d in rejudge}
     }
-    unpriced = sorted(m for m, one in prices.items() if one is None)
-    # A fixed N has one cost (at most, with escalations); auto spans its fewest to its most calls.
-    cheapest = sum(
-        (prices[m] or 0.0) * (fewest if adaptive else fewest + e) for m, (fewest, _, e) in per_model.items()
-    )
-    dearest = sum((prices[m] or 0.0) * (most + e) for m, (_, most, e) in per_model.items())
-    rows: list[tuple[str | int, ...]]
-    if settings.attribute:
-        rows = []
-        for d in sorted(set(per_dim) | set(rejudge)):
-            lo, hi = per_dim.get(d, [0, 0])
-            rows.append((d, _span(lo, hi), rejudge.get(d, 0)))
-        headers = ["dimension", "calls", "attribution (at most)"]
-    else:
-        rows = [(dim, _span(lo, hi)) for dim, (lo, hi) in sorted(per_dim.items())]
-        headers = ["dimension", "calls"]
-    lines = [head + adaptive]
+    lines = [_dry_run_head(settings, plan, len(items))]
     if settings.attribute:
         lines.append(
             f"--aimeasure-attribute: up to {sum(rejudge.values())} more calls re-judging the baseline's "
             "stored artifacts (only of dimensions that regress, improve or are not comparable)"
         )
-    lines += tabulate(rows, headers=headers, tablefmt="simple").splitlines()
-    if len(per_model) > 1 or escalations:
-        model_rows = [
-            [
-                m,
-                _span(fewest, most),
-                e,
-                "unknown"
-                if prices[m] is None
-                else _span(
-                    (prices[m] or 0.0) * (fewest if adaptive else fewest + e),
-                    (prices[m] or 0.0) * (most + e),
-                    "${:.4f}",
-                ),
-            ]
-            for m, (fewest, most, e) in sorted(per_model.items())
-        ]
-        lines += tabulate(
-            model_rows,
-            headers=["judge model", "calls", "escalation calls (at most)", "cost"],
-            tablefmt="simple",
-        ).splitlines()
-    if unpriced:
-        what = "this model" if len(prices) == 1 else ", ".join(unpriced)
-        cost = f"unknown (no price for {what} in litellm's price map)"
-    else:
-        cost = _span(cheapest, dearest, "${:.4f}") + (" at most" if escalations else "")
-        if rejudge:
-            rejudge_usd = sum((prices[dim_judge.get(d, default)] or 0.0) * n for d, n in rejudge.items())
-            cost += f" + up to ${rejudge_usd:.4f} for attribution"
-        if settings.batch:
-            cost += " at batch prices"
+    lines += _dimension_plan(settings, plan, rejudge)
+    if len(plan.per_model) > 1 or plan.escalations:
+        lines += _model_plan(plan)
     lines.append(
-        f"estimated cost: {cost} (assuming ~{DRY_RUN_PROMPT_CHARS:,} prompt characters a call; "
-        "nothing was called)"
+        f"estimated cost: {_plan_cost(settings, plan, rejudge)} (assuming ~{DRY_RUN_PROMPT_CHARS:,} "
+        "prompt characters a call; nothing was called)"
     )
     return lines
+
+
+def _dry_run_head(settings: ReportSettings, plan: _Plan, count: int) -> str:
+    models = ", ".join(m for m, (_, most, _) in plan.per_model.items() if most) or plan.default
+    calls = _span(plan.low, plan.high)
+    head = f"aimeasure dry run: {count} dimension items, {calls} judge calls with {models}"
+    if plan.escalations:
+        head += f", and up to {plan.escalations} escalation calls"
+    if plan.adaptive:
+        head += (
+            f"; samples auto: {settings.sample_minimum}..{settings.sample_maximum} calls an item, "
+            "stopping when the item's decisions are settled"
+        )
+    return head
+
+
+def _dimension_plan(settings: ReportSettings, plan: _Plan, rejudge: Mapping[str, int]) -> list[str]:
+    rows: list[tuple[str | int, ...]]
+    if settings.attribute:
+        rows = []
+        for d in sorted(set(plan.per_dim) | set(rejudge)):
+            lo, hi = plan.per_dim.get(d, [0, 0])
+            rows.append((d, _span(lo, hi), rejudge.get(d, 0)))
+        headers = ["dimension", "calls", "attribution (at most)"]
+    else:
+        rows = [(dim, _span(lo, hi)) for dim, (lo, hi) in sorted(plan.per_dim.items())]
+        headers = ["dimension", "calls"]
+    return list(tabulate(rows, headers=headers, tablefmt="simple").splitlines())
+
+
+def _model_plan(plan: _Plan) -> list[str]:
+    rows = [
+        [
+            m,
+            _span(fewest, most),
+            e,
+            "unknown" if plan.prices[m] is None else _span(*plan.cost(m), "${:.4f}"),
+        ]
+        for m, (fewest, most, e) in sorted(plan.per_model.items())
+    ]
+    headers = ["judge model", "calls", "escalation calls (at most)", "cost"]
+    return list(tabulate(rows, headers=headers, tablefmt="simple").splitlines())
+
+
+def _plan_cost(settings: ReportSettings, plan: _Plan, rejudge: Mapping[str, int]) -> str:
+    unpriced = sorted(m for m, one in plan.prices.items() if one is None)
+    if unpriced:
+        return f"unknown ({no_price_reason(unpriced if len(plan.prices) > 1 else None)})"
+    cheapest = sum(plan.cost(m)[0] for m in plan.per_model)
+    dearest = sum(plan.cost(m)[1] for m in plan.per_model)
+    cost = _span(cheapest, dearest, "${:.4f}") + (" at most" if plan.escalations else "")
+    if rejudge:
+        one = plan.prices
+        rejudge_usd = sum((one[plan.dim_judge.get(d, plan.default)] or 0.0) * n for d, n in rejudge.items())
+        cost += f" + up to ${rejudge_usd:.4f} for attribution"
+    if settings.batch:
+        cost += " at batch prices"
+    return cost
+
+
+def no_price_reason(models: Sequence[str] | None = None) -> str:
+    """Why a cost is unknown: 'no price for this model in litellm's price map'."""
+    what = "this model" if not models else ", ".join(models)
+    return f"no price for {what} in litellm's price map"
 
 
 def _span(a: float, b: float, fmt: str = "{}") -> str:
@@ -688,7 +682,7 @@ def estimated_cost(
 
     one = None if model is None else _estimate_one(model, partial(estimate_call_usd, batch=batch))
     if one is None:
-        return "unknown (no price for this model in litellm's price map)"
+        return f"unknown ({no_price_reason()})"
     high = low if high is None else high
     attribution = f" + up to ${one * rejudge:.4f} for attribution" if rejudge else ""
     return (

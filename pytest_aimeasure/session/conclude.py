@@ -19,8 +19,8 @@ from pytest_aimeasure.session.outcome import (
 
 if TYPE_CHECKING:
     from pytest_aimeasure.attribution.rejudge import Attribution
+    from pytest_aimeasure.report.model import SessionReport
     from pytest_aimeasure.report.results import SessionResults
-    from pytest_aimeasure.report.summary import SessionSummary
     from pytest_aimeasure.session.state import SessionState
 
 def _floor_breach(m: Measurement, nodeid: str) -> Finding:
@@ -113,13 +113,13 @@ def preload() -> None:
     < 3.13 an import that compiles source while the judge thread formats a traceback can crash
     ast.parse."""
     import pytest_aimeasure.compare.drift
+    import pytest_aimeasure.report.model
     import pytest_aimeasure.report.publish
     import pytest_aimeasure.report.results
-    import pytest_aimeasure.report.summary
     import pytest_aimeasure.report.terminal  # noqa: F401
 
 
-def conclude(state: SessionState, session: pytest.Session) -> tuple[Outcome, SessionSummary]:
+def conclude(state: SessionState, session: pytest.Session) -> tuple[Outcome, SessionReport]:
     from pytest_aimeasure.store.baseline import coverage_from_results, gone_entries
     s = state.settings
     outcome = Outcome(interrupted=session.exitstatus == pytest.ExitCode.INTERRUPTED)
@@ -224,21 +224,22 @@ def conclude(state: SessionState, session: pytest.Session) -> tuple[Outcome, Ses
     if outcome.failed_because and session.exitstatus == pytest.ExitCode.OK:
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
+    from pytest_aimeasure.report.model import SessionReport
     from pytest_aimeasure.report.publish import publish
-    from pytest_aimeasure.report.summary import SessionSummary
 
-    # The reports read this frozen summary only, never the live session state.
-    frozen = SessionSummary(
+    # The reports read this one model only, never the live session state.
+    frozen = SessionReport(
         results=build_results(state, outcome, int(session.exitstatus), whole_suite=whole),
         comparison=outcome.comparison,
-        settings=s,
+        settings=s.for_reports(),
         args=tuple(state.config.invocation_params.args),
         interrupted=outcome.interrupted,
         gone=tuple(outcome.gone),
         has_baseline=state.baseline is not None,
+        live=True,
     )
     publish(
-        frozen.results,
+        frozen,
         json_path=s.json_path,
         html_path=s.html_path,
         store=s.store if state.recording is not None else None,

@@ -6,11 +6,15 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
 from pytest_aimeasure.measure.sampling import AUTO, SamplePlan, Samples, call_range
 from pytest_aimeasure.session import options
+
+if TYPE_CHECKING:
+    from pytest_aimeasure.report.model import ReportSettings
 
 __all__ = ["BATCH_PIPELINE", "Settings"]
 
@@ -190,3 +194,28 @@ class Settings:
     def calibration_file(self) -> Path:
         """``aimeasure-calibration.json`` next to the baseline."""
         return self.baseline.parent / "aimeasure-calibration.json"
+
+    def for_reports(self) -> ReportSettings:
+        """The values the reports show (reports sit a floor below the session and never read it)."""
+        from pytest_aimeasure.report.model import ReportSettings
+
+        auto = self.samples == AUTO
+        samples = f"samples {self.sample_plan.describe()}" if auto else f"{self.samples} samples"
+        return ReportSettings(
+            model=self.model,
+            samples_text=samples,
+            baseline=self.baseline,
+            store=self.store,
+            judging=self.judging,
+            update_baseline=self.update_baseline,
+            var_floor=self.var_floor,
+            dry_run=self.dry_run,
+            rejudge=self.rejudge,
+            resume=self.resume,
+            drift=self.drift,
+            batch=self.batch,
+            attribute=self.attribute,
+            sample_minimum=self.sample_plan.minimum,
+            sample_maximum=self.sample_plan.maximum,
+        )
+
