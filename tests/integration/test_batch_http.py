@@ -117,7 +117,7 @@ def test_sdk_batches_against_the_local_server_partial_failure_and_expiry(server:
         requests=[{"custom_id": cid, "params": params} for cid in ("a", "b", "c")]  # type: ignore[misc]
     )
     assert batch.processing_status == "in_progress" and batch.request_counts.processing == 3
-    time.sleep(0.35)
+    server.batches.end_all()  # ended by the test, not by racing the server's 0.3 s delay
     ended = client.messages.batches.retrieve(batch.id)
     assert ended.processing_status == "ended"
     assert (ended.request_counts.succeeded, ended.request_counts.errored) == (2, 1)
@@ -128,7 +128,7 @@ def test_sdk_batches_against_the_local_server_partial_failure_and_expiry(server:
 
     server.batches.expire_next()
     expiring = client.messages.batches.create(requests=[{"custom_id": "x", "params": params}])  # type: ignore[list-item]
-    time.sleep(0.35)
+    server.batches.end_all()
     assert client.messages.batches.retrieve(expiring.id).request_counts.expired == 1
     assert [r.result.type for r in client.messages.batches.results(expiring.id)] == ["expired"]
     assert (server.batches.created, server.batches.requests) == (2, 4)
