@@ -229,6 +229,36 @@ def attribute(
             skipped[p.measurement.item_id] = f"rejudging failed: {judged}"
         else:
             raise judged
+    by_dimension = _item_scores(planned, rejudged, skipped, out)
+    floors = var_floors or {}
+    for name in sorted({m.dimension for m in chosen}):
+        items = by_dimension.get(name, [])
+        if not items:
+            continue
+        members = {m.item_id for m in chosen if m.dimension == name}
+        left_out = {i: why for i, why in skipped.items() if i in members}
+        ids = [i.item_id for i in items]
+        sessions_of = history if history is not None else baseline_history({i: entries[i] for i in ids})
+        rows = [[s.get(i) for i in ids] for s in sessions_of]
+        past = session_history(rows) if rows else None
+        parts = split(
+            name, items, var_floor=floors.get(name, var_floor), history=past, skipped=left_out, alpha=alpha
+        )
+        out.dimensions[name] = parts
+        if parts.system.moved:
+            out.system_moved.update(ids)
+    return out
+
+
+def _item_scores(
+    planned: Sequence[Planned],
+    rejudged: Mapping[tuple[str, str], Measurement],
+    skipped: dict[str, str],
+    out: Attribution,
+) -> dict[str, list[ItemScores]]:
+    """Each planned item's three measurements (baseline, baseline rejudged, now), by dimension; an
+    item whose rejudged ruler differs from today's is skipped. A fully rejudged entry goes to
+    ``out.rejudged``."""
     by_dimension: dict[str, list[ItemScores]] = {}
     for p in planned:
         m = p.measurement
@@ -251,24 +281,7 @@ def attribute(
         )
         if len(p.sessions) == p.entry.pooled:
             out.rejudged[m.item_id] = _rejudged_entry(p.entry, again)
-    floors = var_floors or {}
-    for name in sorted({m.dimension for m in chosen}):
-        items = by_dimension.get(name, [])
-        members = {m.item_id for m in chosen if m.dimension == name}
-        left_out = {i: why for i, why in skipped.items() if i in members}
-        if not items:
-            continue
-        ids = [i.item_id for i in items]
-        sessions_of = history if history is not None else baseline_history({i: entries[i] for i in ids})
-        rows = [[s.get(i) for i in ids] for s in sessions_of]
-        past = session_history(rows) if rows else None
-        parts = split(
-            name, items, var_floor=floors.get(name, var_floor), history=past, skipped=left_out, alpha=alpha
-        )
-        out.dimensions[name] = parts
-        if parts.system.moved:
-            out.system_moved.update(ids)
-    return out
+    return by_dimension
 
 
 def _rejudged_entry(entry: BaselineEntry, again: Sequence[Measurement]) -> BaselineEntry:

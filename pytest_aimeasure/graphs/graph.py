@@ -297,37 +297,7 @@ def graph_from_dict(spec: Mapping[str, Any]) -> ConvertedGraph:
     for node_id, body in nodes:
         graph.add_node(node_id, **{str(k): v for k, v in body.items() if k != "choices"})
     for node_id, body in nodes:
-        choices = body.get("choices")
-        if choices is None:
-            continue
-        if not isinstance(choices, Sequence) or isinstance(choices, str | bytes):
-            problems.append(Violation("invalid_spec", (node_id,), f'"choices" of {node_id} must be a list'))
-            continue
-        for number, choice in enumerate(choices, start=1):
-            where = f"choice {number} of {node_id}"
-            if not isinstance(choice, Mapping) or "to" not in choice:
-                why = f'{where} must be a mapping with a "to"'
-                problems.append(Violation("invalid_spec", (node_id,), why))
-                continue
-            target = choice["to"]
-            if not _hashable(target) or target not in graph:
-                problems.append(
-                    Violation(
-                        "dangling_choice",
-                        (node_id, target) if _hashable(target) else (node_id,),
-                        f"{where} goes to {target}, which is not a node",
-                    )
-                )
-            elif graph.has_edge(node_id, target):
-                problems.append(
-                    Violation(
-                        "duplicate_choice",
-                        (node_id, target),
-                        f"{where} is a second choice to {target}; only the first is kept",
-                    )
-                )
-            else:
-                graph.add_edge(node_id, target, **{str(k): v for k, v in choice.items() if k != "to"})
+        _add_choices(graph, node_id, body.get("choices"), problems)
     start = spec.get("start")
     if start is not None and not _hashable(start):
         problems.append(Violation("invalid_spec", (), f"start {start!r} is not hashable"))
@@ -335,6 +305,30 @@ def graph_from_dict(spec: Mapping[str, Any]) -> ConvertedGraph:
     if start is not None:
         graph.graph["start"] = start
     return ConvertedGraph(graph, start, _missing_start(graph, start) + problems)
+
+
+def _add_choices(graph: nx.DiGraph, node_id: Hashable, choices: Any, problems: list[Violation]) -> None:
+    """Add a node's ``choices`` as edges; each one that cannot be an edge becomes a violation."""
+    if choices is None:
+        return
+    if not isinstance(choices, Sequence) or isinstance(choices, str | bytes):
+        problems.append(Violation("invalid_spec", (node_id,), f'"choices" of {node_id} must be a list'))
+        return
+    for number, choice in enumerate(choices, start=1):
+        where = f"choice {number} of {node_id}"
+        if not isinstance(choice, Mapping) or "to" not in choice:
+            problems.append(Violation("invalid_spec", (node_id,), f'{where} must be a mapping with a "to"'))
+            continue
+        target = choice["to"]
+        if not _hashable(target) or target not in graph:
+            where_to = (node_id, target) if _hashable(target) else (node_id,)
+            why = f"{where} goes to {target}, which is not a node"
+            problems.append(Violation("dangling_choice", where_to, why))
+        elif graph.has_edge(node_id, target):
+            why = f"{where} is a second choice to {target}; only the first is kept"
+            problems.append(Violation("duplicate_choice", (node_id, target), why))
+        else:
+            graph.add_edge(node_id, target, **{str(k): v for k, v in choice.items() if k != "to"})
 
 
 def graph_to_dict(graph: nx.DiGraph, start: Hashable | None = None) -> dict[str, Any]:
@@ -585,6 +579,54 @@ def _farthest(play: nx.DiGraph, start: Hashable, parts: list[set[Hashable]]) -> 
     return farthest
 
 
+
+def _structure_counts(g: nx.DiGraph, tiers: Sequence[str], digits: int) -> dict[str, Any]:
+    """The facts that need no start: sizes, choices by tier, branching, dead ends and traps."""
+    degrees = [g.out_degree(n) for n in g if not is_ending(g, n)]
+    return {
+        "nodes": g.number_of_nodes(),
+        "choices": g.number_of_edges(),
+        "choices_by_tier": _choices_by_tier(g, tiers),
+        "branching": {
+            "mean": round(sum(degrees) / len(degrees), digits) if degrees else None,
+            "min": min(degrees) if degrees else None,
+            "max": max(degrees) if degrees else None,
+        },
+        "decision_nodes": sum(1 for d in degrees if d >= 2),
+        "dead_ends": sum(1 for d in degrees if d == 0),
+        "trap_nodes": sum(len(v.nodes) for v in find_traps(g)),
+    }
+
+
+def _choices_by_tier(g: nx.DiGraph, tiers: Sequence[str]) -> dict[str, int]:
+    """Choices counted by tier; ``"untiered"`` for choices without a known tier."""
+    by_tier: dict[str, int] = dict.fromkeys(tiers, 0)
+    by_tier["untiered"] = 0
+    for _, _, tier in g.edges(data="tier"):
+        known = isinstance(tier, str) and tier in by_tier and tier != "untiered"
+        by_tier[tier if known else "untiered"] += 1
+    return by_tier
+
+
+def _path_lengths(
+    g: nx.DiGraph,
+    group: list[Hashable],
+    distance: Mapping[Hashable, int],
+    farthest: Mapping[Hashable, int],
+    reachable: set[Hashable],
+    on_cycles: set[Hashable],
+) -> dict[str, int | None]:
+    """The shortest and longest route (in choices) from the start to the endings of one outcome."""
+    hits = [distance[e] for e in group if e in distance]
+    longest: int | None = None
+    # A cycle through a node on some route to these endings lies wholly on such routes (its nodes
+    # share that node's reachability), so no route node on a cycle means the routes form a DAG, and
+    # the farthest distance of its endings is the longest route.
+    if hits and not (reachable & nodes_reaching_endings(g, group) & on_cycles):
+        longest = max(farthest[e] for e in group if e in distance)
+    return {"shortest": min(hits) if hits else None, "longest": longest}
+
+
 def graph_facts(
     graph: GraphLike,
     start: Hashable | None = None,
@@ -613,15 +655,6 @@ def graph_facts(
     g, start, _ = resolve(graph, start)
     play = play_view(g)
     endings = [n for n in g if is_ending(g, n)]
-    inner = [n for n in g if not is_ending(g, n)]
-    degrees = [g.out_degree(n) for n in inner]
-
-    by_tier: dict[str, int] = dict.fromkeys(tiers, 0)
-    by_tier["untiered"] = 0
-    for _, _, tier in g.edges(data="tier"):
-        known = isinstance(tier, str) and tier in by_tier and tier != "untiered"
-        by_tier[tier if known else "untiered"] += 1
-
     by_outcome: dict[str, list[Hashable]] = {}
     for ending in endings:
         by_outcome.setdefault(outcome_of(g, ending), []).append(ending)
@@ -634,35 +667,19 @@ def graph_facts(
     on_cycles: set[Hashable] = set().union(*cyclic)
     farthest = _farthest(play, start, parts) if start_ok else {}
 
-    paths: dict[str, dict[str, int | None]] = {}
-    for outcome, group in by_outcome.items():
-        hits = [distance[e] for e in group if e in distance]
-        longest: int | None = None
-        # A cycle through a node on some route to these endings lies wholly on such routes (its
-        # nodes share that node's reachability), so no route node on a cycle means the routes form
-        # a DAG, and the farthest distance of its endings is the longest route.
-        if hits and not (reachable & nodes_reaching_endings(g, group) & on_cycles):
-            longest = max(farthest[e] for e in group if e in distance)
-        paths[outcome] = {"shortest": min(hits) if hits else None, "longest": longest}
+    paths = {
+        outcome: _path_lengths(g, group, distance, farthest, reachable, on_cycles)
+        for outcome, group in by_outcome.items()
+    }
     total = g.number_of_nodes()
     facts: dict[str, Any] = {
+        **_structure_counts(g, tiers, digits),
         "start": None if start is None else str(start),
-        "nodes": total,
-        "choices": g.number_of_edges(),
         "endings": len(endings),
         "endings_by_outcome": {k: len(v) for k, v in by_outcome.items()},
-        "choices_by_tier": by_tier,
-        "branching": {
-            "mean": round(sum(degrees) / len(degrees), digits) if degrees else None,
-            "min": min(degrees) if degrees else None,
-            "max": max(degrees) if degrees else None,
-        },
-        "decision_nodes": sum(1 for d in degrees if d >= 2),
         "reachable_nodes": len(reachable),
         "reachable_fraction": round(len(reachable) / total, digits) if total else 0.0,
         "unreachable_nodes": total - len(reachable),
-        "dead_ends": sum(1 for d in degrees if d == 0),
-        "trap_nodes": sum(len(v.nodes) for v in find_traps(g)),
         "path_length_by_outcome": paths,
         "acyclic": not cyclic,
         "cyclic_components": len(cyclic),

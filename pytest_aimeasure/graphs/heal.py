@@ -131,50 +131,22 @@ def heal(
     """
     if attempts < 1:
         raise ValueError(f"attempts must be at least 1, not {attempts}")
-    history: list[list[str]] = []
-    feedback: list[str] = []
-    value: T | None = None
-    produced = False
-    value_errors: list[str] = []  # the errors of ``value``, which a later raising attempt must not replace
-    errors: list[str] = []
-    for _ in range(attempts):
-        try:
-            candidate = generate(list(feedback))
-        except retry_on as exc:
-            errors = [_describe(exc)]
-        else:
-            errors = [str(error) for error in validate(candidate)]
-            value, value_errors, produced = candidate, errors, True
-        history.append(errors)
-        if not errors:
-            break
-        feedback = errors
-
-    if len(history) > 1:
-        first = history[0][0]
-        told = f"needed {len(history)} attempts" if not errors else f"failed all {len(history)} attempts"
+    run = _attempt(generate, validate, attempts, retry_on)
+    if len(run.history) > 1:
+        first = run.history[0][0]
+        tries = len(run.history)
+        told = f"needed {tries} attempts" if not run.errors else f"failed all {tries} attempts"
         record_finding(
             "retry",
             f"{name} {told}: {first}",
             subject=name,
             severity="warn",
-            detail={"attempts": len(history), "errors_by_attempt": history},
+            detail={"attempts": tries, "errors_by_attempt": run.history},
         )
-
+    value, errors, history = run.value, run.errors, run.history
     notes: list[str] = []
-    if errors and repair is not None and produced:
-        value, notes = repair(value, list(value_errors))  # type: ignore[arg-type]  # produced: value is a T
-        notes = list(notes)
-        errors = [str(error) for error in validate(value)]
-        if notes:
-            record_finding(
-                "repair",
-                f"repaired {name}: {'; '.join(notes)}",
-                subject=name,
-                severity="warn",
-                detail={"notes": notes, "errors_before": value_errors, "errors_after": errors},
-            )
-
+    if errors and repair is not None and run.produced:
+        value, notes, errors = _repair(value, run.value_errors, repair, validate, name)  # type: ignore[arg-type]
     healed: Healed[Any] = Healed(
         value=value,
         name=name,
@@ -187,6 +159,60 @@ def heal(
     if errors:
         raise HealError(healed)
     return healed
+
+
+@dataclass
+class _Attempts(Generic[T]):
+    """What the generate/validate loop left: the last valid-or-not output and every attempt's errors."""
+
+    value: T | None
+    produced: bool
+    value_errors: list[str]
+    """The errors of ``value``, which a later raising attempt must not replace."""
+    errors: list[str]
+    history: list[list[str]]
+
+
+def _attempt(
+    generate: Callable[[list[str]], T],
+    validate: Callable[[T], Iterable[object]],
+    attempts: int,
+    retry_on: tuple[type[Exception], ...],
+) -> _Attempts[T]:
+    run: _Attempts[T] = _Attempts(value=None, produced=False, value_errors=[], errors=[], history=[])
+    feedback: list[str] = []
+    for _ in range(attempts):
+        try:
+            candidate = generate(list(feedback))
+        except retry_on as exc:
+            run.errors = [_describe(exc)]
+        else:
+            run.errors = [str(error) for error in validate(candidate)]
+            run.value, run.value_errors, run.produced = candidate, run.errors, True
+        run.history.append(run.errors)
+        if not run.errors:
+            break
+        feedback = run.errors
+    return run
+
+
+def _repair(
+    value: T, value_errors: list[str], repair: Repair[T], validate: Callable[[T], Iterable[object]], name: str
+) -> tuple[T, list[str], list[str]]:
+    """Apply ``repair`` once to the last output; its notes become a finding. Returns the repaired
+    value, the notes and the errors left."""
+    repaired, notes = repair(value, list(value_errors))
+    notes = list(notes)
+    errors = [str(error) for error in validate(repaired)]
+    if notes:
+        record_finding(
+            "repair",
+            f"repaired {name}: {'; '.join(notes)}",
+            subject=name,
+            severity="warn",
+            detail={"notes": notes, "errors_before": value_errors, "errors_after": errors},
+        )
+    return repaired, notes, errors
 
 
 # ---------------------------------------------------------------------------------------------

@@ -335,14 +335,7 @@ def _play(
     while True:
         turn = len(taken)
         if is_ending(graph, node):
-            outcome = outcome_of(graph, node)
-            reached = f"reached {node} ({outcome}) after {turn} turns"
-            failure: WalkFailure | None = None
-            if turn < min_turns:
-                failure, reached = "early_ending", f"{reached}; min_turns is {min_turns}"
-            elif expect is not None and outcome not in expect:
-                failure, reached = "wrong_outcome", f"{reached}; expected {' or '.join(sorted(expect))}"
-            return Walk(name, tuple(path), tuple(taken), node, outcome, failure, reached, state)
+            return _ended(graph, node, turn, min_turns, expect, name, path, taken, state)
         choices = board.choices(node)
         available = choices if ignore_when else [c for c in choices if _offered(c, state)]
         if not available:
@@ -372,6 +365,28 @@ def _play(
         taken.append(choice)
         path.append(choice.target)
         node = choice.target
+
+
+def _ended(
+    graph: nx.DiGraph,
+    node: Hashable,
+    turn: int,
+    min_turns: int,
+    expect: frozenset[str] | None,
+    name: str,
+    path: list[Hashable],
+    taken: list[Choice],
+    state: Any,
+) -> Walk:
+    """The walk that reached an ending: a failure when it came too early or with the wrong outcome."""
+    outcome = outcome_of(graph, node)
+    reached = f"reached {node} ({outcome}) after {turn} turns"
+    failure: WalkFailure | None = None
+    if turn < min_turns:
+        failure, reached = "early_ending", f"{reached}; min_turns is {min_turns}"
+    elif expect is not None and outcome not in expect:
+        failure, reached = "wrong_outcome", f"{reached}; expected {' or '.join(sorted(expect))}"
+    return Walk(name, tuple(path), tuple(taken), node, outcome, failure, reached, state)
 
 
 def _budget(graph: nx.DiGraph, max_turns: int | None) -> int:

@@ -147,6 +147,16 @@ def _duplicates(values: list[str]) -> dict[int, str]:
 
 
 def semantic_problems(spec: SuiteSpec) -> list[SuiteProblem]:
+    """What the schema cannot see, in file order: names used twice, concurrency limits that
+    disagree, gates, escalations to the dimension's own judge, and each prompt's references."""
+    out = _duplicate_names(spec) + _concurrency_problems(spec) + _gate_problems(spec.gates, ("gates",))
+    out += _escalation_problems(spec)
+    for i, prompt in enumerate(spec.prompts):
+        out += _prompt_problems(spec, i, prompt)
+    return out
+
+
+def _duplicate_names(spec: SuiteSpec) -> list[SuiteProblem]:
     out: list[SuiteProblem] = []
     names = [t.resolved_name for t in spec.targets]
     for i, name in _duplicates(names).items():
@@ -158,6 +168,11 @@ def semantic_problems(spec: SuiteSpec) -> list[SuiteProblem]:
         out.append(SuiteProblem(("prompts", i, "id"), f"prompt id {pid!r} is used twice"))
     for i, dim in _duplicates([d.name for d in spec.dimensions]).items():
         out.append(SuiteProblem(("dimensions", i, "name"), f"dimension {dim!r} is defined twice"))
+    return out
+
+
+def _concurrency_problems(spec: SuiteSpec) -> list[SuiteProblem]:
+    out: list[SuiteProblem] = []
     sizes: dict[str, tuple[int, int]] = {}
     for i, target in enumerate(spec.targets):
         if target.concurrency_key and target.concurrency is not None:
@@ -170,8 +185,10 @@ def semantic_problems(spec: SuiteSpec) -> list[SuiteProblem]:
                         f"limit, but targets[{first[0]}] sets it to {first[1]}",
                     )
                 )
-    out += _gate_problems(spec.gates, ("gates",))
-    known = {d.name for d in spec.dimensions}
+    return out
+
+
+def _escalation_problems(spec: SuiteSpec) -> list[SuiteProblem]:
     by_name = {d.name: d for d in spec.dimensions}
     escalations: list[tuple[tuple[str | int, ...], str | None, str | None]] = [
         (("dimensions", i, "escalate"), d.judge, d.escalate) for i, d in enumerate(spec.dimensions)
@@ -182,35 +199,40 @@ def semantic_problems(spec: SuiteSpec) -> list[SuiteProblem]:
             judge = ref.judge or (base.judge if base is not None else None)
             escalate = ref.escalate or (base.escalate if base is not None else None)
             escalations.append((("prompts", i, "dimensions", j), judge, escalate))
-    for loc, judge, escalate in escalations:
-        if escalate is not None and escalate == judge:
-            problem = f"escalate {escalate!r} is the dimension's own judge: name a stronger model"
-            out.append(SuiteProblem(loc, problem))
-    for i, prompt in enumerate(spec.prompts):
-        out += _gate_problems(prompt.gates, ("prompts", i, "gates"))
-        variables = spec.variables_for(prompt)
-        for text_field in ("text", "system"):
-            text = getattr(prompt, text_field)
-            for name in VARIABLE.findall(text or ""):
-                if name not in variables:
-                    out.append(
-                        SuiteProblem(
-                            ("prompts", i, text_field),
-                            f"{{{{{name}}}}} is not defined: add it to the prompt's or the suite's variables",
-                        )
-                    )
-        for j, ref in enumerate(prompt.dimensions or []):
-            if ref.name not in known and ref.rubric is None:
-                hint = f"; suite dimensions: {', '.join(sorted(known))}" if known else ""
+    problem = "escalate {!r} is the dimension's own judge: name a stronger model"
+    return [
+        SuiteProblem(loc, problem.format(escalate))
+        for loc, judge, escalate in escalations
+        if escalate is not None and escalate == judge
+    ]
+
+
+def _prompt_problems(spec: SuiteSpec, i: int, prompt: PromptSpec) -> list[SuiteProblem]:
+    """Prompt ``i``'s gates, undefined ``{{variables}}``, unknown dimensions and dimensions listed twice."""
+    out = _gate_problems(prompt.gates, ("prompts", i, "gates"))
+    variables = spec.variables_for(prompt)
+    for text_field in ("text", "system"):
+        for name in VARIABLE.findall(getattr(prompt, text_field) or ""):
+            if name not in variables:
                 out.append(
                     SuiteProblem(
-                        ("prompts", i, "dimensions", j),
-                        f"dimension {ref.name!r} is not defined in the suite's dimensions and "
-                        f"has no rubric here{hint}",
+                        ("prompts", i, text_field),
+                        f"{{{{{name}}}}} is not defined: add it to the prompt's or the suite's variables",
                     )
                 )
-        for j, dim in _duplicates([d.name for d in prompt.dimensions or []]).items():
-            out.append(SuiteProblem(("prompts", i, "dimensions", j), f"dimension {dim!r} is listed twice"))
+    known = {d.name for d in spec.dimensions}
+    for j, ref in enumerate(prompt.dimensions or []):
+        if ref.name not in known and ref.rubric is None:
+            hint = f"; suite dimensions: {', '.join(sorted(known))}" if known else ""
+            out.append(
+                SuiteProblem(
+                    ("prompts", i, "dimensions", j),
+                    f"dimension {ref.name!r} is not defined in the suite's dimensions and "
+                    f"has no rubric here{hint}",
+                )
+            )
+    for j, dim in _duplicates([d.name for d in prompt.dimensions or []]).items():
+        out.append(SuiteProblem(("prompts", i, "dimensions", j), f"dimension {dim!r} is listed twice"))
     return out
 
 
