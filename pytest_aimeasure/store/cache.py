@@ -25,8 +25,10 @@ them (:func:`rebuild_cache`, ``aimeasure cache rebuild``). That decides its dura
 what a corrupt database does:
 
 * at session start (the controller builds its lookup with ``repair=True``, before any xdist worker
-  starts), a cache file that cannot be read is rebuilt from the journals (:func:`rebuild_cache`, under
-  a lock so that two sessions starting at once rebuild it once), and :attr:`SampleLookup.notices`
+  starts), a cache file that cannot be read, or that is missing or empty while journals exist (a
+  crash between sqlite creating the file and its first write leaves it empty), is rebuilt from
+  the journals (:func:`rebuild_cache`, under a lock so that two sessions starting at once rebuild
+  it once), and :attr:`SampleLookup.notices`
   says so, once: the user sees it, and the run reuses its samples instead of paying for them again.
   When the rebuild itself fails, the cache is off for the session and :attr:`SampleLookup.problems`
   says why and how to fix it.
@@ -117,7 +119,7 @@ def _is_busy(exc: sqlite3.Error) -> bool:
 def _fix_hint(path: Path) -> str:
     return (
         "run `aimeasure cache rebuild` to re-index it from the run journals (or delete it and its "
-        f"{path.name}-wal and {path.name}-shm files: the cache then starts empty)"
+        f"{path.name}-wal and {path.name}-shm files: the next judged session rebuilds it)"
     )
 
 
@@ -286,17 +288,33 @@ class SampleLookup:
             return exc
         return None
 
-    def _repair_if_unreadable(self) -> None:
-        """Rebuild an unreadable cache from the journals, once, and say so (see the module doc)."""
+    def _damage(self) -> str | sqlite3.Error | None:
+        """Why the cache file cannot serve this session, or None when it can (or there is nothing to
+        index). A missing or empty file next to journals counts: a crash between sqlite creating the
+        file and its first write leaves it empty, and either would make the session pay again for
+        every journaled sample without a word."""
         path = self._db.path
-        if not path.exists():
-            return
-        marker = _corrupt_marker(path)
+        try:
+            size: int | None = path.stat().st_size
+        except FileNotFoundError:
+            size = None
+        if not size:
+            if not self.store.journal_paths():
+                return None  # a new store: nothing was ever journaled, so nothing is lost
+            return "it is missing" if size is None else "it is empty (0 bytes)"
         # The probe reads the file's header and first page only: damage deeper in is met by a
         # lookup in the middle of a session, which leaves the marker for this step.
         error: str | sqlite3.Error | None = self._probe()
+        marker = _corrupt_marker(path)
         if error is None and marker.exists():
             error = marker.read_text(encoding="utf-8", errors="replace").strip() or "marked corrupt"
+        return error
+
+    def _repair_if_unreadable(self) -> None:
+        """Rebuild an unreadable cache from the journals, once, and say so (see the module doc)."""
+        path = self._db.path
+        marker = _corrupt_marker(path)
+        error = self._damage()
         if error is None or (isinstance(error, sqlite3.Error) and _is_busy(error)):
             return
         from filelock import FileLock, Timeout
@@ -304,7 +322,7 @@ class SampleLookup:
         try:
             with FileLock(str(lock_path(path)), timeout=BUSY_TIMEOUT_MS / 1000):
                 # Another session may have rebuilt it while we waited for the lock.
-                if self._probe() is None and not marker.exists():
+                if self._damage() is None:
                     self.notices.append(
                         f"sample cache {path} could not be read ({error}); another session rebuilt "
                         "it from the run journals"
@@ -520,26 +538,30 @@ def rebuild_cache(store: RunStore) -> tuple[int, list[str]]:
     """
     target = store.cache_path
     tmp = target.with_name(f".{target.name}.rebuild-{os.getpid()}")
-    for leftover in (tmp, tmp.with_name(tmp.name + "-wal"), tmp.with_name(tmp.name + "-shm")):
+    leftovers = (tmp, tmp.with_name(tmp.name + "-wal"), tmp.with_name(tmp.name + "-shm"))
+    for leftover in leftovers:
         leftover.unlink(missing_ok=True)
     db = _CacheDB(tmp)
     problems: list[str] = []
     try:
-        for path in store.journal_paths():
-            records, file_problems = read_journal(path)
-            problems += file_problems
-            run_id = path.parent.name
-            db.insert(_row(record, run_id) for record in records)
-        conn = db.connect()
-        count = int(conn.execute("SELECT count(*) FROM samples").fetchone()[0])
-        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-    finally:
-        db.close()
-    for suffix in ("-wal", "-shm"):
-        target.with_name(target.name + suffix).unlink(missing_ok=True)
-    # Not fileio.atomic_write: sqlite wrote (and synced) the new database itself; swap it in whole.
-    os.replace(tmp, target)
-    fsync_dir(target.parent)
-    tmp.with_name(tmp.name + "-wal").unlink(missing_ok=True)
-    tmp.with_name(tmp.name + "-shm").unlink(missing_ok=True)
+        try:
+            for path in store.journal_paths():
+                records, file_problems = read_journal(path)
+                problems += file_problems
+                run_id = path.parent.name
+                db.insert(_row(record, run_id) for record in records)
+            conn = db.connect()
+            count = int(conn.execute("SELECT count(*) FROM samples").fetchone()[0])
+            conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        finally:
+            db.close()
+        for suffix in ("-wal", "-shm"):
+            target.with_name(target.name + suffix).unlink(missing_ok=True)
+        # Not fileio.atomic_write: sqlite wrote (and synced) the new database itself; swap it in whole.
+        os.replace(tmp, target)
+        fsync_dir(target.parent)
+    finally:  # a failed rebuild leaves no half-built database behind
+        for leftover in leftovers:
+            with contextlib.suppress(OSError):
+                leftover.unlink(missing_ok=True)
     return count, problems

@@ -12,6 +12,7 @@ from pytest_aimeasure.testing import ProviderServer, SeenRequest
 from tests.conftest import read_results
 
 Serve = Callable[[Callable[[SeenRequest], int]], ProviderServer]
+pytestmark = pytest.mark.usefixtures("as_controller")  # an outer xdist worker's id must not leak in
 MODES = [pytest.param((), id="serial"), pytest.param(("-n", "2"), id="xdist")]
 
 
@@ -89,3 +90,43 @@ def test_lone_surrogate_in_facts_or_rubric_fails_that_test_naming_it(
     assert sorted(e.split("::")[-1] for e in baseline["entries"]) == ["test_a_fine", "test_z_fine"]
     (meta,) = (pytester.path / ".aimeasure" / "runs").glob("*/meta.json")
     assert json.loads(meta.read_text())["status"] == "finished"
+
+
+# -- 2. a missing or 0-byte cache.sqlite next to journals is rebuilt from them, and the user is told ------
+
+CACHED = """
+import pytest
+
+@pytest.mark.parametrize("n", range(6))
+@pytest.mark.dimension("tone", rubric="5 = calm")
+def test_tone(n, judge):
+    judge.score(f"story {n}")
+"""
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("damage", ["missing", "empty"])
+def test_a_missing_or_empty_cache_is_rebuilt_from_the_journals_instead_of_paying_again(
+    pytester: pytest.Pytester, serve: Serve, mode: tuple[str, ...], damage: str
+) -> None:
+    server = serve(lambda seen: 4)
+    pytester.makepyfile(test_cached=CACHED)
+    first = run(pytester, mode, "--judge-samples", "2")
+    first.assert_outcomes(passed=6)
+    assert server.calls == 12
+    cache = pytester.path / ".aimeasure" / "cache.sqlite"
+    for leftover in (cache, cache.with_name("cache.sqlite-wal"), cache.with_name("cache.sqlite-shm")):
+        leftover.unlink(missing_ok=True)
+    if damage == "empty":
+        cache.write_bytes(b"")
+    second = run(pytester, mode, "--judge-samples", "2", "--aimeasure-json", "out.json")
+    second.assert_outcomes(passed=6)
+    assert server.calls == 12  # every sample came from the rebuilt cache
+    reason = "it is missing" if damage == "missing" else "it is empty (0 bytes)"
+    notices = [
+        f["message"] for f in read_results(pytester.path / "out.json")["findings"] if f["kind"] == "cache"
+    ]
+    assert len(notices) == 1, notices
+    assert f"could not be read ({reason}); rebuilt it from the run journals: 12 samples indexed" in notices[0]
+    assert "cache.sqlite could not be read" in " ".join(second.stdout.str().split())  # shown, too
+    assert not [p.name for p in cache.parent.iterdir() if "rebuild" in p.name]

@@ -266,3 +266,44 @@ def test_sink_journals_reused_samples_into_the_new_run(store: RunStore) -> None:
     same = StoreSink(old, SampleLookup(store, mode="off", resume_run=old))
     same.lookup(key(0), item_id="item-a", nodeid="t.py::item-a")
     assert len((old.path / "journal-controller.jsonl").read_text().splitlines()) == 1
+
+
+@pytest.mark.parametrize("damage", ["missing", "empty"])
+def test_a_missing_or_empty_cache_beside_journals_is_rebuilt_and_said_once(
+    store: RunStore, damage: str
+) -> None:
+    run = start(store, "r1")
+    run.journal().append(record(key(0)))
+    run.journal("gw0").append(record(key(1)))
+    if damage == "empty":  # a crash between sqlite creating the file and its first write
+        store.cache_path.write_bytes(b"")
+    lookup = SampleLookup(store, mode="on", repair=True)
+    assert lookup.problems == []
+    (notice,) = lookup.notices
+    reason = "it is missing" if damage == "missing" else "it is empty (0 bytes)"
+    said = f"{store.cache_path} could not be read ({reason}); rebuilt it from the run journals: 2 samples"
+    assert said in notice
+    assert lookup.get(key(0)) is not None and lookup.get(key(1)) is not None
+    lookup.close()
+    assert SampleLookup(store, mode="on", repair=True).notices == []
+
+
+def test_a_missing_cache_in_a_store_without_journals_is_no_news(store: RunStore) -> None:
+    lookup = SampleLookup(store, mode="on", repair=True)
+    assert lookup.notices == [] and lookup.problems == []
+
+
+def test_a_failed_rebuild_leaves_no_half_built_database_behind(store: RunStore) -> None:
+    run = start(store, "r1")
+    run.journal().append(record(key(0)))
+    # A directory where the cache file belongs: it cannot be read, nor replaced by the rebuilt file.
+    store.cache_path.mkdir()
+    (store.cache_path / "keep").write_text("x")
+    lookup = SampleLookup(store, mode="on", repair=True)
+    assert not lookup.cache_enabled
+    (problem,) = lookup.problems
+    assert "rebuilding it from the run journals failed" in problem
+    assert sorted(p.name for p in store.root.iterdir() if "rebuild" in p.name) == []
+    with pytest.raises(IsADirectoryError):
+        rebuild_cache(store)
+    assert sorted(p.name for p in store.root.iterdir() if "rebuild" in p.name) == []
