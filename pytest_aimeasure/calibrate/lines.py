@@ -9,6 +9,7 @@ from typing import Any
 from tabulate import tabulate
 
 from pytest_aimeasure.calibrate.file import staleness
+from pytest_aimeasure.calibrate.ppi import ppi_mean
 from pytest_aimeasure.calibrate.records import CalibrationFile, DimensionCalibration, ProbeResult
 from pytest_aimeasure.measure.models import Finding, Measurement
 from pytest_aimeasure.measure.stats import VAR_FLOOR_DEFAULT
@@ -80,11 +81,13 @@ def summarise(
         stale = [] if name in fresh else staleness(c, prints, (judges or {}).get(name, judge_model))
         scores = [m.mean for m in by_dim.get(name, [])]
         entry: dict[str, Any] = {
-            "status": "stale" if stale else ("calibrated" if c.passed else "uncalibrated"),
+            "status": "stale" if stale else STATUS[c.verdict],
+            "verdict": None if stale else c.verdict,
             "fresh": name in fresh,
             "stale_because": stale,
             "score_mean": round(sum(scores) / len(scores), 4) if scores else None,
             "items": len(scores),
+            "human_scale": None if stale else human_scale(c, scores),
             "calibration": c.model_dump(mode="json"),
             "item_probes": probes_here,
         }
@@ -101,18 +104,9 @@ def summarise(
                 )
             )
             continue
-        if not c.passed:
-            findings.append(
-                Finding(
-                    kind="uncalibrated",
-                    severity="fail" if fail and name in fresh else "warn",
-                    subject=name,
-                    message=f"uncalibrated ruler: {name}: "
-                    + "; ".join(c.problems)
-                    + f" (against {c.anchors} human-labelled anchors). Read its scores with care.",
-                    detail={"kappa": c.agreement.kappa, "bias": c.bias.mean, "problems": c.problems},
-                )
-            )
+        verdict_finding = _verdict_finding(c, fail=fail and name in fresh)
+        if verdict_finding is not None:
+            findings.append(verdict_finding)
         for p in c.probes:
             if p.significant and name in fresh:
                 findings.append(
@@ -125,6 +119,64 @@ def summarise(
                     )
                 )
     return summary, findings
+
+
+STATUS = {"trusted": "calibrated", "untrusted": "uncalibrated", "inconclusive": "inconclusive"}
+"""The summary's ``status`` of each trust verdict (a stale calibration is ``stale`` whatever it said)."""
+INCONCLUSIVE_MEANS = (
+    "the anchors cannot yet tell whether this judge agrees with people well enough: its interval "
+    "straddles the threshold. Not a failure, even under --judge-calibrate=fail (that fails on untrusted "
+    "only); label more anchors (aimeasure label) to decide it"
+)
+
+
+def _verdict_finding(c: DimensionCalibration, *, fail: bool) -> Finding | None:
+    """An untrusted ruler's finding (a failure under --judge-calibrate=fail), or an inconclusive one's
+    (a warning with its label budget)."""
+    detail = {"kappa": c.agreement.kappa, "bias": c.bias.mean, "problems": c.problems, "verdict": c.verdict}
+    if c.verdict == "untrusted":
+        return Finding(
+            kind="uncalibrated",
+            severity="fail" if fail else "warn",
+            subject=c.dimension,
+            message=f"uncalibrated ruler: {c.dimension}: untrusted: "
+            + "; ".join(c.problems)
+            + f" (against {c.anchors} human-labelled anchors). Read its scores with care.",
+            detail=detail,
+        )
+    if c.verdict != "inconclusive":
+        return None
+    budget = c.trust.budget if c.trust is not None else None
+    need = (
+        f"about {budget} anchors in all ({budget - c.anchors} more) would likely decide it"
+        if budget is not None
+        else "no practical number of anchors is likely to decide it (the agreement sits on the threshold)"
+    )
+    return Finding(
+        kind="uncalibrated",
+        severity="warn",
+        subject=c.dimension,
+        message=f"inconclusive ruler: {c.dimension}: " + "; ".join(c.problems) + f"; {need}. "
+        f"Inconclusive means {INCONCLUSIVE_MEANS}.",
+        detail={**detail, "budget": budget},
+    )
+
+
+def human_scale(c: DimensionCalibration, item_means: Sequence[float]) -> dict[str, Any] | None:
+    """The session's mean on the human scale (PPI++ from the calibration's anchors), or None without
+    items or with fewer than two anchors."""
+    found = ppi_mean(item_means, *c.anchor_means())
+    if found is None:
+        return None
+    return {
+        "mean": round(found.mean, 4),
+        "ci_low": round(found.ci_low, 4),
+        "ci_high": round(found.ci_high, 4),
+        "lambda": round(found.lam, 4),
+        "judge_mean": round(found.judge_mean, 4),
+        "items": found.items,
+        "anchors": found.anchors,
+    }
 
 
 def _fmt(value: float | None, spec: str = ".2f") -> str:
@@ -148,15 +200,23 @@ def calibration_lines(summary: Mapping[str, Any], *, var_floor: float = VAR_FLOO
         bias = f"{c.bias.mean:+.2f}"
         if c.bias.ci_low is not None and c.bias.ci_high is not None:
             bias += f" [{c.bias.ci_low:+.2f}, {c.bias.ci_high:+.2f}]"
-        status = {"calibrated": "ok", "uncalibrated": "UNCALIBRATED RULER", "stale": "stale: re-calibrate"}[
-            entry["status"]
-        ]
+        status = {
+            "calibrated": "trusted",
+            "uncalibrated": "UNTRUSTED",
+            "inconclusive": "inconclusive",
+            "stale": "stale: re-calibrate",
+        }[entry["status"]]
+        if entry["status"] == "inconclusive" and c.trust is not None and c.trust.budget is not None:
+            status += f" (~{c.trust.budget} anchors)"
+        kappa = _fmt(c.agreement.kappa)
+        if c.trust is not None and c.trust.kappa_ci_low is not None and c.trust.kappa_ci_high is not None:
+            kappa += f" [{c.trust.kappa_ci_low:.2f}, {c.trust.kappa_ci_high:.2f}]"
         rows.append(
             [
                 name,
                 _fmt(entry["score_mean"]) + (f" ({entry['items']} items)" if entry["items"] else ""),
                 str(c.anchors),
-                _fmt(c.agreement.kappa),
+                kappa,
                 _fmt(c.agreement.alpha),
                 bias,
                 f"{c.repeatability.within_sd:.2f} / {c.repeatability.all_agree:.0%}",
@@ -171,6 +231,12 @@ def calibration_lines(summary: Mapping[str, Any], *, var_floor: float = VAR_FLOO
             )
         for p in c.probes if entry["fresh"] else ():
             notes.append(f"{name}: {p.message}")
+        if (hs := entry.get("human_scale")) is not None:
+            notes.append(
+                f"{name}: on the human scale {hs['mean']:.2f} [{hs['ci_low']:.2f}, {hs['ci_high']:.2f}] "
+                f"beside the judge's {hs['judge_mean']:.2f} "
+                f"(PPI++, λ {hs['lambda']:.2f}, {hs['anchors']} anchors)"
+            )
     lines = [""]
     if not rows:
         return [*lines, "Judge bias probes:", *notes]
@@ -181,7 +247,7 @@ def calibration_lines(summary: Mapping[str, Any], *, var_floor: float = VAR_FLOO
             "dimension",
             "score now",
             "anchors",
-            "κ",
+            "κ [95% CI]",
             "α",
             "bias [95% CI]",
             "within SD / all agree",
@@ -193,6 +259,14 @@ def calibration_lines(summary: Mapping[str, Any], *, var_floor: float = VAR_FLOO
     ).splitlines()
     lines += notes
     return lines
+
+
+def _verdict_note(c: DimensionCalibration) -> str:
+    text = f"trust verdict: {c.verdict}"
+    if c.trust is not None and c.trust.kappa_ci_low is not None and c.trust.kappa_ci_high is not None:
+        text += f" (κ 95% CI [{c.trust.kappa_ci_low:.2f}, {c.trust.kappa_ci_high:.2f}]"
+        text += f"; ~{c.trust.budget} anchors would likely decide it)" if c.trust.budget else ")"
+    return text
 
 
 def calibration_figures(summary: Mapping[str, Any]) -> list[dict[str, Any]]:
@@ -216,6 +290,13 @@ def calibration_figures(summary: Mapping[str, Any]) -> list[dict[str, Any]]:
         bias: dict[str, float] = {"mean": c.bias.mean}
         bias.update({p.probe: p.effect for p in c.probes if p.probe != "range"})
         notes = [f"ruler: {entry['status']}" + (" (stored)" if not entry.get("fresh") else "")]
+        if entry.get("verdict") is not None:
+            notes.append(_verdict_note(c))
+        if (hs := entry.get("human_scale")) is not None:
+            notes.append(
+                f"human scale (PPI++, λ {hs['lambda']:.2f}): {hs['mean']:.2f} [{hs['ci_low']:.2f}, "
+                f"{hs['ci_high']:.2f}] beside the judge's {hs['judge_mean']:.2f}"
+            )
         notes += c.problems + [f"stale: {why}" for why in entry.get("stale_because", [])]
         if c.bias.ci_low is not None and c.bias.ci_high is not None:
             notes.append(f"bias 95% CI [{c.bias.ci_low:+.2f}, {c.bias.ci_high:+.2f}]")
@@ -226,9 +307,7 @@ def calibration_figures(summary: Mapping[str, Any]) -> list[dict[str, Any]]:
                 "anchors": c.anchors,
                 "agreement": {k: v for k, v in agreement.items() if v is not None},
                 "bias": bias,
-                "bins": [
-                    {"reference": b.level, "judge": b.judge_mean, "n": b.n} for b in c.bias.by_level
-                ],
+                "bins": [{"reference": b.level, "judge": b.judge_mean, "n": b.n} for b in c.bias.by_level],
                 "notes": notes,
             }
         )

@@ -92,6 +92,22 @@ class ProbeResult(BaseModel):
     message: str
 
 
+class Trust(BaseModel):
+    """The trust verdict (calibrate/trust.py): can this judge gate a release on this dimension?"""
+
+    model_config = ConfigDict(extra="forbid")
+
+    verdict: Literal["trusted", "untrusted", "inconclusive"]
+    kappa_ci_low: float | None = Field(description="95% jackknife interval of κ (Fisher z)")
+    kappa_ci_high: float | None
+    reasons: list[str] = Field(default_factory=list, description="why untrusted or inconclusive")
+    budget: int | None = Field(
+        default=None,
+        description="inconclusive: anchors in all that would likely (80%) decide it; None: decided, or "
+        "no practical number would",
+    )
+
+
 class DimensionCalibration(BaseModel):
     """One dimension's calibration against its anchor set."""
 
@@ -108,10 +124,24 @@ class DimensionCalibration(BaseModel):
     repeatability: Repeatability
     human_alpha: float | None = Field(description="inter-rater α (interval); the ceiling for the judge")
     thresholds: Thresholds
-    passed: bool
-    problems: list[str] = Field(default_factory=list, description="why the ruler is uncalibrated")
+    passed: bool = Field(description="not untrusted: the verdict is trusted or inconclusive")
+    problems: list[str] = Field(default_factory=list, description="why the ruler is not trusted")
+    trust: Trust | None = Field(default=None, description="None in a calibration file written before it")
     probes: list[ProbeResult] = Field(default_factory=list)
     scores: list[AnchorScore] = Field(default_factory=list)
+
+    def anchor_means(self) -> tuple[list[float], list[float]]:
+        """Per anchor, the humans' mean label and the judge's mean score (the PPI's labelled set)."""
+        human = [sum(s.human.values()) / len(s.human) for s in self.scores]
+        judge = [sum(s.judge) / len(s.judge) for s in self.scores]
+        return human, judge
+
+    @property
+    def verdict(self) -> Literal["trusted", "untrusted", "inconclusive"]:
+        """The trust verdict; a calibration stored before verdicts read its pass/fail."""
+        if self.trust is not None:
+            return self.trust.verdict
+        return "trusted" if self.passed else "untrusted"
 
 
 class CalibrationFile(BaseModel):

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 
 from pytest_aimeasure.calibrate import agreement as ag
 from pytest_aimeasure.calibrate import bias as pr
+from pytest_aimeasure.calibrate import trust as tr
 from pytest_aimeasure.calibrate.anchors import Anchor
 from pytest_aimeasure.calibrate.records import (
     MIN_ANCHORS_FOR_NOISE,
@@ -23,6 +24,7 @@ from pytest_aimeasure.calibrate.records import (
     ProbeResult,
     Repeatability,
     Thresholds,
+    Trust,
 )
 from pytest_aimeasure.judge.engine import JudgeEngine, JudgeError, NotJudged
 from pytest_aimeasure.judge.item import ItemSpec
@@ -152,13 +154,40 @@ def analyse(
     anchors = [a for a in target.anchors if judge.get(a.id)]
     human_means = [a.human_mean for a in anchors]
     judge_means = [ag.mean(judge[a.id]) for a in anchors]
+    diffs = [j - h for j, h in zip(judge_means, human_means, strict=True)]
+    bias_ci = ag.mean_ci(diffs)
+    probes = _probes(anchors, judge, judge_means, human_means, judge_model, padded, reversed_)
+    trust = _trust(target.thresholds, human_means, judge_means, bias_ci, probes)
+    rated = [list(a.labels.values()) for a in anchors if len(a.labels) >= 2]
+    return DimensionCalibration(
+        dimension=target.dimension,
+        judge_model=judge_model,
+        fingerprint=fingerprint,
+        anchor_files=sorted(target.files),
+        anchors=len(anchors),
+        raters=max(len(a.labels) for a in anchors),
+        agreement=_agreement(anchors, human_means, judge_means),
+        bias=_bias(diffs, bias_ci, human_means, judge_means),
+        repeatability=_repeatability(anchors, judge),
+        human_alpha=_r(ag.krippendorff_alpha(rated)) if rated else None,
+        thresholds=target.thresholds,
+        passed=trust.verdict != "untrusted",
+        problems=trust.reasons,
+        trust=trust,
+        probes=probes,
+        scores=[
+            AnchorScore(id=a.id, human=a.labels, judge=list(judge[a.id]))
+            for a in sorted(anchors, key=lambda a: a.id)
+        ],
+    )
+
+
+def _agreement(anchors: Sequence[Anchor], human_means: list[float], judge_means: list[float]) -> Agreement:
     human_levels = [ag.level(h) for h in human_means]
     judge_levels = [ag.level(j) for j in judge_means]
     n = len(anchors)
-
-    exact = sum(h == j for h, j in zip(human_levels, judge_levels, strict=True)) / n
-    within = sum(abs(h - j) <= 1 for h, j in zip(human_levels, judge_levels, strict=True)) / n
-    agreement = Agreement(
+    pairs = list(zip(human_levels, judge_levels, strict=True))
+    return Agreement(
         kappa=_r(ag.weighted_kappa(human_levels, judge_levels)),
         alpha=_r(
             ag.krippendorff_alpha(
@@ -166,16 +195,17 @@ def analyse(
             )
         ),
         spearman=_r(ag.spearman(human_means, judge_means)),
-        exact=round(exact, 4),
-        within_one=round(within, 4),
+        exact=round(sum(h == j for h, j in pairs) / n, 4),
+        within_one=round(sum(abs(h - j) <= 1 for h, j in pairs) / n, 4),
         confusion=ag.confusion(human_levels, judge_levels),
     )
-    diffs = [j - h for j, h in zip(judge_means, human_means, strict=True)]
-    ci = ag.mean_ci(diffs)
+
+
+def _bias(diffs: list[float], ci: ag.MeanCI, human_means: list[float], judge_means: list[float]) -> Bias:
     by_level: dict[int, list[int]] = defaultdict(list)
-    for i, lvl in enumerate(human_levels):
-        by_level[lvl].append(i)
-    bias = Bias(
+    for i, h in enumerate(human_means):
+        by_level[ag.level(h)].append(i)
+    return Bias(
         mean=round(ci.mean, 4) + 0.0,
         ci_low=_r(ci.ci_low),
         ci_high=_r(ci.ci_high),
@@ -189,69 +219,68 @@ def analyse(
             for lvl, idx in sorted(by_level.items())
         ],
     )
+
+
+def _repeatability(anchors: Sequence[Anchor], judge: dict[str, list[int]]) -> Repeatability:
     n_samples = min(len(judge[a.id]) for a in anchors)
-    variances = [ag.sample_var(judge[a.id]) for a in anchors]
-    pooled = ag.mean(variances)
-    enough = n >= MIN_ANCHORS_FOR_NOISE and n_samples >= 2
-    repeatability = Repeatability(
+    pooled = ag.mean([ag.sample_var(judge[a.id]) for a in anchors])
+    enough = len(anchors) >= MIN_ANCHORS_FOR_NOISE and n_samples >= 2
+    return Repeatability(
         samples=n_samples,
         within_sd=round(math.sqrt(pooled), 4),
-        all_agree=round(sum(len(set(judge[a.id])) == 1 for a in anchors) / n, 4),
+        all_agree=round(sum(len(set(judge[a.id])) == 1 for a in anchors) / len(anchors), 4),
         var_floor=round(max(pooled, MIN_VAR_FLOOR), 4) if enough else None,
     )
-    rated = [list(a.labels.values()) for a in anchors if len(a.labels) >= 2]
-    human_alpha = _r(ag.krippendorff_alpha(rated)) if rated else None
 
-    problems: list[str] = []
-    th = target.thresholds
-    if agreement.kappa is None:
-        problems.append("κ is undefined (the judge or the humans used one level only)")
-    elif agreement.kappa < th.min_kappa:
-        problems.append(f"κ {agreement.kappa:.2f} < min_kappa {th.min_kappa:g}")
-    if abs(bias.mean) > th.max_abs_bias:
-        problems.append(f"|bias| {abs(bias.mean):.2f} > max_abs_bias {th.max_abs_bias:g}")
 
-    probe_results: list[ProbeResult] = []
+def _probes(
+    anchors: Sequence[Anchor],
+    judge: dict[str, list[int]],
+    judge_means: list[float],
+    human_means: list[float],
+    judge_model: str,
+    padded: dict[str, list[int]] | None,
+    reversed_: dict[str, list[int]] | None,
+) -> list[ProbeResult]:
+    found: list[ProbeResult | None] = []
+    for variant, name, text in (
+        (padded, "length", "length (neutral padding appended)"),
+        (reversed_, "order", "order (several artifacts, order reversed)"),
+    ):
+        if variant is not None:
+            deltas = [ag.mean(variant[a.id]) - ag.mean(judge[a.id]) for a in anchors if variant.get(a.id)]
+            found.append(pr.paired_shift(name, text, deltas))
     if padded is not None:
-        deltas = [ag.mean(padded[a.id]) - ag.mean(judge[a.id]) for a in anchors if padded.get(a.id)]
-        found = pr.paired_shift("length", "length (neutral padding appended)", deltas)
-        if found is not None:
-            probe_results.append(found)
-    if reversed_ is not None:
-        deltas = [ag.mean(reversed_[a.id]) - ag.mean(judge[a.id]) for a in anchors if reversed_.get(a.id)]
-        found = pr.paired_shift("order", "order (several artifacts, order reversed)", deltas)
-        if found is not None:
-            probe_results.append(found)
-    if padded is not None:
-        sp = pr.self_preference(
-            anchors, {a.id: jm for a, jm in zip(anchors, judge_means, strict=True)}, judge_model
-        )
-        if sp is not None:
-            probe_results.append(sp)
-        rg = pr.range_use(judge_means, human_means)
-        if rg is not None:
-            probe_results.append(rg)
-    for p in probe_results:
+        by_id = {a.id: jm for a, jm in zip(anchors, judge_means, strict=True)}
+        found.append(pr.self_preference(anchors, by_id, judge_model))
+        found.append(pr.range_use(judge_means, human_means))
+    results = [p for p in found if p is not None]
+    for p in results:
         p.effect = round(p.effect, 4) + 0.0
         p.ci_low, p.ci_high = _r(p.ci_low), _r(p.ci_high)
+    return results
 
-    return DimensionCalibration(
-        dimension=target.dimension,
-        judge_model=judge_model,
-        fingerprint=fingerprint,
-        anchor_files=sorted(target.files),
-        anchors=n,
-        raters=max(len(a.labels) for a in anchors),
-        agreement=agreement,
-        bias=bias,
-        repeatability=repeatability,
-        human_alpha=human_alpha,
-        thresholds=th,
-        passed=not problems,
-        problems=problems,
-        probes=probe_results,
-        scores=[
-            AnchorScore(id=a.id, human=a.labels, judge=list(judge[a.id]))
-            for a in sorted(anchors, key=lambda a: a.id)
-        ],
+
+def _trust(
+    th: Thresholds,
+    human_means: list[float],
+    judge_means: list[float],
+    bias: ag.MeanCI,
+    probes: list[ProbeResult],
+) -> Trust:
+    """The trust verdict: κ's interval (on the levels, as κ itself) and bias's against the thresholds."""
+    kappa = tr.kappa_ci([ag.level(h) for h in human_means], [ag.level(j) for j in judge_means])
+    found = tr.verdict(
+        kappa,
+        bias,
+        min_kappa=th.min_kappa,
+        max_abs_bias=th.max_abs_bias,
+        failed_probes=[p.probe for p in probes if p.significant],
+    )
+    return Trust(
+        verdict=found.verdict,
+        kappa_ci_low=_r(kappa.low) if kappa is not None else None,
+        kappa_ci_high=_r(kappa.high) if kappa is not None else None,
+        reasons=found.reasons,
+        budget=found.budget,
     )

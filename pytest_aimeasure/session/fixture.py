@@ -267,7 +267,10 @@ class Judge:
                 subject=f"{spec.dimension}::{writer}",
                 severity="warn",
                 detail={
-                    "generator": writer, "judge_model": judge_model, "family": shared, "artifact": part.key
+                    "generator": writer,
+                    "judge_model": judge_model,
+                    "family": shared,
+                    "artifact": part.key,
                 },
             )
 
@@ -387,6 +390,34 @@ class _Landing:
             del item.user_properties[properties_before:]
             item.user_properties[self.properties_at : self.properties_at] = self.properties
 
+    def _human_floor(self, m: Measurement, limit: float) -> BaseException | None:
+        """``floor_scale="human"``: the floor against the item's mean on the human scale, from the
+        stored calibration of this ruler (calibrate/ppi.py); without one, on the judge's, said so."""
+        from pytest_aimeasure.calibrate.ppi import slope, to_human
+
+        c = self.state.current_calibration(m)
+        if c is None:
+            runtime.record_finding(
+                "floor_warning",
+                f"{self.name}: floor_scale='human' but no current calibration of {self.name!r} for this "
+                f"judge: the floor {limit:g} was checked on the judge's scale. Calibrate it: pytest "
+                "--ai-judge --judge-calibrate (with its anchors=)",
+                subject=self.spec.item_id,
+                severity="warn",
+            )
+            return FloorBreach(floor_message(m)) if m.breached else None
+        human, judge = c.anchor_means()
+        score = to_human(m.mean, human, judge)
+        self.item.user_properties.append(("aimeasure.human_mean", round(score, 4)))
+        if score < limit:
+            return FloorBreach(
+                f"{self.name}: on the human scale {score:.2f} is below the floor {limit:g} (judge mean "
+                f"{m.mean:.2f}, corrected by the calibration against {c.anchors} anchors: slope "
+                f"{slope(human, judge):.2f}, humans' mean {sum(human) / len(human):.2f} where the judge's "
+                f"is {sum(judge) / len(judge):.2f})\nsamples: {', '.join(str(s) for s in m.scores)}"
+            )
+        return None
+
     def _verdict(self, outcome: Measurement | BaseException) -> BaseException | None:
         spec, record, limit, judge = self.spec, self.record, self.limit, self.judge
         if isinstance(outcome, NotJudged):
@@ -413,6 +444,9 @@ class _Landing:
             ("aimeasure.ci", f"{measurement.ci_low:.4f}..{measurement.ci_high:.4f}"),
         ):
             self.item.user_properties.append((prop, value))
+        mark = self.item.get_closest_marker("dimension")
+        if limit is not None and mark is not None and mark.kwargs.get("floor_scale") == "human":
+            return self._human_floor(measurement, limit)
         if limit is not None and measurement.breached:
             return FloorBreach(floor_message(measurement))
         if limit is not None and measurement.near_floor:

@@ -398,7 +398,7 @@ OPTIONS: tuple[Option, ...] = (
         "calibrate",
         "Judge every human-labelled anchor (anchors= on a dimension, the aimeasure_anchors ini globs, a "
         "suite dimension's anchors:) and report the judge's agreement, bias and noise per dimension; "
-        "=fail also fails the run when a dimension's ruler is uncalibrated.",
+        "=fail also fails the run when a dimension's ruler is untrusted (inconclusive only warns).",
         choice("report", "fail"),
         None,
         "aimeasure_judge_calibrate",

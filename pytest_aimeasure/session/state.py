@@ -202,7 +202,10 @@ class SessionState:
             return CalibrationRun(errors={"(anchors)": str(exc)})
         assert self.settings.model is not None
         run = calibrate(
-            self.engine(), targets, samples=self.settings.fixed_samples, probes=self.settings.judge_bias,
+            self.engine(),
+            targets,
+            samples=self.settings.fixed_samples,
+            probes=self.settings.judge_bias,
             judge_model=self.settings.model,
         )
         if run.results:
@@ -420,7 +423,10 @@ class SessionState:
             if mark is not None and mark.kwargs.get("anchors"):
                 self.anchor_refs.append(
                     marker_ref(
-                        mark.args[0], mark.kwargs["anchors"], base=item.path.parent, kwargs=mark.kwargs,
+                        mark.args[0],
+                        mark.kwargs["anchors"],
+                        base=item.path.parent,
+                        kwargs=mark.kwargs,
                         source=item.nodeid,
                     )
                 )
@@ -513,9 +519,18 @@ class SessionState:
         return extra
 
     def _ruler_status(self, m: Measurement) -> str | None:
-        """The dimension's calibration as stored when the session began (calibrated, uncalibrated or
-        stale), or None when it has none. JUnit properties are written as each test ends, before a
-        --judge-calibrate run judges its anchors: a fresh calibration shows from the next session on."""
+        """The dimension's trust verdict as stored when the session began (trusted, untrusted,
+        inconclusive) or stale, or None when it has none. JUnit properties are written as each test
+        ends, before a --judge-calibrate run judges its anchors: a fresh calibration shows from the
+        next session on."""
+        stored = self.stored_calibration
+        if stored is None or m.dimension not in stored.dimensions:
+            return None
+        c = self.current_calibration(m)
+        return "stale" if c is None else str(c.verdict)
+
+    def current_calibration(self, m: Measurement) -> Any:
+        """The stored calibration of ``m``'s dimension when it still describes ``m``'s ruler, else None."""
         stored = self.stored_calibration
         c = stored.dimensions.get(m.dimension) if stored is not None else None
         if c is None:
@@ -524,8 +539,8 @@ class SessionState:
 
         # Calibration measured the standing judge.
         if staleness(c, [m.standing.fingerprint], self.judges.get(m.dimension, self.settings.model)):
-            return "stale"
-        return "calibrated" if c.passed else "uncalibrated"
+            return None
+        return c
 
     # -- session end -----------------------------------------------------------------------------
     def whole_suite(self, session: pytest.Session) -> bool:

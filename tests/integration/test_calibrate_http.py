@@ -78,7 +78,7 @@ def tone(data: dict[str, Any]) -> dict[str, Any]:
     return entry
 
 
-def test_generous_judge_shows_bias_of_one_and_fails_min_kappa(project: pytest.Pytester, serve: Any) -> None:
+def test_generous_judge_shows_bias_of_one_and_is_untrusted(project: pytest.Pytester, serve: Any) -> None:
     serve(generous)
     result, data = calibrated(project, "--judge-calibrate=fail")
     entry = tone(data)
@@ -87,8 +87,11 @@ def test_generous_judge_shows_bias_of_one_and_fails_min_kappa(project: pytest.Py
     assert c["bias"]["mean"] == pytest.approx(1.0)
     assert c["bias"]["ci_low"] > 0  # every anchor one point high: the interval excludes 0
     assert c["agreement"]["kappa"] < 0.8
-    assert any("min_kappa" in p for p in c["problems"])
-    assert entry["status"] == "uncalibrated"
+    # κ's interval straddles min_kappa 0.6; the bias interval [+1, +1] lies beyond ±0.5: untrusted.
+    assert c["trust"]["kappa_ci_low"] < 0.6 < c["trust"]["kappa_ci_high"]
+    assert c["trust"]["verdict"] == "untrusted" and c["trust"]["budget"] is None
+    assert c["problems"] == ["bias +1.00 [+1.00, +1.00] lies beyond ±0.5"]
+    assert entry["status"] == "uncalibrated" and entry["verdict"] == "untrusted"
     assert c["agreement"]["exact"] == 0.0 and c["agreement"]["within_one"] == 1.0
     assert [b["mean_bias"] for b in c["bias"]["by_level"]] == [1.0, 1.0, 1.0, 1.0]
     assert c["human_alpha"] == 1.0  # the two raters agree everywhere
@@ -121,7 +124,11 @@ def test_faithful_judge_passes(project: pytest.Pytester, serve: Any) -> None:
     assert result.ret == 0
     assert server.judge_calls == 12 * 2 + 2  # every anchor N times, plus the real item
     result.stdout.fnmatch_lines(
-        ["*Calibration (judge vs human anchors)*", "*tone*12*1.00*ok*", "*replaces the fixed*"]
+        [
+            "*Calibration (judge vs human anchors)*",
+            "*tone*12*1.00 [[]0.90, 1.00]*trusted*",
+            "*replaces the fixed*",
+        ]
     )
 
 
@@ -236,10 +243,10 @@ def test_junit_items_carry_the_stored_ruler_status(project: pytest.Pytester, ser
     calibrated(project, "--judge-calibrate", "--junitxml", "junit.xml")
     assert ruler_property(project) == []  # no calibration was stored when the test ended
     calibrated(project, "--junitxml", "junit.xml")
-    assert ruler_property(project) == ["uncalibrated"]
+    assert ruler_property(project) == ["untrusted"]
     calibrated(project, "--junitxml", "junit.xml", model="anthropic/claude-other")
     assert ruler_property(project) == ["stale"]
     serve(faithful)  # the same judge model: sample afresh, not from the cache
     calibrated(project, "--judge-calibrate", "--judge-cache=off")
     calibrated(project, "--junitxml", "junit.xml")
-    assert ruler_property(project) == ["calibrated"]
+    assert ruler_property(project) == ["trusted"]
