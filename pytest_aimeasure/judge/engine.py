@@ -153,6 +153,10 @@ class JudgeSettings:
     model: str
     samples: int = 3
     concurrency: int = 8
+    """The most calls in flight per provider (the limit's ceiling)."""
+    concurrency_start: int | None = None
+    """Calls in flight at the start, the limit growing from there up to ``concurrency`` (None:
+    ``concurrency`` from the start; see :mod:`pytest_aimeasure.judge.limits`)."""
     timeout: float | None = None
     max_invalid_retries: int = 2
     retries: int = 4
@@ -219,12 +223,13 @@ class Spend:
             "cost_usd": None if self.cost_unknown else round(self.cost_usd, 6),
             "judge_errors": self.judge_errors,
             "max_in_flight": max((limit.max_in_flight for limit in limits), default=0),
+            "limit_reached": max((limit.highest_limit for limit in limits), default=0),
             "rate_limited": sum(limit.rate_limited for limit in limits),
             "rate_limit_wait_s": round(sum(limit.waited_s for limit in limits), 3),
         }
 
 
-_MAX_MERGED = frozenset({"max_in_flight", "rate_limit_wait_s"})
+_MAX_MERGED = frozenset({"max_in_flight", "limit_reached", "rate_limit_wait_s"})
 """Spend figures of several processes (xdist workers) that are not added up: each process has its
 own limit per provider, so the session reports the busiest process and the longest pause."""
 
@@ -371,7 +376,9 @@ class JudgeEngine:
         """The provider's limiter (``--judge-concurrency`` calls in flight, adapted to its 429s)."""
         # Only touched from the loop thread, so no lock is needed.
         if key not in self._limits:
-            self._limits[key] = ProviderLimit(self.settings.concurrency)
+            self._limits[key] = ProviderLimit(
+                self.settings.concurrency, start=self.settings.concurrency_start
+            )
         return self._limits[key]
 
     # -- measuring -------------------------------------------------------------------------------
@@ -609,9 +616,7 @@ class JudgeEngine:
                     temperature=reply.temperature_sent,
                 )
                 if self.sink is not None:
-                    self.sink.record(
-                        key, item_id=spec.item_id, nodeid=spec.nodeid, sample=sample, sync=False
-                    )
+                    self.sink.record(key, item_id=spec.item_id, nodeid=spec.nodeid, sample=sample, sync=False)
                 return sample
             if attempt + 1 < attempts:
                 with self.spend.lock:
@@ -717,6 +722,7 @@ class JudgeEngine:
         if getattr(backend, "batched", False):
             return await self._batch_attempts(backend, request)
         limit = self.limit(backend.concurrency_key)
+        loop = asyncio.get_running_loop()
         attempts = self.settings.retries + 1
         failures = 0
         for attempt in range(attempts):
@@ -728,6 +734,7 @@ class JudgeEngine:
                 # when the session was interrupted) never go out.
                 self._check_running()
                 self._check_reachable(backend)
+                sent = loop.time()
                 reply = await backend.judge(request)
             except RateLimited as exc:
                 # The cooldown is set before the slot is freed, so no waiter slips in ahead of it.
@@ -748,7 +755,7 @@ class JudgeEngine:
                 raise
             else:
                 limit.release()
-                limit.note_success(token)
+                limit.note_success(token, loop.time() - sent)
                 self._note_connection(backend, None)
                 self._noticed.pop(backend.concurrency_key, None)
                 return reply

@@ -13,7 +13,15 @@ all of them:
   call on its own schedule;
 * **an adaptive limit** (AIMD, as TCP does): the limit halves on a 429/529 (once per window: 429s of
   calls that started before the last decrease don't halve it again), and grows by one after a run of
-  ``limit`` successes at the current level; never below 1, never above the user's limit.
+  ``limit`` successes at the current level; never below 1, never above the ceiling.
+
+Without ``--judge-concurrency`` nobody knows the provider's limit, so the limiter finds it (the
+numbers are in :mod:`pytest_aimeasure.judge.concurrency`): it starts at ``ADAPTIVE_START`` (16) calls
+in flight and, until the first 429/529, grows by one with every answer (slow start: the limit doubles
+per round trip), up to ``ADAPTIVE_CEILING`` (64); then the rule above. It grows only while latency
+holds: an answer that took more than ``SLOW_FACTOR`` (2) times the fastest one seen says the provider
+is queueing calls, not serving more of them, so it adds nothing. An explicit ``--judge-concurrency N``
+starts at N and is the ceiling.
 
 The limiter runs on the judge engine's event loop; it is not thread-safe. The clock is injectable so
 the adaptive rule can be tested without waiting.
@@ -26,7 +34,9 @@ import time
 from collections import deque
 from collections.abc import Callable
 
-__all__ = ["MAX_COOLDOWN_S", "ProviderLimit", "backoff_s"]
+from pytest_aimeasure.judge.concurrency import ADAPTIVE_CEILING, ADAPTIVE_START, SLOW_FACTOR
+
+__all__ = ["ADAPTIVE_CEILING", "ADAPTIVE_START", "MAX_COOLDOWN_S", "ProviderLimit", "backoff_s"]
 
 MAX_COOLDOWN_S = 60.0
 """The longest pause one rate-limit response can impose (the SDKs ignore longer ``retry-after`` too)."""
@@ -48,11 +58,17 @@ class ProviderLimit:
     :meth:`note_success` / :meth:`note_rate_limit`; :meth:`release` frees the slot.
     """
 
-    def __init__(self, ceiling: int, *, clock: Callable[[], float] = time.monotonic) -> None:
-        if ceiling < 1:
-            raise ValueError(f"a concurrency limit must be >= 1, not {ceiling}")
+    def __init__(
+        self, ceiling: int, *, start: int | None = None, clock: Callable[[], float] = time.monotonic
+    ) -> None:
+        if ceiling < 1 or (start is not None and not 1 <= start <= ceiling):
+            raise ValueError(f"a concurrency limit must be >= 1, not {ceiling} (start {start})")
         self.ceiling = ceiling
-        self.limit = ceiling
+        self.limit = ceiling if start is None else start
+        self.highest_limit = self.limit
+        """The highest limit reached (what the adaptive limit found)."""
+        self._slow_start = self.limit < ceiling  # one more per answer until the first 429/529
+        self._fastest: float | None = None  # the shortest answer seen, seconds
         self.in_flight = 0
         self.max_in_flight = 0
         self.cooldown_until = float("-inf")
@@ -60,7 +76,7 @@ class ProviderLimit:
         """429/529 responses seen."""
         self.waited_s = 0.0
         """Seconds the provider was paused by rate limits (overlapping cooldowns counted once)."""
-        self.lowest_limit = ceiling
+        self.lowest_limit = self.limit
         self.limited_since: float | None = None
         """When the provider's answers became nothing but 429/529 (None: its last answer was one)."""
         self._clock = clock
@@ -145,16 +161,22 @@ class ProviderLimit:
         self._wake()
 
     # -- what the provider said ------------------------------------------------------------------
-    def note_success(self, token: int) -> None:
-        """A call that started in window ``token`` got an answer: after ``limit`` of them in the
-        current window the limit grows by one (up to the ceiling)."""
+    def note_success(self, token: int, latency_s: float | None = None) -> None:
+        """A call that started in window ``token`` got an answer after ``latency_s`` seconds: after
+        ``limit`` of them in the current window (one, in slow start) the limit grows by one, up to
+        the ceiling, unless the answer was slow (see the module's docstring)."""
         self._streak = 0
         self.limited_since = None
+        if latency_s is not None:
+            if self._fastest is not None and latency_s > SLOW_FACTOR * self._fastest:
+                return  # queueing at the provider: more calls would only wait there
+            self._fastest = latency_s if self._fastest is None else min(self._fastest, latency_s)
         if token != self._window or self.limit >= self.ceiling:
             return
         self._successes += 1
-        if self._successes >= self.limit:
+        if self._successes >= (1 if self._slow_start else self.limit):
             self.limit += 1
+            self.highest_limit = max(self.highest_limit, self.limit)
             self._successes = 0
             self._wake()
 
@@ -166,6 +188,7 @@ class ProviderLimit:
         self._streak += 1
         if self.limited_since is None:
             self.limited_since = self._clock()
+        self._slow_start = False
         if token == self._window:
             self.limit = max(1, self.limit // 2)
             self.lowest_limit = min(self.lowest_limit, self.limit)

@@ -155,6 +155,8 @@ def _spend_line(summary: SessionReport) -> str:
     pressure = ""
     if spend.get("max_in_flight"):
         pressure = f", at most {spend['max_in_flight']} in flight"
+        if spend.get("limit_reached"):
+            pressure += f" (limit reached {spend['limit_reached']})"
     if spend.get("rate_limited"):
         pressure += (
             f", {spend['rate_limited']} rate-limited (paused {spend['rate_limit_wait_s']:.1f}s, "

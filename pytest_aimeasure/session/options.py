@@ -186,9 +186,10 @@ OPTIONS: tuple[Option, ...] = (
     Option(
         "--judge-concurrency",
         "judge_concurrency",
-        "Judge calls in flight at once, per provider (default 8); halved on a 429/529 and grown back.",
+        "Judge calls in flight at once, per provider, at most (default: adaptive, starting at 16 and "
+        "growing while latency holds and no 429/529 comes, up to 64); halved on a 429/529 and grown back.",
         positive_int,
-        8,
+        None,
         "aimeasure_judge_concurrency",
         metavar="N",
     ),
@@ -197,7 +198,7 @@ OPTIONS: tuple[Option, ...] = (
         "judge_pipeline",
         "Dimension tests whose verdicts may be pending at once: judge.score returns at once and the "
         "test's reports are logged, in order, when its samples land (default: 2 x --judge-concurrency, "
-        "at least 32; 0 waits in each test).",
+        "128 when that is adaptive, at least 32; 0 waits in each test).",
         non_negative_int,
         None,
         "aimeasure_judge_pipeline",

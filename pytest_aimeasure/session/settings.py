@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
+from pytest_aimeasure.judge.concurrency import ADAPTIVE_CEILING, ADAPTIVE_START
 from pytest_aimeasure.measure.sampling import AUTO, SamplePlan, Samples, call_range
 from pytest_aimeasure.session import options
 
@@ -28,6 +29,9 @@ class Settings:
     model: str | None
     samples: Samples
     concurrency: int
+    """Judge calls in flight per provider at the start (``--judge-concurrency``, else the adaptive start)."""
+    concurrency_ceiling: int
+    """The most calls in flight the limit grows to (``--judge-concurrency``, else the adaptive ceiling)."""
     timeout: float
     retries: int
     cache: str
@@ -140,17 +144,20 @@ class Settings:
                 "least the minimum and at most the maximum (or fix the ini keys "
                 "aimeasure_judge_samples_min/max)"
             )
+        concurrency = options.get(config, "judge_concurrency")
+        ceiling = ADAPTIVE_CEILING if concurrency is None else concurrency
         pipeline = options.get(config, "judge_pipeline")
         if pipeline is None and batch:
             # A batch takes minutes: every dimension item of the session waits in it at once.
             pipeline = BATCH_PIPELINE
         elif pipeline is None:
-            pipeline = max(32, 2 * options.get(config, "judge_concurrency"))
+            pipeline = max(32, 2 * ceiling)
         return cls(
             judging=judging,
             model=model,
             samples=options.get(config, "judge_samples"),
-            concurrency=options.get(config, "judge_concurrency"),
+            concurrency=ADAPTIVE_START if concurrency is None else concurrency,
+            concurrency_ceiling=ceiling,
             timeout=options.get(config, "judge_timeout"),
             retries=options.get(config, "judge_retries"),
             cache=options.get(config, "judge_cache"),

@@ -339,7 +339,8 @@ class SessionState:
             JudgeSettings(
                 model=s.model,
                 samples=s.fixed_samples,
-                concurrency=s.concurrency,
+                concurrency=s.concurrency_ceiling,
+                concurrency_start=s.concurrency,
                 timeout=s.timeout,
                 retries=s.retries,
                 quota_wait=s.quota_wait,

@@ -151,3 +151,44 @@ def test_giving_up_ends_the_cooldown_so_waiting_calls_take_their_slots_now() -> 
         return await asyncio.wait_for(waiter, 1.0)
 
     assert asyncio.run(scenario()) >= 0
+
+
+def test_without_a_given_limit_it_starts_at_the_start_and_doubles_per_round_trip_up_to_the_ceiling() -> None:
+    limit = ProviderLimit(64, start=16, clock=FakeClock())
+    assert limit.limit == 16
+    for _ in range(16):  # one round trip of 16 answers at the same latency
+        limit.note_success(limit._window, latency_s=0.2)
+    assert limit.limit == 32
+    for _ in range(100):
+        limit.note_success(limit._window, latency_s=0.2)
+    assert limit.limit == limit.highest_limit == 64  # the ceiling
+
+
+def test_slow_answers_do_not_grow_the_limit() -> None:
+    limit = ProviderLimit(64, start=16, clock=FakeClock())
+    limit.note_success(limit._window, latency_s=0.2)
+    assert limit.limit == 17
+    for _ in range(10):  # queueing at the provider: more than twice the fastest answer
+        limit.note_success(limit._window, latency_s=0.5)
+    assert limit.limit == 17
+    limit.note_success(limit._window, latency_s=0.3)
+    assert limit.limit == 18
+
+
+def test_after_a_rate_limit_the_adaptive_limit_grows_additively() -> None:
+    limit = ProviderLimit(64, start=16, clock=FakeClock())
+    limit.note_rate_limit(limit._window, retry_after=0.0)
+    assert limit.limit == 8 and limit.highest_limit == 16
+    for _ in range(7):
+        limit.note_success(limit._window, latency_s=0.2)
+    assert limit.limit == 8  # one more only after a window of 8 answers
+    limit.note_success(limit._window, latency_s=0.2)
+    assert limit.limit == 9
+
+
+def test_a_given_limit_starts_there_and_is_the_ceiling() -> None:
+    limit = ProviderLimit(8, clock=FakeClock())
+    assert limit.limit == 8
+    for _ in range(50):
+        limit.note_success(limit._window, latency_s=0.2)
+    assert limit.limit == limit.highest_limit == 8

@@ -1,0 +1,324 @@
+"""Speed at the defaults, beside inspect-ai: one interleaved batch against one local server.
+
+Run:  python benchmarks/speed_bench.py                     # the full table (about 5-6 minutes, quiet machine)
+      nice -n 10 python benchmarks/speed_bench.py --smoke  # small sizes, to check the script works
+
+inspect-ai is not a dependency of the plugin nor of its tests: ``pip install inspect-ai`` into the same
+environment first (without it its columns say "not installed").
+
+Every process runs as a subprocess against one :class:`pytest_aimeasure.testing.ProviderServer` in this
+process that answers each call after ``--latency`` seconds (0.2). Each tool runs at its defaults:
+ours is ``pytest --ai-judge --judge-model M`` with no concurrency or pipeline flag (a fresh store
+per run, so nothing is cached); inspect-ai is ``inspect eval`` of a task with one ``generate()`` per
+sample and ``epochs=3`` (300 × 3 = 900 model calls, as ours makes 900 judge calls), through its
+OpenAI provider pointed at the same server (``-M responses_api=false``: the local server speaks Chat
+Completions, not the Responses API). The rounds are interleaved (ours, inspect, ours, ...), so a
+change in the machine's load hits every column alike, and the load average is printed before and after.
+
+The table (medians over the rounds, min..max in brackets):
+
+* ``300 x 3 wall``: process start to exit; the ratio ours / inspect-ai (target <= 0.6, quiet machine);
+* ``span vs floor``: the judging span as the server saw it (first request to last reply) over its
+  floor, calls x latency / calls in flight at the limit reached (the most calls the server had in
+  flight at once) (target <= 1.1);
+* ``start -> first request``: process start to the first request the server received, on both of
+  our routes (``anthropic/`` through the anthropic SDK, ``openai/`` through litellm) (target <= 1.5 s);
+* ``W wall``: 20 items x 3 samples, whole process, anthropic route (target <= 2.5 s);
+* ``inert``: 2,000 trivial tests with the plugin loaded and ``--ai-judge`` off, over the same run
+  with the plugin disabled (``-p no:aimeasure``) (target <= 1.02x).
+
+Figures are for the machine they ran on; only the ratios printed side by side in one run carry over.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import textwrap
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pytest_aimeasure.testing import ProviderServer
+
+ROUTES = {"anthropic": "anthropic/claude-bench", "openai": "openai/judge-bench"}
+
+TEST_MODULE = """
+import pytest
+
+STORIES = [f"Story {{i}}: the fox apologised to the crow and fixed the fence." for i in range({items})]
+
+
+@pytest.mark.dimension("quality", floor=1.0, rubric="5 = vivid and precise; 1 = muddled")
+@pytest.mark.parametrize("story", STORIES, ids=[f"case{{i:04d}}" for i in range({items})])
+def test_quality(story, judge):
+    judge.score(story)
+"""
+
+INSPECT_TASK = """
+from inspect_ai import Task, task
+from inspect_ai.dataset import Sample
+from inspect_ai.scorer import includes
+from inspect_ai.solver import generate
+
+
+@task
+def bench():
+    stories = [f"Story {{i}}: the fox apologised to the crow." for i in range({items})]
+    samples = [Sample(input=story, target="x") for story in stories]
+    return Task(dataset=samples, solver=generate(), scorer=includes(), epochs={epochs})
+"""
+
+TRIVIAL_TESTS = """
+import pytest
+
+
+@pytest.mark.parametrize("n", range({count}))
+def test_trivial(n):
+    assert n >= 0
+"""
+
+
+@dataclass
+class Run:
+    wall_s: float
+    first_request_s: float | None  # process start -> the server's first request
+    span_s: float | None  # first request -> last reply, as the server saw it
+    calls: int
+    max_in_flight: int
+    limit_reached: int | None = None  # ours: the adaptive limit's highest value (from the JSON)
+
+
+def base_env(server: ProviderServer) -> dict[str, str]:
+    env = dict(os.environ)
+    for name in ("ANTHROPIC_AUTH_TOKEN", "OPENAI_API_BASE"):
+        env.pop(name, None)
+    env.update(
+        ANTHROPIC_BASE_URL=server.url,
+        ANTHROPIC_API_KEY="test-key",
+        OPENAI_BASE_URL=server.openai_base_url,
+        OPENAI_API_KEY="test-key",
+        LITELLM_LOCAL_MODEL_COST_MAP="True",
+        INSPECT_DISPLAY="none",
+    )
+    return env
+
+
+def timed(server: ProviderServer, command: list[str], cwd: Path, env: dict[str, str]) -> Run:
+    server.reset_stats()
+    started = time.monotonic()
+    proc = subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True, timeout=900)
+    wall = time.monotonic() - started
+    seen = server.requests
+    if proc.returncode not in (0, 1) and not seen:
+        sys.stderr.write(proc.stdout[-3000:] + proc.stderr[-3000:])
+        raise SystemExit(f"{' '.join(command[:4])} ... failed (exit {proc.returncode})")
+    first = min((s.started for s in seen), default=None)
+    last = max((s.finished for s in seen), default=None)
+    return Run(
+        wall_s=wall,
+        first_request_s=None if first is None else first - started,
+        span_s=None if first is None or last is None else last - first,
+        calls=len(seen),
+        max_in_flight=server.max_in_flight,
+    )
+
+
+def ours(server: ProviderServer, root: Path, route: str, items: int, samples: int) -> Run:
+    folder = Path(tempfile.mkdtemp(prefix=f"ours-{route}-", dir=root))
+    (folder / "test_bench.py").write_text(textwrap.dedent(TEST_MODULE.format(items=items)))
+    env = base_env(server)
+    env["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"  # only pytest's own plugins and ours are billed
+    out = folder / "out.json"
+    command = [
+        sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "pytest_aimeasure.plugin",
+        "--ai-judge", "--judge-model", ROUTES[route], "--judge-samples", str(samples),
+        "--aimeasure-json", str(out),
+    ]  # fmt: skip
+    run = timed(server, command, folder, env)
+    expected = items * samples
+    if run.calls != expected:
+        raise SystemExit(f"ours ({route}): the server saw {run.calls} calls, expected {expected}")
+    spend = json.loads(out.read_text())["spend"]
+    run.limit_reached = spend.get("limit_reached")
+    shutil.rmtree(folder, ignore_errors=True)
+    return run
+
+
+def inspect_ai(server: ProviderServer, root: Path, items: int, epochs: int) -> Run | None:
+    inspect = shutil.which("inspect", path=str(Path(sys.executable).parent)) or shutil.which("inspect")
+    if inspect is None:
+        return None
+    folder = Path(tempfile.mkdtemp(prefix="inspect-", dir=root))
+    (folder / "task.py").write_text(textwrap.dedent(INSPECT_TASK.format(items=items, epochs=epochs)))
+    command = [
+        inspect, "eval", "task.py", "--model", "openai/judge-bench", "-M", "responses_api=false",
+        "--log-dir", str(folder / "logs"), "--display", "none",
+    ]  # fmt: skip
+    run = timed(server, command, folder, base_env(server))
+    if run.calls != items * epochs:
+        raise SystemExit(f"inspect-ai: the server saw {run.calls} calls, expected {items * epochs}")
+    shutil.rmtree(folder, ignore_errors=True)
+    return run
+
+
+def inert(root: Path, count: int, plugin: bool) -> float:
+    """Wall time of ``count`` trivial tests, the plugin loaded (``--ai-judge`` off) or disabled."""
+    folder = root / f"inert-{count}"
+    if not folder.exists():
+        folder.mkdir()
+        (folder / "test_trivial.py").write_text(textwrap.dedent(TRIVIAL_TESTS.format(count=count)))
+    env = dict(os.environ, PYTEST_DISABLE_PLUGIN_AUTOLOAD="1")
+    plugins = ["-p", "pytest_aimeasure.plugin"] if plugin else []
+    command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *plugins]
+    started = time.monotonic()
+    proc = subprocess.run(command, cwd=folder, env=env, capture_output=True, text=True, timeout=600)
+    wall = time.monotonic() - started
+    if proc.returncode != 0:
+        sys.stderr.write(proc.stdout[-2000:])
+        raise SystemExit(f"inert run failed (exit {proc.returncode})")
+    return wall
+
+
+def med(values: list[float]) -> str:
+    if not values:
+        return "-"
+    return f"{statistics.median(values):.2f} [{min(values):.2f}..{max(values):.2f}]"
+
+
+def ratio(a: list[float], b: list[float]) -> str:
+    if not a or not b:
+        return "-"
+    return f"{statistics.median(a) / statistics.median(b):.2f}x"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--latency", type=float, default=0.2)
+    parser.add_argument("--items", type=int, default=300, help="items of the big workload (x --samples)")
+    parser.add_argument("--samples", type=int, default=3)
+    parser.add_argument("--rounds", type=int, default=2, help="rounds of the big workload")
+    parser.add_argument("--small-rounds", type=int, default=3, help="rounds of W and of the inert runs")
+    parser.add_argument("--inert-tests", type=int, default=2000)
+    parser.add_argument("--smoke", action="store_true", help="small sizes: check the script, not the targets")
+    parser.add_argument("--dir", type=Path, default=None, help="where the runs' folders go (default: ./)")
+    args = parser.parse_args()
+    if args.smoke:
+        args.items, args.rounds, args.small_rounds, args.inert_tests = 40, 1, 1, 200
+
+    load_before = os.getloadavg()
+    root = Path(tempfile.mkdtemp(prefix="speed-bench-", dir=args.dir or Path.cwd()))
+    big: dict[str, list[Run]] = {"anthropic": [], "openai": [], "inspect": []}
+    small: dict[str, list[Run]] = {"anthropic": [], "openai": []}
+    inert_on: list[float] = []
+    inert_off: list[float] = []
+    started = time.monotonic()
+    try:
+        with ProviderServer(latency=args.latency) as server:
+            steps: list[tuple[str, Callable[[], Any]]] = []
+            for n in range(max(args.rounds, args.small_rounds)):
+                if n < args.rounds:
+                    steps += [
+                        ("inspect", lambda: inspect_ai(server, root, args.items, args.samples)),
+                        ("anthropic", lambda: ours(server, root, "anthropic", args.items, args.samples)),
+                        ("openai", lambda: ours(server, root, "openai", args.items, args.samples)),
+                    ]
+                if n < args.small_rounds:
+                    steps += [
+                        ("W-anthropic", lambda: ours(server, root, "anthropic", 20, 3)),
+                        ("W-openai", lambda: ours(server, root, "openai", 20, 3)),
+                        ("inert-off", lambda: inert(root, args.inert_tests, plugin=False)),
+                        ("inert-on", lambda: inert(root, args.inert_tests, plugin=True)),
+                    ]
+            for name, step in steps:
+                print(f"  {time.monotonic() - started:6.1f}s  {name} ...", file=sys.stderr, flush=True)
+                result = step()
+                if name == "inert-on":
+                    inert_on.append(result)
+                elif name == "inert-off":
+                    inert_off.append(result)
+                elif name.startswith("W-"):
+                    small[name[2:]].append(result)
+                elif result is not None:
+                    big[name].append(result)
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+    load_after = os.getloadavg()
+
+    calls = args.items * args.samples
+
+    def walls(runs: list[Run]) -> list[float]:
+        return [r.wall_s for r in runs]
+
+    def spans(runs: list[Run]) -> list[float]:
+        return [r.span_s for r in runs if r.span_s is not None]
+
+    def firsts(runs: list[Run]) -> list[float]:
+        return [r.first_request_s for r in runs if r.first_request_s is not None]
+
+    def span_over_floor(runs: list[Run]) -> list[float]:
+        return [r.span_s / (calls * args.latency / r.max_in_flight) for r in runs if r.span_s]
+
+    print(
+        f"\nspeed_bench: {os.cpu_count()} cores, load average {load_before[0]:.2f} before, "
+        f"{load_after[0]:.2f} after; latency {args.latency:g} s; {args.items} x {args.samples} "
+        f"({args.rounds} rounds), W = 20 x 3 and inert ({args.small_rounds} rounds); "
+        f"{time.monotonic() - started:.0f} s in all{' (SMOKE: small sizes)' if args.smoke else ''}"
+    )
+    print("\n| workload | ours anthropic/ | ours openai/ | inspect-ai |")
+    print("|---|---|---|---|")
+    print(
+        f"| {args.items} x {args.samples} wall, s | {med(walls(big['anthropic']))} | "
+        f"{med(walls(big['openai']))} | {med(walls(big['inspect'])) if big['inspect'] else 'not installed'} |"
+    )
+    print(
+        f"| ... judging span, s | {med(spans(big['anthropic']))} | {med(spans(big['openai']))} | "
+        f"{med(spans(big['inspect']))} |"
+    )
+    print(
+        "| ... most calls in flight (server) | "
+        + " | ".join(
+            med([float(r.max_in_flight) for r in big[k]]) for k in ("anthropic", "openai", "inspect")
+        )
+        + " |"
+    )
+    print(
+        "| ... limit reached (our JSON) | "
+        + " | ".join(med([float(r.limit_reached or 0) for r in big[k]]) for k in ("anthropic", "openai"))
+        + " | - |"
+    )
+    print(
+        f"| ... span / floor (calls x latency / most in flight) | {med(span_over_floor(big['anthropic']))} | "
+        f"{med(span_over_floor(big['openai']))} | {med(span_over_floor(big['inspect']))} |"
+    )
+    start_anthropic = med(firsts(big["anthropic"]) + firsts(small["anthropic"]))
+    start_openai = med(firsts(big["openai"]) + firsts(small["openai"]))
+    print(
+        f"| process start -> first request, s | {start_anthropic} | {start_openai} | "
+        f"{med(firsts(big['inspect']))} |"
+    )
+    print(f"| W (20 x 3) wall, s | {med(walls(small['anthropic']))} | {med(walls(small['openai']))} | - |")
+    print("\n| ratio | value | target |")
+    print("|---|---|---|")
+    print(f"| {args.items} x {args.samples} wall, ours anthropic/ / inspect-ai | "
+          f"{ratio(walls(big['anthropic']), walls(big['inspect']))} | <= 0.6x (quiet machine) |")  # fmt: skip
+    print(f"| {args.items} x {args.samples} wall, ours openai/ / inspect-ai | "
+          f"{ratio(walls(big['openai']), walls(big['inspect']))} | <= 0.6x (quiet machine) |")  # fmt: skip
+    print(f"| span / floor, anthropic/ | {med(span_over_floor(big['anthropic']))} | <= 1.1x |")
+    print(f"| span / floor, openai/ | {med(span_over_floor(big['openai']))} | <= 1.1x |")
+    print(f"| inert: plugin loaded, --ai-judge off / plugin disabled, {args.inert_tests} trivial tests | "
+          f"{ratio(inert_on, inert_off)} ({med(inert_on)} s / {med(inert_off)} s) | <= 1.02x |")  # fmt: skip
+
+
+if __name__ == "__main__":
+    main()
