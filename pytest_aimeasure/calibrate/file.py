@@ -103,14 +103,17 @@ def staleness(
 
 def var_floors(
     calibration: CalibrationFile | None, judge_model: str | None, judges: Mapping[str, str] | None = None
-) -> Mapping[str, float]:
+) -> dict[str, tuple[float, Fingerprint]]:
     """Measured variance floors of dimensions calibrated with enough anchors under the judge model
-    that judges them now (``judges``: a dimension's own ``judge=``, else ``judge_model``)."""
+    that judges them now (``judges``: a dimension's own ``judge=``, else ``judge_model``), each with
+    the ruler it was measured under: a floor holds only for measurements taken with that very ruler
+    (a changed rubric, prompt or temperature makes the calibration stale, and a stale calibration
+    supplies nothing)."""
     if calibration is None:
         return {}
     judges = judges or {}
     return {
-        name: c.repeatability.var_floor
+        name: (c.repeatability.var_floor, c.fingerprint)
         for name, c in calibration.dimensions.items()
         if c.repeatability.var_floor is not None and c.judge_model == judges.get(name, judge_model)
     }

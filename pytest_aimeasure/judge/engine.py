@@ -169,9 +169,16 @@ class JudgeSettings:
     replay: bool = False
     var_floors: Mapping[str, float] = field(default_factory=dict)
     """Per dimension, a measured variance floor (from a calibration) that replaces ``var_floor``."""
+    var_floor_rulers: Mapping[str, Fingerprint] = field(default_factory=dict)
+    """The ruler each of ``var_floors`` was measured under: it holds for that ruler only."""
 
-    def var_floor_of(self, dimension: str) -> float:
-        """The variance floor of ``dimension``: its calibrated one, else the session's."""
+    def var_floor_of(self, dimension: str, ruler: Fingerprint | None = None) -> float:
+        """The variance floor of ``dimension`` for samples taken with ``ruler``: its calibrated one
+        when the calibration measured that ruler, else the session's (a stale calibration, one whose
+        rubric, prompt, temperature or model differ, supplies nothing)."""
+        measured = self.var_floor_rulers.get(dimension)
+        if ruler is not None and measured is not None and ruler.digest() != measured.digest():
+            return self.var_floor
         return self.var_floors.get(dimension, self.var_floor)
 
 
@@ -486,7 +493,9 @@ class JudgeEngine:
         return ItemRule(
             floor=spec.floor if spec.floor_applies else None,
             tolerance=spec.tolerance,
-            var_floor=self.settings.var_floor_of(spec.dimension),
+            var_floor=self.settings.var_floor_of(
+                spec.dimension, self._fingerprint(backend, samples, prompt_hash, rubric_hash)
+            ),
             reference=reference.sessions if reference is not None else None,
         )
 
@@ -516,9 +525,9 @@ class JudgeEngine:
         rubric_hash: str,
         artifact_sha: str,
     ) -> Measurement:
-        var_floor = self.settings.var_floor_of(spec.dimension)
-        stats = item_stats([s.score for s in samples], var_floor=var_floor)
         fingerprint = self._fingerprint(backend, samples, prompt_hash, rubric_hash)
+        var_floor = self.settings.var_floor_of(spec.dimension, fingerprint)
+        stats = item_stats([s.score for s in samples], var_floor=var_floor)
         return Measurement(
             item_id=spec.item_id,
             nodeid=spec.nodeid,

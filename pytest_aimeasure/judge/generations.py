@@ -67,5 +67,6 @@ async def ameasure_repeats(
     parts = [
         (index, m) for (index, _), m in zip(specs, outcomes, strict=True) if not isinstance(m, BaseException)
     ]
-    var_floor = engine.settings.var_floor_of(spec.dimension)
+    ruler = parts[0][1].standing.fingerprint if parts else None
+    var_floor = engine.settings.var_floor_of(spec.dimension, ruler)
     return pool(parts, generated=generated, artifact_key=group_key, var_floor=var_floor)

@@ -151,7 +151,7 @@ def conclude(state: SessionState, session: pytest.Session) -> tuple[Outcome, Ses
             whole_suite=whole,
             gone_ids=outcome.gone,
             var_floor=s.var_floor,
-            var_floors=state.var_floors,  # dimensions whose noise a calibration measured
+            var_floors=state.var_floors(measurements),  # dimensions whose noise a calibration measured
         )
         drift_findings = drift_severities(
             outcome.comparison.findings, drift=s.drift, update_baseline=s.update_baseline
@@ -168,7 +168,7 @@ def conclude(state: SessionState, session: pytest.Session) -> tuple[Outcome, Ses
                 rubrics_of(state.results.values()),
                 drift_findings,
                 var_floor=s.var_floor,
-                var_floors=state.var_floors,
+                var_floors=state.var_floors(measurements),
                 fail=s.drift == "fail",
             )
             outcome.attribution = {d: a.model_dump(mode="json") for d, a in attribution.dimensions.items()}

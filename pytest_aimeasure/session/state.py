@@ -20,8 +20,10 @@ from pytest_aimeasure.session.settings import Settings
 __all__ = ["Outcome", "SessionFailure", "SessionState", "Settings"]
 
 if TYPE_CHECKING:
+    from collections.abc import Iterable
+
     from pytest_aimeasure.judge.engine import JudgeEngine
-    from pytest_aimeasure.measure.models import Finding, ItemResult, Measurement
+    from pytest_aimeasure.measure.models import Finding, Fingerprint, ItemResult, Measurement
     from pytest_aimeasure.measure.sampling import PlannedItem
     from pytest_aimeasure.session.pipeline import Pipeline
     from pytest_aimeasure.session.recording import Recording
@@ -54,7 +56,8 @@ class SessionState:
         # the measured variance floors it gives, and this session's findings from it.
         self.anchor_refs: list[dict[str, Any]] = []
         self.stored_calibration: Any = None
-        self.var_floors: dict[str, float] = {}
+        # Per dimension, a calibration's measured variance floor and the ruler it was measured under.
+        self.calibrated_floors: dict[str, tuple[float, Fingerprint]] = {}
         self.calibration_run: Any = None
         self.pipeline: Pipeline | None = None  # this process's held dimension tests (--judge-pipeline)
         self._model_problems: dict[str, str | None] = {}
@@ -167,7 +170,7 @@ class SessionState:
             self.stored_calibration = load_calibration(self.settings.calibration_file)
         except CalibrationFileError as exc:
             raise pytest.UsageError(str(exc)) from None
-        self.var_floors = dict(var_floors(self.stored_calibration, self.settings.model))
+        self.calibrated_floors = var_floors(self.stored_calibration, self.settings.model)
         if self.settings.calibrate and not self.is_worker:
             from pytest_aimeasure.calibrate.anchors import load_anchor_file
             from pytest_aimeasure.calibrate.references import ini_files
@@ -212,8 +215,21 @@ class SessionState:
             update_calibration(self.settings.calibration_file, run.results.values())
             for name, c in run.results.items():  # this session's comparison uses the fresh noise
                 if c.repeatability.var_floor is not None:
-                    self.var_floors[name] = c.repeatability.var_floor
+                    self.calibrated_floors[name] = (c.repeatability.var_floor, c.fingerprint)
         return run
+
+    def var_floors(self, measurements: Iterable[Measurement]) -> dict[str, float]:
+        """The calibrated variance floors that hold for ``measurements``: a dimension's floor only
+        when every one of its measurements was taken with the ruler the calibration measured (the
+        standing judge's, as calibration measured it). A stale calibration supplies nothing."""
+        prints: dict[str, set[str]] = {}
+        for m in measurements:
+            prints.setdefault(m.dimension, set()).add(m.standing.fingerprint.digest())
+        return {
+            name: floor
+            for name, (floor, ruler) in self.calibrated_floors.items()
+            if prints.get(name, {ruler.digest()}) == {ruler.digest()}
+        }
 
     def calibration_summary(self, measurements: list[Measurement]) -> tuple[dict[str, Any], list[Finding]]:
         """Each calibrated dimension's κ, bias and status, and the findings they make (controller)."""
@@ -230,7 +246,7 @@ class SessionState:
         s = self.settings
         item_probes = {}
         for name, found in pairs.items():
-            probe = order_shift(found, self.var_floors.get(name, s.var_floor))
+            probe = order_shift(found, self.var_floors(measurements).get(name, s.var_floor))
             if probe is not None:
                 item_probes[name] = probe
         return summarise(
@@ -345,7 +361,8 @@ class SessionState:
                 retries=s.retries,
                 quota_wait=s.quota_wait,
                 var_floor=s.var_floor,
-                var_floors=dict(self.var_floors),
+                var_floors={name: floor for name, (floor, _) in self.calibrated_floors.items()},
+                var_floor_rulers={name: ruler for name, (_, ruler) in self.calibrated_floors.items()},
                 replay=s.cache == "replay",
             ),
             make_backend=make_backend,
@@ -380,7 +397,7 @@ class SessionState:
             if self.stored_calibration is not None:
                 from pytest_aimeasure.calibrate.file import var_floors
 
-                self.var_floors = dict(var_floors(self.stored_calibration, self.settings.model, self.judges))
+                self.calibrated_floors = var_floors(self.stored_calibration, self.settings.model, self.judges)
         if self.recording is not None:
             self.recording.add_problems(list(output.get("aimeasure_problems", [])))
 
@@ -404,7 +421,7 @@ class SessionState:
             from pytest_aimeasure.calibrate.file import var_floors
 
             # A dimension's measured noise belongs to the judge that measured it: its own judge's.
-            self.var_floors = dict(var_floors(self.stored_calibration, self.settings.model, self.judges))
+            self.calibrated_floors = var_floors(self.stored_calibration, self.settings.model, self.judges)
         if self.settings.calibrate:
             self._note_anchor_refs(items)
 

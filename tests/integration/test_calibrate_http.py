@@ -250,3 +250,41 @@ def test_junit_items_carry_the_stored_ruler_status(project: pytest.Pytester, ser
     calibrated(project, "--judge-calibrate", "--judge-cache=off")
     calibrated(project, "--junitxml", "junit.xml")
     assert ruler_property(project) == ["trusted"]
+
+
+@pytest.mark.parametrize("change", ["rubric", "prompt"])
+def test_a_stale_calibration_supplies_no_variance_floor(
+    project: pytest.Pytester, serve: Any, change: str
+) -> None:
+    from pytest_aimeasure.measure.stats import VAR_FLOOR_DEFAULT, item_stats
+
+    serve(faithful)
+    calibrated(project, "--judge-calibrate", "--judge-samples", "2")
+    stored = json.loads((project.path / "aimeasure-calibration.json").read_text())
+    assert stored["dimensions"]["tone"]["repeatability"]["var_floor"] == 0.01
+
+    def half_width(data: dict[str, Any]) -> float:
+        (m,) = [m for i in data["items"] for m in i["measurements"]]
+        assert [s["score"] for s in m["samples"]] == [4, 4]
+        return float(m["ci_high"] - m["ci_low"]) / 2
+
+    # The same ruler: the measured noise floor sets the item's error bar.
+    _, fresh = calibrated(project, "--judge-samples", "2")
+    assert tone(fresh)["status"] == "calibrated"
+    calibrated_half = item_stats([4, 4], var_floor=0.01).ci_high - 4
+    assert half_width(fresh) == pytest.approx(calibrated_half)
+
+    if change == "rubric":
+        project.makepyfile(
+            test_tone=textwrap.dedent(TEST_MODULE).replace("calm and precise", "calm, precise and kind")
+        )
+    else:
+        project.makeconftest(
+            "def pytest_aimeasure_judge_prompt(prompt, dimension, config):\n"
+            "    prompt.system += ' Be brief.'\n"
+        )
+    _, stale = calibrated(project, "--judge-samples", "2")
+    assert tone(stale)["status"] == "stale"
+    default_half = item_stats([4, 4], var_floor=VAR_FLOOR_DEFAULT).ci_high - 4
+    assert half_width(stale) == pytest.approx(default_half)
+    assert default_half > 2.5 * calibrated_half  # the stale floor made the bar about 3x too narrow
