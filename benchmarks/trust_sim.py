@@ -15,7 +15,7 @@ Parts (each prints one table):
 3. PPI++ (calibrate.ppi.ppi_mean) with 30 anchors and 300 items: coverage of the true human mean,
    its width beside the humans-only interval from the same anchors, and the bias of the judge-only
    mean it removes, for an unbiased and a +1 judge; target coverage ≥ 93%, PPI narrower.
-4. Anchors chosen the way ``aimeasure label`` chooses them (cli/label.py's ranking, from the judge's
+4. Anchors chosen the way ``aimeasure label`` chooses them (calibrate/choose.py, from the judge's
    scores only) against the same number of random ones: the κ interval's width after labelling them.
 
 Run:  PYTHONPATH=. python benchmarks/trust_sim.py [--reps 1000] [--seed 1] [--quick]
@@ -212,7 +212,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if "3" in args.parts:
         ppi(reps, rng)
     if "4" in args.parts:
-        from pytest_aimeasure.cli.label import spread_picks
+        from pytest_aimeasure.calibrate.choose import spread_picks
 
         chosen_vs_random(reps // 4, rng, spread_picks)
     print(f"\n({reps} replicates, seed {args.seed}, {time.perf_counter() - started:.0f} s)")

@@ -66,6 +66,9 @@ class AnchorEntry(BaseModel):
     note: str | None = None
     generator: str | None = Field(default=None, description="the model that wrote the artifact, if known")
     facts: dict[str, Any] | None = None
+    judge: list[int] | None = Field(
+        default=None, description="the judge's scores when aimeasure label picked it (not used to calibrate)"
+    )
 
     @field_validator("id", mode="before")
     @classmethod
@@ -77,7 +80,10 @@ class AnchorEntry(BaseModel):
     def _labels(cls, value: dict[str, Any] | list[Any] | int) -> dict[str, int]:
         if isinstance(value, dict):
             if not value:
-                raise ValueError("needs at least one human score")
+                raise ValueError(
+                    "needs at least one human score (an empty labels: {} is a template from aimeasure label: "
+                    "fill in e.g. labels: {alice: 4}, or remove the anchor)"
+                )
             return {str(k): _check_score(v, str(k)) for k, v in value.items()}
         if isinstance(value, list):
             if not value:

@@ -63,6 +63,7 @@ EXTENSION_MODULES: tuple[str, ...] = (
     "pytest_aimeasure.cli.reports",
     "pytest_aimeasure.cli.calibrate",
     "pytest_aimeasure.cli.attribute",
+    "pytest_aimeasure.cli.label",
 )
 DEFAULT_STORE = ".aimeasure"
 INI_KEY = "aimeasure_store"

@@ -32,6 +32,8 @@ class CliContext:
     store_path: Path
     out: TextIO = field(default_factory=lambda: sys.stdout)
     err: TextIO = field(default_factory=lambda: sys.stderr)
+    inp: TextIO = field(default_factory=lambda: sys.stdin)
+    """Where an interactive subcommand (``aimeasure label --interactive``) reads answers."""
 
     def store(self) -> RunStore:
         return RunStore(self.store_path)
