@@ -8,10 +8,12 @@ A project of ``--items`` parametrized ``@pytest.mark.dimension`` tests is writte
 (default: a temporary folder in the current directory, not /tmp, which is a RAM disk on many systems
 and would make the run store's fsync look free) and ``pytest --ai-judge --judge-model scripted`` runs
 it in a subprocess, once with ``--judge-pipeline 0`` and once with the default, rounds interleaved.
-A conftest hook wrapper times ``pytest_runtestloop`` (every item's protocol, the judge, the journal,
-the reports; not start-up, collection or the session's end); the figure is that time per item. The
-whole process time and the session's end (last item -> exit: comparison, results, reports) are
-printed next to it. Before the timed sessions one session writes a baseline of every item
+The conftest times the test loop from the start of ``pytest_runtestloop`` to the moment the last
+item's reports are logged (every item's protocol, the judge, the journal, the reports, and with the
+pipeline the drain of the verdicts still pending; not start-up, collection or the session's end); the
+figure is that time per item. The whole process time and the session's end (last item logged ->
+exit: comparison, results, reports, interpreter exit) are printed next to it. Before the timed sessions
+one session writes a baseline of every item
 (``--update-baseline``), so the timed ones compare with a ``--items``-entry baseline at their end, as
 a real suite does; the conftest times that ``compare()`` call on its own (``comparison with the
 baseline``). ``--profile MODE`` runs that mode once more under cProfile (the test loop only)
@@ -75,10 +77,13 @@ def pytest_sessionstart(session):
     module.compare = timed
 
 
+TIMES = {}
+
+
 @pytest.hookimpl(wrapper=True, tryfirst=True)
 def pytest_runtestloop(session):
     profile = cProfile.Profile() if os.environ.get("SCALE_PROFILE") else None
-    started = time.perf_counter()
+    TIMES["started"] = time.perf_counter()
     if profile:
         profile.enable()
     try:
@@ -87,9 +92,26 @@ def pytest_runtestloop(session):
         if profile:
             profile.disable()
             profile.dump_stats(os.environ["SCALE_PROFILE"])
-        loop = time.perf_counter() - started
+
+
+def pytest_runtest_logfinish(nodeid, location):
+    # The pipeline logs an item when its verdict lands, after the loop's own hooks may have
+    # returned (the drain): the loop ends when the last item is logged.
+    TIMES["last"], TIMES["end"] = time.perf_counter(), time.time()
+
+
+def pytest_unconfigure(config):
+    if "last" in TIMES:
         with open(os.environ["SCALE_OUT"], "w") as f:
-            json.dump({"loop_s": loop, "items": len(session.items), "end": time.time()}, f)
+            loop = TIMES["last"] - TIMES["started"]
+            json.dump({"loop_s": loop, "items": ITEMS[0], "end": TIMES["end"]}, f)
+
+
+ITEMS = [0]
+
+
+def pytest_collection_finish(session):
+    ITEMS[0] = len(session.items)
 """
 
 

@@ -32,6 +32,9 @@ RERUNFAILURES = "rerunfailures"
 OWN_PROTOCOL = "aimeasure-pipeline-runner"
 PYTEST_RUNNER = "runner"
 
+ROOM_POLL_S = 0.005
+"""While the pipeline is full: how often the test thread looks whether any pending verdict landed."""
+
 ABANDON_GRACE_S = 2.0
 """On Ctrl-C, how long the pending verdicts may take to land before they are given up."""
 
@@ -48,10 +51,10 @@ class Held:
     def done(self) -> bool:
         return self.record is None or all(d.done() for d in self.record.deferred)
 
-    def wait(self) -> None:
+    def wait(self, timeout: float | None = None) -> None:
         if self.record is not None:
             for deferred in self.record.deferred:
-                deferred.wait()
+                deferred.wait(timeout)
 
 
 def _raiser(exc: BaseException) -> Callable[[], None]:
@@ -117,7 +120,9 @@ class Pipeline:
             self.drain()
             return reason
         while self.pending() >= self.depth:
-            next(h for h in self.queue if not h.done()).wait()
+            # Room opens when any pending verdict lands, not only the oldest: one slow item at the
+            # head must not leave the judge's free slots without calls to start.
+            next(h for h in self.queue if not h.done()).wait(ROOM_POLL_S)
             self.flush()
         return None
 

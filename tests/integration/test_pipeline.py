@@ -559,3 +559,53 @@ def pytest_aimeasure_measured(measurement, item):
     (project.path / "order.txt").unlink()
     project.runpytest_subprocess(*BASE).assert_outcomes(passed=1)
     assert (project.path / "order.txt").read_text().split("\n")[:2] == ["teardown", "measured test_tone"]
+
+
+HEAD_OF_LINE_CONFTEST = """
+import asyncio, pathlib
+from pytest_aimeasure.judge.backends.scripted import ScriptedBackend
+
+STARTED = {}
+
+
+class Ordered(ScriptedBackend):
+    async def judge(self, request):
+        artifact = request.context["artifact"]
+        STARTED.setdefault(artifact, asyncio.Event()).set()
+        if artifact == "first":  # lands only once the third test's call has started
+            third = STARTED.setdefault("third", asyncio.Event())
+            try:
+                await asyncio.wait_for(third.wait(), 20)
+            except asyncio.TimeoutError:
+                pathlib.Path("first-waited-20s").write_text("the third call never started")
+        elif artifact == "second":
+            await asyncio.sleep(0.3)
+        return await super().judge(request)
+
+
+def pytest_aimeasure_make_backend(model, config):
+    return Ordered({"tone": 4})
+"""
+
+
+def test_room_in_the_pipeline_opens_when_any_verdict_lands_not_only_the_oldest(
+    pytester: pytest.Pytester,
+) -> None:
+    """Two items may be pending (--judge-pipeline 2). The first one's verdict lands only after the
+    third test's call started; the second lands after 0.3 s. When the second lands there is room, so
+    the third test runs and the first lands. Before, the test thread waited for the oldest pending
+    item (the first), which waited for the third: the first call sat 20 s until its timeout."""
+    pytester.makeconftest(HEAD_OF_LINE_CONFTEST)
+    pytester.makepyfile(
+        """
+        import pytest
+
+        @pytest.mark.dimension("tone", rubric="5 = right tone")
+        @pytest.mark.parametrize("artifact", ["first", "second", "third"])
+        def test_tone(artifact, judge):
+            judge.score(artifact)
+        """
+    )
+    result = pytester.runpytest_subprocess(*BASE, "--judge-samples", "1", "--judge-pipeline", "2")
+    result.assert_outcomes(passed=3)
+    assert not (pytester.path / "first-waited-20s").exists()
