@@ -256,9 +256,9 @@ OPTIONS: tuple[Option, ...] = (
     Option(
         "--judge-batch",
         "judge_batch",
-        "Send judge calls through the Anthropic Message Batches API at batch prices (anthropic judges "
-        "only): collected, submitted, polled until done; batch ids are journaled, so "
-        "--aimeasure-resume polls them and never resubmits.",
+        "Send judge calls through a batch API at batch prices (the Anthropic Message Batches API for "
+        "anthropic judges, OpenAI's Batch API for openai/... judges): collected, submitted, polled "
+        "until done; batch ids are journaled, so --aimeasure-resume polls them and never resubmits.",
         boolean,
         False,
         "aimeasure_judge_batch",

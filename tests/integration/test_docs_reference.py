@@ -241,3 +241,17 @@ def test_an_undocumented_option_or_ini_key_is_reported(tmp_path: Path, reference
         "options": ["--judge-new-thing"],
         "ini keys": ["aimeasure_new_thing"],
     }
+
+
+def test_the_reference_names_the_baseline_format_the_plugin_writes() -> None:
+    from pytest_aimeasure.store.baseline import BASELINE_FORMAT
+
+    text = REFERENCE.read_text(encoding="utf-8")
+    assert f'  "format": {BASELINE_FORMAT}\n}}' in text  # the example file
+    assert f"- `format`: {BASELINE_FORMAT} " in text
+
+
+def test_judge_batch_help_names_both_batch_apis() -> None:
+    (batch,) = [o for o in options.OPTIONS if o.flag == "--judge-batch"]
+    assert "Anthropic Message Batches" in batch.help and "OpenAI's Batch API" in batch.help
+    assert "anthropic judges only" not in batch.help
