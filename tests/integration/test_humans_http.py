@@ -95,6 +95,10 @@ def test_a_plus_one_judge_is_inconclusive_on_12_anchors_untrusted_on_60_and_ppi_
     assert hs["ci_low"] <= TRUE_HUMAN_MEAN <= hs["ci_high"]  # ... the corrected mean is not
     assert 0 < hs["lambda"] <= 1
     result.stdout.fnmatch_lines(["*tone: on the human scale*beside the judge's*PPI++*60 anchors*"])
+    # The HTML report's calibration figure carries the verdict and the human-scale estimate.
+    (figure,) = read_results(project.path / "out.json")["calibration"]
+    assert "trust verdict: untrusted" in figure["notes"][1]
+    assert any(n.startswith("human scale (PPI++") for n in figure["notes"])
 
 
 def test_floor_on_the_human_scale_uses_the_stored_calibration(project: pytest.Pytester, serve: Any) -> None:
