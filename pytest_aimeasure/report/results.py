@@ -6,7 +6,6 @@ versioned by ``format``; fields are only ever added within a format number.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any, Literal
 
@@ -117,9 +116,18 @@ def results_json(results: SessionResults) -> bytes:
     """The file's text: indented, keys sorted, UTF-8.
 
     ``json.dumps(indent=2)`` is a pure-Python encoder and was most of the session's end at 10,000
-    items: the keys are sorted by the C encoder (a round trip) and pydantic-core indents."""
-    data = json.loads(json.dumps(results.model_dump(mode="json"), sort_keys=True))
-    return to_json(data, indent=2) + b"\n"
+    items, so pydantic-core indents; it keeps the keys in the order of the dicts it is given, sorted
+    here in one walk (half the time of a ``json.dumps(sort_keys=True)`` / ``json.loads`` round trip)."""
+    return to_json(_sorted_keys(results.model_dump(mode="json")), indent=2) + b"\n"
+
+
+def _sorted_keys(value: Any) -> Any:
+    """``value`` (JSON data) with every object's keys in sorted order."""
+    if isinstance(value, dict):
+        return {key: _sorted_keys(value[key]) for key in sorted(value)}
+    if isinstance(value, list):
+        return [_sorted_keys(item) for item in value]
+    return value
 
 
 def write_results(path: Path, results: SessionResults | bytes) -> None:
