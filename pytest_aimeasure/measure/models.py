@@ -40,6 +40,9 @@ class Usage(BaseModel):
     output_tokens: int = 0
     cache_read_input_tokens: int = 0
     cache_creation_input_tokens: int = 0
+    invalid: str | None = None
+    """Why the provider's figures were refused (negative, not a number, absurd): the counts above are
+    then zero and the call is not priced (its spend is unknown, never free)."""
 
     @property
     def prompt_tokens(self) -> int:
@@ -52,6 +55,7 @@ class Usage(BaseModel):
             output_tokens=self.output_tokens + other.output_tokens,
             cache_read_input_tokens=self.cache_read_input_tokens + other.cache_read_input_tokens,
             cache_creation_input_tokens=self.cache_creation_input_tokens + other.cache_creation_input_tokens,
+            invalid=self.invalid or other.invalid,  # a sum with an unbelievable part is not priced either
         )
 
 
@@ -294,6 +298,7 @@ FindingKind = Literal[
     "cache",
     "attribution",
     "escalated",
+    "usage",
 ]
 
 

@@ -16,6 +16,7 @@ from pytest_aimeasure.session.outcome import (
     failed_tests_reason,
     session_failures,
 )
+from pytest_aimeasure.store.cost import usage_findings
 
 if TYPE_CHECKING:
     from pytest_aimeasure.attribution.rejudge import Attribution
@@ -141,6 +142,7 @@ def conclude(state: SessionState, session: pytest.Session) -> tuple[Outcome, Ses
         findings += result.findings
     findings = _one_per_subject(findings, "self_preference")
     findings += _floor_and_error_findings(state)
+    findings += usage_findings(measurements)
 
     if s.drift != "off" and (measurements or state.baseline is not None):
         from pytest_aimeasure.compare.drift import compare

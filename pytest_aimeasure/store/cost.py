@@ -38,13 +38,13 @@ import os
 import re
 import secrets
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from pytest_aimeasure.measure.models import Usage
+from pytest_aimeasure.measure.models import Finding, Measurement, Usage
 from pytest_aimeasure.store.fileio import atomic_write
 
 __all__ = [
@@ -59,6 +59,7 @@ __all__ = [
     "price_for",
     "price_map_path",
     "supports_prompt_caching",
+    "usage_findings",
 ]
 
 PRICE_MAP_FILE = "model_prices_and_context_window_backup.json"
@@ -271,9 +272,10 @@ def supports_prompt_caching(model: str, provider: str | None = None) -> bool:
 
 def cost_usd(model: str, usage: Usage, provider: str | None = None, *, batch: bool = False) -> float | None:
     """What a call with ``usage`` cost in USD; None when the model's price is unknown (never 0.0).
-    ``batch``: the call went through a Batch API (:meth:`Price.for_batch`)."""
+    ``batch``: the call went through a Batch API (:meth:`Price.for_batch`). A usage the provider
+    reported impossible figures for (:attr:`Usage.invalid`) is not priced either."""
     price = price_for(model, provider)
-    if price is None:
+    if price is None or usage.invalid is not None:
         return None
     return (price.for_batch() if batch else price).cost(usage)
 
@@ -489,3 +491,23 @@ class SharedBudget:
         data = self._snapshot()
         committed = float(data["spent"]) + sum(float(v) for v in data["open"].values())
         return bool(data["refused"]) or committed >= self.limit_usd
+
+
+def usage_findings(measurements: Iterable[Measurement]) -> list[Finding]:
+    """One warning for the judge calls of this session whose provider reported impossible token
+    figures (:attr:`Usage.invalid`): they were not priced, so the session's cost is unknown."""
+    bad = [(m, s) for m in measurements for s in m.samples if s.usage.invalid and s.source == "judge"]
+    if not bad:
+        return []
+    m, s = bad[0]
+    return [
+        Finding(
+            kind="usage",
+            severity="warn",
+            subject="usage",
+            message=f"{len(bad)} judge call(s) came back with impossible token usage and were not priced "
+            f"(the session's cost is unknown; a budget counted their estimate); first: {m.item_id} "
+            f"sample #{s.index}: {s.usage.invalid}",
+            detail={"calls": len(bad)},
+        )
+    ]

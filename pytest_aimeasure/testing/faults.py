@@ -39,6 +39,7 @@ FaultKind = Literal[
     "out_of_range",
     "reject",
     "reset",
+    "bad_usage",
 ]
 
 DEFAULT_SCORE = 4
@@ -68,6 +69,7 @@ class Fault:
             "text_only": ("text",),
             "out_of_range": ("score",),
             "reject": ("status", "message"),
+            "bad_usage": ("payload",),
         }.get(self.kind, ())
         args = ", ".join(f"{name}={getattr(self, name)!r}" for name in fields)
         return f"Fault.{self.kind}({args})"
@@ -121,6 +123,12 @@ class Fault:
         return cls("reset")
 
     @classmethod
+    def bad_usage(cls, usage: Mapping[str, Any], score: int = DEFAULT_SCORE) -> Fault:
+        """A valid verdict whose ``usage`` fields are replaced by ``usage`` verbatim (the protocol's own
+        names: ``input_tokens`` or ``prompt_tokens``...): negative, "NaN" or absurd token counts."""
+        return cls("bad_usage", payload=dict(usage), score=score)
+
+    @classmethod
     def reject(cls, status: int = 400, message: str = "Invalid request.") -> Fault:
         """An error response with that status and message (``invalid_request_error`` for a 400)."""
         return cls("reject", status=status, message=message)
@@ -151,6 +159,8 @@ def render_outcome(seen: SeenRequest, outcome: Outcome) -> Reply:
         elif outcome.kind == "out_of_range":
             score = outcome.score if outcome.score is not None else 7
             tool_input = verdict(dimension, score)
+        elif outcome.kind == "bad_usage":
+            tool_input = verdict(dimension, outcome.score if outcome.score is not None else DEFAULT_SCORE)
         elif outcome.kind == "invalid_json":
             raw_arguments = outcome.text
         else:  # text_only
@@ -178,4 +188,7 @@ def render_outcome(seen: SeenRequest, outcome: Outcome) -> Reply:
     output_tokens = len(reply_blob) // 4 + 5
     call_id = uuid.uuid4().hex[:24]
     build = anthropic_message if seen.protocol == "anthropic" else openai_completion
-    return Reply(200, build(seen, call, text, call_id, input_tokens, output_tokens))
+    payload = build(seen, call, text, call_id, input_tokens, output_tokens)
+    if isinstance(outcome, Fault) and outcome.kind == "bad_usage" and outcome.payload is not None:
+        payload["usage"].update(outcome.payload)
+    return Reply(200, payload)

@@ -307,7 +307,9 @@ class ProviderServer:
         plan = self.prompt_cache.plan(seen.body) if seen.protocol == "anthropic" else None
         reply = self._decide(seen)
         usage = reply.payload.get("usage") if reply.status == 200 else None
-        if isinstance(usage, dict) and seen.protocol == "anthropic":
+        # (Fault.bad_usage's figures go out as scripted: only a real count is split by the cache.)
+        real = isinstance(usage, dict) and type(usage["input_tokens"]) is int and usage["input_tokens"] >= 0
+        if isinstance(usage, dict) and seen.protocol == "anthropic" and real:
             read = plan.read_tokens if plan is not None else 0
             write = plan.write_tokens if plan is not None else 0
             usage["input_tokens"] = max(int(usage["input_tokens"]) - read - write, 0)

@@ -130,3 +130,38 @@ def test_a_missing_or_empty_cache_is_rebuilt_from_the_journals_instead_of_paying
     assert f"could not be read ({reason}); rebuilt it from the run journals: 12 samples indexed" in notices[0]
     assert "cache.sqlite could not be read" in " ".join(second.stdout.str().split())  # shown, too
     assert not [p.name for p in cache.parent.iterdir() if "rebuild" in p.name]
+
+
+# -- 10. impossible usage figures: a warning, and the call is not priced ------------------------------
+
+
+@pytest.mark.parametrize(
+    "usage",
+    [{"input_tokens": -5000}, {"output_tokens": 1e12}, {"input_tokens": "NaN"}],
+    ids=["negative", "absurd", "nan"],
+)
+def test_impossible_usage_figures_are_a_warning_and_not_priced(
+    pytester: pytest.Pytester, serve: Serve, usage: dict[str, object]
+) -> None:
+    from pytest_aimeasure.testing import Fault
+
+    server = serve(lambda seen: 4)
+    server.script(Fault.bad_usage(usage))
+    pytester.makepyfile(test_cached=CACHED.replace("range(6)", "range(2)"))
+    argv = ("--ai-judge", "--judge-model", "anthropic/claude-haiku-4-5", "-p", "no:randomly")
+    result = pytester.runpytest(*argv, "--judge-samples", "1", "--aimeasure-json", "out.json")
+    result.assert_outcomes(passed=2)
+    data = read_results(pytester.path / "out.json")
+    samples = [s for i in data["items"] for m in i["measurements"] for s in m["samples"]]
+    (bad,) = [s for s in samples if s["usage"].get("invalid")]
+    ((field, value),) = usage.items()
+    assert f"the provider reported {field}={value!r}" in bad["usage"]["invalid"]
+    assert bad["cost_usd"] is None  # not priced
+    assert (bad["usage"]["input_tokens"], bad["usage"]["output_tokens"]) == (0, 0)  # not counted
+    (good,) = [s for s in samples if not s["usage"].get("invalid")]
+    assert good["usage"]["input_tokens"] > 0 and 0 < good["cost_usd"] < 0.01
+    assert data["spend"]["output_tokens"] == good["usage"]["output_tokens"]
+    assert data["spend"]["cost_usd"] is None  # unknown, never $29,999,999.99 nor free
+    (warning,) = [f for f in data["findings"] if f["kind"] == "usage"]
+    assert warning["severity"] == "warn"
+    assert "1 judge call(s) came back with impossible token usage and were not priced" in warning["message"]

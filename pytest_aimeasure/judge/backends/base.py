@@ -290,11 +290,39 @@ def request_origin(exc: BaseException) -> str | None:
     return None
 
 
-def _count(value: Any) -> int:
-    return int(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else 0
+MAX_CALL_TOKENS = 10_000_000
+"""More tokens than any model's context in one call: a usage figure above it is not believed."""
+
+
+class _BadFigure(ValueError):
+    pass
+
+
+def _count(value: Any, name: str = "tokens") -> int:
+    """A token count as the provider reported it (absent: 0); :class:`_BadFigure` when it cannot be
+    one (negative, not a finite whole number, or above :data:`MAX_CALL_TOKENS`)."""
+    if value is None:
+        return 0
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise _BadFigure(f"{name}={value!r} is not a number")
+    if value != value or value in (float("inf"), float("-inf")) or value != int(value):
+        raise _BadFigure(f"{name}={value!r} is not a whole number")
+    if not 0 <= value <= MAX_CALL_TOKENS:
+        raise _BadFigure(f"{name}={value!r} is outside 0..{MAX_CALL_TOKENS:,}")
+    return int(value)
 
 
 def read_usage(response: Any, input_field: str, output_field: str) -> Usage:
+    """Token usage from a response's ``usage`` object (see :func:`_read_usage`). A figure that cannot
+    be a token count (negative, "NaN", 10¹² tokens) is not believed: the usage is zero and marked
+    ``invalid``, so the call is not priced and the session warns."""
+    try:
+        return _read_usage(response, input_field, output_field)
+    except _BadFigure as exc:
+        return Usage(invalid=f"the provider reported {exc}")
+
+
+def _read_usage(response: Any, input_field: str, output_field: str) -> Usage:
     """Token usage from a response's ``usage`` object; zeros when the provider sent none.
 
     The Messages API names the fields ``input_tokens`` / ``output_tokens`` and reports prompt-cache
@@ -306,9 +334,9 @@ def read_usage(response: Any, input_field: str, output_field: str) -> Usage:
     usage = getattr(response, "usage", None)
     if usage is None:
         return Usage()
-    prompt = _count(getattr(usage, input_field, 0))
-    read = _count(getattr(usage, "cache_read_input_tokens", 0))
-    write = _count(getattr(usage, "cache_creation_input_tokens", 0))
+    prompt = _count(getattr(usage, input_field, 0), input_field)
+    read = _count(getattr(usage, "cache_read_input_tokens", 0), "cache_read_input_tokens")
+    write = _count(getattr(usage, "cache_creation_input_tokens", 0), "cache_creation_input_tokens")
     if input_field == "prompt_tokens":
         details = getattr(usage, "prompt_tokens_details", None)
         if isinstance(details, dict):
@@ -320,7 +348,7 @@ def read_usage(response: Any, input_field: str, output_field: str) -> Usage:
         prompt = max(prompt - read - write, 0)
     return Usage(
         input_tokens=prompt,
-        output_tokens=_count(getattr(usage, output_field, 0)),
+        output_tokens=_count(getattr(usage, output_field, 0), output_field),
         cache_read_input_tokens=read,
         cache_creation_input_tokens=write,
     )
