@@ -424,6 +424,16 @@ class XdistGlue:
     def pytest_xdist_node_collection_finished(self, node: Any, ids: list[str]) -> None:
         self.state.note_worker_collection(ids)
 
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtestloop(self, session: pytest.Session) -> Generator[None, Any, Any]:
+        try:
+            return (yield)
+        except KeyboardInterrupt:
+            from pytest_aimeasure.session.workers import take_landed_reports
+
+            take_landed_reports(self.state.config)
+            raise
+
 
 class JUnitVerdicts:
     """Adds each item's session verdict (after Holm) to the JUnit XML once pytest has written it."""

@@ -160,9 +160,10 @@ RESULT_WIDTH = 70
 
 
 def _result(meta: RunMeta) -> str:
-    """'passed', or 'failed: <first reason> (+N more)'; '—' for a run never concluded (or older)."""
+    """'passed', or 'failed: <first reason> (+N more)'; 'interrupted' for a run interrupted before it
+    could conclude (resume it), '—' for a run never concluded (or older)."""
     if meta.passed is None:
-        return "—"
+        return "interrupted: resume it with --aimeasure-resume" if meta.status == "interrupted" else "—"
     if meta.passed:
         return "passed"
     reasons = meta.failed_because or ["(no reason recorded)"]

@@ -281,7 +281,9 @@ def summary_lines(summary: SessionReport, verbosity: int = 0) -> list[str]:
     rows = comparison_rows(summary)
     detail = [f for f in summary.results.findings if f.kind not in SHOWN_IN_TABLE and f.kind != "new"]
     new_count = summary.new_count
-    if not rows and not detail:
+    if summary.interrupted:
+        lines.append(interrupted_line(summary))
+    elif not rows and not detail:
         lines.append(Styled(quiet_line(summary, new_count), "green"))
     elif summary.stable:
         lines.append(Styled("stable: " + ", ".join(summary.stable), "green"))
@@ -350,12 +352,17 @@ def quiet_summary(summary: SessionReport) -> list[str]:
     )
     if summary.results.failed_because:
         lines: list[str] = [_failed_line(summary)]
+    elif summary.interrupted:
+        lines = [interrupted_line(summary)]
     elif look:
         lines = [Styled("aimeasure: passed; findings need a look (run without -q to see them).", "yellow")]
     else:
         lines = [Styled(quiet_line(summary, summary.new_count), "green")]
     for f in sorted(failing, key=lambda f: (f.kind, f.subject)):
         lines += _finding_block(f, full=False)
+    resume = resume_step(summary)
+    if resume is not None:
+        lines.append(resume)
     return lines
 
 
@@ -469,15 +476,32 @@ def update_advice(summary: SessionReport) -> str:
     return command
 
 
+def resume_step(summary: SessionReport) -> str | None:
+    """After an interruption, the command that continues the run."""
+    if not summary.interrupted or summary.results.run_id is None:
+        return None
+    # What was judged is journaled: the rest is judged by resuming, without paying twice.
+    return (
+        f"run {summary.results.run_id} was interrupted: continue it with  "
+        + rerun(summary, *resume_flag(summary))
+    )
+
+
+def interrupted_line(summary: SessionReport) -> Styled:
+    """Instead of "nothing needs a look" when the session was interrupted: nothing is concluded."""
+    return Styled(
+        f"aimeasure: interrupted after {summary.measured} items measured; "
+        "the items not measured are not compared.",
+        "yellow",
+    )
+
+
 def next_steps(summary: SessionReport, new_count: int) -> list[str]:
     kinds = {f.kind for f in summary.results.findings}
     steps: list[str] = []
-    if summary.interrupted and summary.results.run_id is not None:
-        # What was judged is journaled: the rest is judged by resuming, without paying twice.
-        steps.append(
-            f"run {summary.results.run_id} was interrupted: continue it with  "
-            + rerun(summary, *resume_flag(summary))
-        )
+    resume = resume_step(summary)
+    if resume is not None:
+        steps.append(resume)
     if "not_comparable" in kinds and not summary.settings.update_baseline:
         steps.append(f"the judge (ruler) changed: re-baseline with  {update_advice(summary)}")
     run_id = summary.results.run_id or "latest"

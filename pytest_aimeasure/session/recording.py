@@ -453,8 +453,9 @@ class Recording:
                 "judge_calls": prior.calls + spend["calls"],
                 "reused_samples": prior.reused + max(spend["cached"] - own, 0),
                 "spend_usd": total,
-                # history shows a run that failed with every test passed (drift, budget...) as failed
-                "passed": passed,
+                # history shows a run that failed with every test passed (drift, budget...) as failed,
+                # and an interrupted one as not concluded (what it did not measure was not compared)
+                "passed": None if interrupted and passed else passed,
                 "failed_because": list(failed_because),
             }
         )

@@ -7,6 +7,7 @@ Workers (xdist) judge and journal; only the controller reads or writes the basel
 
 from __future__ import annotations
 
+import signal
 import threading
 from typing import TYPE_CHECKING, Any
 
@@ -51,6 +52,7 @@ class SessionState:
         self.baseline: Any = None  # the loaded BaselineFile (controller only), None when there is none
         self._worker_baseline: Any = None  # a worker's read-only copy, for adaptive sampling only
         self._warm_thread: threading.Thread | None = None
+        self._sigterm_installed = False
         self.console: Console | None = None  # the terminal, for the judge's notices (judging only)
         # Calibration: anchor references (markers; workers hand theirs over), the stored calibration,
         # the measured variance floors it gives, and this session's findings from it.
@@ -112,6 +114,7 @@ class SessionState:
                 raise pytest.UsageError(str(exc)) from None
         if self.judging:
             self.console = Console()  # now, before pytest captures a test's output
+            self._on_sigterm()
             self._load_calibration()
             self._warm_sdk()
             from pytest_aimeasure.session.recording import Recording
@@ -599,7 +602,27 @@ class SessionState:
         if self.settings.calibrate and not session.shouldstop and not stopped:
             self.calibration_run = self.calibrate()
 
+    def _on_sigterm(self) -> None:
+        """A SIGTERM (a CI job's timeout) ends the session as Ctrl-C does: the run is recorded as
+        interrupted, the summary and JUnit are written, and it can be resumed. Python's default would
+        end the process on the spot, leaving the run "running" and no report at all. A handler
+        someone else installed is left alone."""
+        if threading.current_thread() is not threading.main_thread():
+            return
+        if signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL:
+            return
+
+        def interrupt(signum: int, frame: Any) -> None:
+            raise KeyboardInterrupt(f"signal {signal.Signals(signum).name}")
+
+        signal.signal(signal.SIGTERM, interrupt)
+        self._sigterm_installed = True
+
     def close(self) -> None:
+        if self._sigterm_installed:
+            self._sigterm_installed = False
+            if threading.current_thread() is threading.main_thread():
+                signal.signal(signal.SIGTERM, signal.SIG_DFL)
         if self._warm_thread is not None:
             # Never leave an import half done behind a short session: whatever runs next (pytester
             # restoring sys.modules, an embedding program) would find a partial module.

@@ -4,6 +4,8 @@ pytest subprocess's whole process group, as a terminal's Ctrl-C does (xdist work
 
 from __future__ import annotations
 
+import contextlib
+import json
 import os
 import signal
 import subprocess
@@ -11,6 +13,8 @@ import sys
 import textwrap
 import time
 from collections.abc import Iterator
+from pathlib import Path
+from xml.etree import ElementTree
 
 import pytest
 
@@ -77,7 +81,7 @@ def start(project: pytest.Pytester, *extra: str) -> subprocess.Popen[bytes]:
 def signal_when_busy(proc: subprocess.Popen[bytes], server: ProviderServer, sig: int, calls: int) -> float:
     """Wait (bounded) until ``calls`` judge calls reached the server, send ``sig`` to the session's
     process group and return when it was sent (``time.monotonic``, the server's clock)."""
-    deadline = time.monotonic() + 60
+    deadline = time.monotonic() + 240  # xdist's start on a loaded machine
     while time.monotonic() < deadline and proc.poll() is None and server.calls < calls:
         time.sleep(0.01)
     assert proc.poll() is None and server.calls >= calls, "the session ended before the signal"
@@ -111,3 +115,63 @@ def test_ctrl_c_starts_no_call_that_was_not_sent_yet(
     assert code == pytest.ExitCode.INTERRUPTED, out
     late = [r for r in server.requests if r.started > sent + MARGIN_S]
     assert late == [], f"{len(late)} judge call(s) started after Ctrl-C"
+
+
+def journaled_items(run: Path) -> set[str]:
+    """The items every one of whose samples is in the run's journals (their verdicts could land)."""
+    samples: dict[str, set[int]] = {}
+    for journal in run.glob("journal-*.jsonl"):
+        for line in journal.read_text().splitlines():
+            with contextlib.suppress(ValueError, KeyError, TypeError):
+                entry = json.loads(line)
+                samples.setdefault(entry["nodeid"], set()).add(entry["sample"]["index"])
+    return {nodeid for nodeid, indices in samples.items() if len(indices) >= SAMPLES}
+
+
+def junit_cases(path: Path) -> set[str]:
+    root = ElementTree.parse(path).getroot()
+    return {
+        f"{case.get('classname', '').replace('.', '/')}.py::{case.get('name')}"
+        for case in root.iter("testcase")
+    }
+
+
+@XDIST
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
+def test_an_interrupted_session_reports_what_landed_says_so_under_q_and_history_says_interrupted(
+    project: pytest.Pytester, server: ProviderServer, workers: list[str], sig: int
+) -> None:
+    # A SIGTERM (a CI job's timeout) is an interruption too: before, the process died on the spot,
+    # leaving the run "running", no summary and no JUnit.
+    proc = start(project, "-q", *workers)
+    signal_when_busy(proc, server, sig, calls=12 * max(1, len(workers)))
+    code, out = finish(proc)
+    assert code == pytest.ExitCode.INTERRUPTED, out
+    (run,) = (project.path / ".aimeasure" / "runs").iterdir()
+    assert json.loads((run / "meta.json").read_text())["status"] == "interrupted"
+    # Under -q the summary neither says all is well nor hides how to go on.
+    assert "nothing needs a look" not in out
+    assert f"run {run.name} was interrupted: continue it with  pytest" in out
+    assert f"--aimeasure-resume={run.name}" in out
+    # Every item whose samples were all journaled is reported (terminal, JUnit, JSON).
+    landed = journaled_items(run)
+    assert landed, "no item landed before the signal"
+    assert landed <= junit_cases(project.path / "junit.xml")
+    reported = {i["nodeid"] for i in json.loads((project.path / "out.json").read_text())["items"]}
+    assert landed <= reported
+    history = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest_aimeasure.cli.main",
+            "--store",
+            str(project.path / ".aimeasure"),
+            "history",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    ).stdout
+    (row,) = [line for line in history.splitlines() if line.startswith(run.name)]
+    assert "interrupted" in row and "passed" not in row
