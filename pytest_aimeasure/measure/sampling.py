@@ -10,9 +10,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal, NamedTuple
 
-__all__ = ["AUTO", "SamplePlan", "Samples", "call_range", "samples_problem"]
+__all__ = ["AUTO", "MAX_SAMPLES", "SamplePlan", "Samples", "call_range", "samples_problem"]
 
 AUTO = "auto"
+MAX_SAMPLES = 100
+"""The most judge samples of one item (as repeats are capped at 100): past it the error bar hardly
+narrows, and a typo (``--judge-samples 100000000``) must not fill the disk with calls."""
 Samples = int | Literal["auto"]
 """A dimension's samples setting: a fixed N >= 1, or ``"auto"``."""
 
@@ -51,6 +54,8 @@ def samples_problem(value: object) -> str | None:
         return None
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
         return f"{value!r} must be a whole number >= 1 or 'auto'"
+    if value > MAX_SAMPLES:
+        return f"{value!r} is above the limit of {MAX_SAMPLES} samples per item; use at most {MAX_SAMPLES}"
     return None
 
 

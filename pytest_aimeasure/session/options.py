@@ -20,6 +20,8 @@ from typing import Any
 
 import pytest
 
+from pytest_aimeasure.measure.sampling import MAX_SAMPLES
+
 
 def _number(kind: type[int] | type[float], minimum: float, *, strict: bool) -> Callable[[str], Any]:
     """A parser for a whole number (``int``) or a finite number (``float``) >= or > ``minimum``."""
@@ -55,11 +57,25 @@ def samples_setting(text: str) -> int | str:
         number = 0
     if number < 1:
         raise argparse.ArgumentTypeError(f"expected a whole number >= 1 or 'auto', got {text!r}")
+    return _at_most_max_samples(number)
+
+
+def _at_most_max_samples(number: int) -> int:
+    if number > MAX_SAMPLES:
+        raise argparse.ArgumentTypeError(
+            f"{number} samples per item is above the limit of {MAX_SAMPLES}; use at most {MAX_SAMPLES}"
+        )
     return number
 
 
-samples_setting.__name__ = "a whole number >= 1 or auto"
+def samples_max(text: str) -> int:
+    """``--judge-samples-max``: a whole number from 2 to :data:`MAX_SAMPLES`."""
+    return _at_most_max_samples(int(at_least_two(text)))
+
+
+samples_setting.__name__ = f"a whole number from 1 to {MAX_SAMPLES}, or auto"
 at_least_two = _number(int, 2, strict=False)
+samples_max.__name__ = f"a whole number from 2 to {MAX_SAMPLES}"
 
 
 def choice(*allowed: str) -> Callable[[str], str]:
@@ -169,7 +185,7 @@ OPTIONS: tuple[Option, ...] = (
         "--judge-samples-max",
         "judge_samples_max",
         "With --judge-samples auto: the most samples an item may take (default 9).",
-        at_least_two,
+        samples_max,
         9,
         "aimeasure_judge_samples_max",
         metavar="N",

@@ -165,3 +165,50 @@ def test_impossible_usage_figures_are_a_warning_and_not_priced(
     (warning,) = [f for f in data["findings"] if f["kind"] == "usage"]
     assert warning["severity"] == "warn"
     assert "1 judge call(s) came back with impossible token usage and were not priced" in warning["message"]
+
+
+# -- 7. limits: samples per item are capped like repeats, with a clear error at parse time -----------
+
+
+@pytest.mark.parametrize(
+    ("args", "said"),
+    [
+        (("--judge-samples", "100000000"), "100000000 samples per item is above the limit of 100"),
+        (
+            ("--judge-samples", "auto", "--judge-samples-max", "500"),
+            "500 samples per item is above the limit",
+        ),
+        (("-o", "aimeasure_judge_samples=101"), "101 samples per item is above the limit of 100"),
+    ],
+    ids=["option", "auto-max", "ini"],
+)
+def test_judge_samples_above_the_cap_is_a_usage_error_before_any_call(
+    pytester: pytest.Pytester, serve: Serve, args: tuple[str, ...], said: str
+) -> None:
+    server = serve(lambda seen: 4)
+    pytester.makepyfile(test_cached=CACHED)
+    result = run(pytester, (), *args)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert said in result.stderr.str() + result.stdout.str()
+    assert server.calls == 0
+
+
+def test_samples_above_the_cap_in_a_marker_fails_that_test(pytester: pytest.Pytester, serve: Serve) -> None:
+    server = serve(lambda seen: 4)
+    pytester.makepyfile(
+        test_marker="""
+        import pytest
+
+        @pytest.mark.dimension("tone", rubric="5 = calm")
+        def test_many(judge):
+            judge.score("x", samples=5000)
+
+        @pytest.mark.dimension("tone", rubric="5 = calm")
+        def test_fine(judge):
+            judge.score("y")
+        """
+    )
+    result = run(pytester, (), "--judge-samples", "1")
+    result.assert_outcomes(passed=1, failed=1)
+    assert "samples=5000 is above the limit of 100 samples per item" in result.stdout.str()
+    assert server.calls == 1
