@@ -39,30 +39,18 @@ def summarise(
     for m in measurements:
         by_dim.setdefault(m.dimension, []).append(m.standing)
     summary: dict[str, Any] = {}
-    findings: list[Finding] = []
     names = set(fresh) | set(errors) | ({n for n in by_dim if n in stored.dimensions} if stored else set())
     item_probes = item_probes or {}
-    for name, p in sorted(item_probes.items()):
-        if p.significant:
-            findings.append(
-                Finding(
-                    kind="judge_bias",
-                    severity="warn",
-                    subject=f"{name}::{p.probe}(items)",
-                    message=f"{name}: {p.message}",
-                    detail={"probe": p.probe, "effect": p.effect, "ci": [p.ci_low, p.ci_high], "n": p.n},
-                )
-            )
+    findings = [
+        _probe_finding(name, p, f"{name}::{p.probe}(items)", n=p.n)
+        for name, p in sorted(item_probes.items())
+        if p.significant
+    ]
     for name in sorted(names | set(item_probes)):
         probes_here = [item_probes[name].model_dump(mode="json")] if name in item_probes else []
+        scores = [m.mean for m in by_dim.get(name, [])]
         if name not in names:  # probed on its test items, never calibrated against anchors
-            scores = [m.mean for m in by_dim.get(name, [])]
-            summary[name] = {
-                "status": "not calibrated",
-                "score_mean": round(sum(scores) / len(scores), 4) if scores else None,
-                "items": len(scores),
-                "item_probes": probes_here,
-            }
+            summary[name] = {"status": "not calibrated", **_scores(scores), "item_probes": probes_here}
             continue
         if name in errors:
             summary[name] = {"status": "error", "message": errors[name]}
@@ -79,46 +67,57 @@ def summarise(
         assert c is not None
         prints = [m.fingerprint for m in by_dim.get(name, [])]
         stale = [] if name in fresh else staleness(c, prints, (judges or {}).get(name, judge_model))
-        scores = [m.mean for m in by_dim.get(name, [])]
-        entry: dict[str, Any] = {
-            "status": "stale" if stale else STATUS[c.verdict],
-            "verdict": None if stale else c.verdict,
-            "fresh": name in fresh,
-            "stale_because": stale,
-            "score_mean": round(sum(scores) / len(scores), 4) if scores else None,
-            "items": len(scores),
-            "human_scale": None if stale else human_scale(c, scores),
-            "calibration": c.model_dump(mode="json"),
-            "item_probes": probes_here,
-        }
-        summary[name] = entry
-        if stale:
-            findings.append(
-                Finding(
-                    kind="calibration_stale",
-                    severity="warn",
-                    subject=name,
-                    message=f"{name}: the stored calibration was made with another ruler "
-                    f"({'; '.join(stale)}); its κ and bias no longer describe this judge. {RECALIBRATE}",
-                    detail={"stale_because": stale},
-                )
-            )
-            continue
-        verdict_finding = _verdict_finding(c, fail=fail and name in fresh)
-        if verdict_finding is not None:
-            findings.append(verdict_finding)
-        for p in c.probes:
-            if p.significant and name in fresh:
-                findings.append(
-                    Finding(
-                        kind="judge_bias",
-                        severity="warn",
-                        subject=f"{name}::{p.probe}",
-                        message=f"{name}: {p.message}",
-                        detail={"probe": p.probe, "effect": p.effect, "ci": [p.ci_low, p.ci_high]},
-                    )
-                )
+        summary[name] = _entry(c, scores, stale, fresh=name in fresh, item_probes=probes_here)
+        findings += _findings(c, stale, fresh=name in fresh, fail=fail)
     return summary, findings
+
+
+def _scores(scores: Sequence[float]) -> dict[str, Any]:
+    return {"score_mean": round(sum(scores) / len(scores), 4) if scores else None, "items": len(scores)}
+
+
+def _entry(
+    c: DimensionCalibration, scores: Sequence[float], stale: list[str], *, fresh: bool, item_probes: list[Any]
+) -> dict[str, Any]:
+    """A calibrated dimension's summary entry: status, verdict, this session's scores, the human scale."""
+    return {
+        "status": "stale" if stale else STATUS[c.verdict],
+        "verdict": None if stale else c.verdict,
+        "fresh": fresh,
+        "stale_because": stale,
+        **_scores(scores),
+        "human_scale": None if stale else human_scale(c, scores),
+        "calibration": c.model_dump(mode="json"),
+        "item_probes": item_probes,
+    }
+
+
+def _findings(c: DimensionCalibration, stale: list[str], *, fresh: bool, fail: bool) -> list[Finding]:
+    """A stale calibration's warning; else the verdict's finding and (fresh only) the probes' biases."""
+    name = c.dimension
+    if stale:
+        return [
+            Finding(
+                kind="calibration_stale",
+                severity="warn",
+                subject=name,
+                message=f"{name}: the stored calibration was made with another ruler "
+                f"({'; '.join(stale)}); its κ and bias no longer describe this judge. {RECALIBRATE}",
+                detail={"stale_because": stale},
+            )
+        ]
+    found = _verdict_finding(c, fail=fail and fresh)
+    out = [found] if found is not None else []
+    return out + [_probe_finding(name, p, f"{name}::{p.probe}") for p in c.probes if p.significant and fresh]
+
+
+def _probe_finding(name: str, p: ProbeResult, subject: str, n: int | None = None) -> Finding:
+    detail: dict[str, Any] = {"probe": p.probe, "effect": p.effect, "ci": [p.ci_low, p.ci_high]}
+    if n is not None:
+        detail["n"] = n
+    return Finding(
+        kind="judge_bias", severity="warn", subject=subject, message=f"{name}: {p.message}", detail=detail
+    )
 
 
 STATUS = {"trusted": "calibrated", "untrusted": "uncalibrated", "inconclusive": "inconclusive"}
