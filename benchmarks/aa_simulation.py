@@ -165,7 +165,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             started = time.perf_counter()
             sessions = session_failures(rng, setup, shift, args.sessions)
             print(
-                f"  sessions failing, compare() with Holm over all {setup.items} items + the dimension: "
+                f"  sessions failing, compare() (its family over {setup.items} items + the dimension): "
                 f"{_rate(sessions.failing, args.sessions)}\n"
                 f"    (by an item {sessions.by_item}, by the dimension {sessions.by_dimension}; "
                 f"{time.perf_counter() - started:.1f}s)\n"

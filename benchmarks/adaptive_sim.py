@@ -4,7 +4,7 @@ Each replicate plays a user's workflow, as ``noise_model_sim.py`` does. The suit
 true qualities uniform in [2.5, 4.5] and a floor of 3.0 (so some items sit near their floor). Five
 earlier sessions ran with ``--update-baseline`` (the baseline pools them); then a new session runs,
 either unchanged (A/A: every failure is a false alarm) or with every item 0.75 lower. A session
-*fails* when ``compare()`` calls any item or dimension regressed after Holm. Every policy, earlier
+*fails* when ``compare()`` calls any item or dimension regressed (after its family). Every policy, earlier
 sessions included, samples the way the plugin would: fixed N takes N samples; ``auto`` runs the
 plugin's own loop (``judge.adaptive.sample_adaptively``, looks 3, 5, 7, 9) with its own stopping rule
 (``judge.adaptive.open_decisions``: the floor, and the drift against the baseline pooled so far).

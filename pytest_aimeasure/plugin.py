@@ -436,7 +436,7 @@ class XdistGlue:
 
 
 class JUnitVerdicts:
-    """Adds each item's session verdict (after Holm) to the JUnit XML once pytest has written it."""
+    """Adds each item's session verdict (after the family) to the JUnit XML once pytest has written it."""
 
     def __init__(self, measure: MeasurePlugin, xmlpath: str) -> None:
         self.measure = measure

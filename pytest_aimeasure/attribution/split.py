@@ -129,7 +129,7 @@ def split(
     sessions = [len(i.base) for i in items]
     tolerance = min(i.tolerance for i in items)
     judge = drift(
-        base, rejudged, tolerance=tolerance, var_floor=var_floor, base_sessions=sessions, alpha=alpha
+        base, rejudged, tolerance=tolerance, var_floor=var_floor, base_sessions=sessions, level=alpha / 2
     )
     system = drift(
         rejudged,
@@ -138,7 +138,7 @@ def split(
         var_floor=var_floor,
         base_sessions=sessions,
         history=history,
-        alpha=alpha,
+        level=alpha / 2,
     )
     j, s = Part.of(judge), Part.of(system)
     moved: Moved = "neither"

@@ -22,7 +22,7 @@ estimate changes from look to look. α is :data:`STOP_ALPHA` (two-sided 0.10).
 At the maximum it stops whatever is open, and says what was.
 
 **Why a per-item proxy keeps the session's drift rule.** The session decides drift per item and per
-dimension (paired item differences, the within-sample term as a lower bound, Holm over every test).
+dimension (paired item differences, the within-sample term as a lower bound, one family over every test).
 A single item cannot see the other items, so its stopping rule watches the thresholds the session's
 verdicts compare with (±tolerance) using its own judge noise, the only noise more samples reduce.
 Stopping changes how many samples an item has, never the rule applied to them: the session's

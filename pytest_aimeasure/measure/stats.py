@@ -390,7 +390,7 @@ rounding) counts as a drop of 0.5. Two different values of D made of 1–5 score
 POWER_TARGET = 0.80
 """The detection probability the minimum detectable effect is quoted at."""
 
-SeSource = Literal["within", "paired", "history"]
+SeSource = Literal["within", "paired", "repeats", "history", "prior"]
 
 
 @dataclass(frozen=True)
@@ -412,6 +412,15 @@ class SessionHistory:
     the core items). The paired spread cannot see it: it moves all items alike."""
     df_shared: float | None
     core_items: int
+    shared_p: float | None = None
+    """p of the F test for a session-wide shift (MS_sessions / MS_residual); None without one."""
+
+
+def _f_sf(f: float, d1: float, d2: float) -> float:
+    """P(F_{d1,d2} > f)."""
+    if f <= 0:
+        return 1.0
+    return _regularized_beta(d2 / 2.0, d1 / 2.0, d2 / (d2 + d1 * f), d1 * f / (d2 + d1 * f))
 
 
 def session_history(sessions: Sequence[Sequence[Sequence[float] | None]]) -> SessionHistory | None:
@@ -433,7 +442,7 @@ def session_history(sessions: Sequence[Sequence[Sequence[float] | None]]) -> Ses
             df_item += len(xs) - 1
     h = len(rows)
     core = [i for i in range(m) if all(row[i] is not None for row in means)]
-    var_session = df_session = df_shared = None
+    var_session = df_session = df_shared = shared_p = None
     var_shared = 0.0
     if core:
         grid = [[float(row[i]) for i in core] for row in means]  # type: ignore[arg-type]
@@ -450,6 +459,11 @@ def session_history(sessions: Sequence[Sequence[Sequence[float] | None]]) -> Ses
             # E[MS_sessions] = σ²_residual + k·σ²_c with MS_sessions = k·var(session means).
             var_shared = max(0.0, var_session - residual / len(core))
             df_shared = float(h - 1)
+            ms_sessions = len(core) * var_session
+            if residual > 0:
+                shared_p = _f_sf(ms_sessions / residual, h - 1.0, (len(core) - 1.0) * (h - 1.0))
+            else:
+                shared_p = 0.0 if ms_sessions > 0 else 1.0
     return SessionHistory(
         sessions=h,
         var_item=weighted / df_item if df_item else None,
@@ -459,12 +473,14 @@ def session_history(sessions: Sequence[Sequence[Sequence[float] | None]]) -> Ses
         var_shared=var_shared,
         df_shared=df_shared,
         core_items=len(core),
+        shared_p=shared_p,
     )
 
 
 @dataclass(frozen=True)
 class Power:
-    """What the regression rule can see, including Holm's family and the D ≤ −tolerance requirement."""
+    """What the regression rule can see at the level its test starts at, the D ≤ −tolerance
+    requirement included."""
 
     at_tolerance: float
     """P(verdict "regressed" | a true drop of exactly the tolerance). At most 0.5 by construction:
@@ -473,20 +489,21 @@ class Power:
     """The true drop the rule calls regressed with probability POWER_TARGET."""
     underpowered: bool
     """The noise, not the tolerance, limits detection: even the significance requirement alone
-    (one-sided, at Holm's first-step level alpha/(2·family)) would miss a drop of the tolerance more
-    than 1 − POWER_TARGET of the time, i.e. (t_{1−α/2K} + t_{0.80})·SE > tolerance."""
+    (one-sided, at the test's level) would miss a drop of the tolerance more than 1 − POWER_TARGET
+    of the time, i.e. (t_{1−level} + t_{0.80})·SE > tolerance."""
 
 
-def regression_power(
-    se: float, df: float, tolerance: float, *, family: int = 1, alpha: float = 0.05
-) -> Power:
+def regression_power(se: float, df: float, tolerance: float, *, level: float = 0.025) -> Power:
     """Power of the regression verdict at a true drop of ``tolerance``, and its minimum detectable effect.
 
-    "Regressed" after Holm needs D ≤ −tolerance and a one-sided p ≤ alpha/(2·K) at Holm's first step
-    (later steps are more lenient, so this is a lower bound on power), i.e. D ≤ −c with
-    c = max(tolerance, t_{1−α/2K}·SE). With D ~ Δ + SE·T_df: P(regressed | Δ = −δ) = P(T ≤ (δ − c)/SE).
+    "Regressed" needs D ≤ −tolerance and a one-sided p ≤ ``level`` (the share of the session's α the
+    test starts with; a level passed on by rejected tests is larger, so this is a lower bound), i.e.
+    D ≤ −c with c = max(tolerance, t_{1−level}·SE). With D ~ Δ + SE·T_df:
+    P(regressed | Δ = −δ) = P(T ≤ (δ − c)/SE).
     """
-    t_sig = t_ppf(1.0 - alpha / (2.0 * max(family, 1)), df)
+    if not 0.0 < level < 1.0:
+        raise ValueError(f"level must be in (0, 1), got {level}")
+    t_sig = t_ppf(1.0 - level, df)
     t_power = t_ppf(POWER_TARGET, df)
     c = max(tolerance, t_sig * se)
     return Power(
@@ -494,6 +511,61 @@ def regression_power(
         mde=c + t_power * se,
         underpowered=(t_sig + t_power) * se > tolerance,
     )
+
+
+@dataclass(frozen=True)
+class Prior:
+    """What a one-session baseline cannot measure, assumed instead of ignored (issue 19).
+
+    One session shows how much items differ, not how much each moves between sessions, nor how much a
+    whole session moves. Without these terms, raising N shrinks an item test's error bar to the
+    judge's sample-to-sample noise, and a lucky first baseline fails unchanged runs."""
+
+    item_var: float = 0.25
+    """τ²: variance of one item's session mean between sessions (sd 0.5, the default tolerance), a
+    floor under an item test's between-session term while no repeats or history measured it."""
+    shared_var: float = 0.0324
+    """σ²_c: variance of a shift shared by every item of a session (sd 0.18), added while neither
+    repeats nor SHARED_MIN_SESSIONS pooled sessions measured what moves between sessions. The least
+    that keeps a lucky first baseline (+0.4 on every item, the issue's case) from failing more than
+    2% of unchanged runs at m = 5 and 10 (benchmarks/noise_model_sim.py)."""
+
+
+CONSERVATIVE_PRIOR = Prior()
+
+SHARED_PRETEST = 0.25
+"""The history's session-wide shift is added only when its F test gives p ≤ this ("sometimes pool",
+Bancroft 1944): without a shift the truncated estimate max(0, ·) is positive half the time and would
+inflate every error bar by a shift that is not there (12% on the issue's pooled example)."""
+
+SHARED_MIN_SESSIONS = 3
+"""Pooled sessions from which the session-wide shift is measured instead of assumed (df ≥ 2)."""
+
+
+@dataclass(frozen=True)
+class Generations:
+    """One item's generation repeats, in the baseline and now: how far its repeat means spread."""
+
+    ss: float
+    """Sum over sessions of Σ_k (ȳ_k − ȳ)², the squared deviations of a session's repeat means."""
+    df: int
+    """Σ over sessions of (K − 1)."""
+    base: int
+    """Generations behind the baseline's mean (one per session without repeats)."""
+    new: int
+    """Generations behind this session's mean."""
+
+
+def generations(base: Sequence[Sequence[Sequence[float]]], new: Sequence[Sequence[float]]) -> Generations:
+    """``base``: the baseline's sessions, each a list of generation groups of scores; ``new``: this
+    session's groups. A session without repeats is one group."""
+    ss, df = 0.0, 0
+    for groups in (*base, new):
+        if len(groups) > 1:
+            means = [math.fsum(g) / len(g) for g in groups]
+            ss += _mean_var(means)[1] * (len(means) - 1)
+            df += len(groups) - 1
+    return Generations(ss=ss, df=df, base=sum(len(session) for session in base), new=len(new))
 
 
 @dataclass(frozen=True)
@@ -509,9 +581,9 @@ class Drift:
     p_value: float
     """One-sided p of the regression test (H0 Δ ≥ 0 vs H1 Δ < 0): P(T_df ≤ D/SE)."""
     power: float
-    """P(regressed | a true drop of the tolerance), with Holm's family (see :class:`Power`)."""
+    """P(regressed | a true drop of the tolerance) at ``level`` (see :class:`Power`)."""
     mde: float
-    """The true drop called regressed 80% of the time, with Holm's family and D ≤ −tolerance."""
+    """The true drop called regressed 80% of the time at ``level``, with D ≤ −tolerance."""
     underpowered: bool
     """The noise keeps the rule from seeing a drop of the tolerance (see :class:`Power`)."""
     verdict: DriftVerdict
@@ -522,14 +594,16 @@ class Drift:
     base_mean: float
     new_mean: float
     se_source: SeSource = "within"
-    """Which estimate set SE: the within-sample judge term, the paired spread of the items'
-    differences, or the between-session spread measured from earlier sessions."""
+    """Which estimate set SE: the within-sample judge term, or the between-session term and where
+    most of its degrees of freedom came from (paired spread, repeats, history, or the prior)."""
     se_within: float = 0.0
-    se_paired: float | None = None
-    se_history: float | None = None
+    se_between: float | None = None
+    """The between-session term (what moves the items independently), before the shared shift."""
     var_shared: float = 0.0
-    """The session-wide shift variance (from history) added to the within and paired terms."""
-    family: int = 1
+    """The session-wide shift's variance added to SE² (measured from history, or the prior)."""
+    shared_source: Literal["history", "prior"] | None = None
+    level: float = 0.025
+    """The one-sided level the power figures are quoted at."""
 
 
 def _check_pairs(base: Sequence[Sequence[float]], new: Sequence[Sequence[float]], tolerance: float) -> None:
@@ -557,26 +631,60 @@ def _pair_within(a: Sequence[float], b: Sequence[float], var_floor: float) -> tu
 
 
 def _satterthwaite(a: float, df_a: float, b: float, df_b: float | None) -> float:
-    """Welch–Satterthwaite df of a + b, rounded down (conservative, and the t quantiles stay cached)."""
+    """Welch–Satterthwaite df of a + b, rounded down (conservative, and the t quantiles stay cached).
+    ``df_b`` None: b is assumed (a prior), not estimated; the df stay a's."""
     if b <= 0 or df_b is None:
         return df_a
     return float(max(1, math.floor((a + b) ** 2 / (a * a / df_a + b * b / df_b))))
 
 
-def _pick(candidates: Sequence[tuple[SeSource, float, float]]) -> tuple[SeSource, float, float]:
-    """The largest variance estimate: each is a lower bound of what moves D between sessions."""
-    return max(candidates, key=lambda c: c[1])
+Estimate = tuple[SeSource, float, float]
+"""(source, variance, df) of one estimate of the same between-session variance."""
 
 
-def _decide(
-    *,
-    delta: float,
-    variance: float,
-    df: float,
-    tolerance: float,
-    family: int,
-    alpha: float,
-) -> dict[str, Any]:
+def _pool(estimates: Sequence[Estimate]) -> Estimate | None:
+    """Estimates of one variance pooled by their degrees of freedom (the efficient combination of
+    independent estimates); the source is the one that brought the most degrees of freedom."""
+    total = math.fsum(df for _, _, df in estimates)
+    if not estimates or total <= 0:
+        return None
+    variance = math.fsum(v * df for _, v, df in estimates) / total
+    return max(estimates, key=lambda e: e[2])[0], variance, total
+
+
+@dataclass(frozen=True)
+class _Shared:
+    var: float
+    df: float | None
+    source: Literal["history", "prior"] | None
+
+
+def _shared(history: SessionHistory | None, repeats: bool, pooled: float, prior: Prior | None) -> _Shared:
+    """The session-wide shift's variance in D: measured from SHARED_MIN_SESSIONS pooled sessions,
+    else assumed by the prior, unless generation repeats measured what moves between sessions."""
+    factor = 1.0 + 1.0 / pooled
+    if (
+        history is not None
+        and history.df_shared is not None
+        and (prior is None or history.df_shared >= SHARED_MIN_SESSIONS - 1)
+    ):
+        if history.shared_p is not None and history.shared_p > SHARED_PRETEST:
+            return _Shared(0.0, None, "history")  # no sign of a shift: its truncated estimate is bias
+        return _Shared(history.var_shared * factor, history.df_shared, "history")
+    if prior is None or repeats:
+        return _Shared(0.0, None, None)
+    return _Shared(prior.shared_var * factor, None, "prior")
+
+
+def _generation_var(gens: Sequence[Generations] | None, var_floor: float) -> tuple[float, int] | None:
+    """The dimension's per-generation variance pooled over its items (floored), with its df."""
+    df = sum(g.df for g in gens) if gens else 0
+    if not gens or df == 0:
+        return None
+    return max(math.fsum(g.ss for g in gens) / df, var_floor), df
+
+
+def _decide(*, delta: float, variance: float, df: float, tolerance: float, level: float) -> dict[str, Any]:
     se = math.sqrt(variance)
     t95, t90 = t_ppf(0.975, df), t_ppf(0.95, df)
     ci95 = (delta - t95 * se, delta + t95 * se)
@@ -590,7 +698,7 @@ def _decide(
         verdict = "stable"
     else:
         verdict = "inconclusive"
-    power = regression_power(se, df, tolerance, family=family, alpha=alpha)
+    power = regression_power(se, df, tolerance, level=level)
     return {
         "delta": delta,
         "se": se,
@@ -603,8 +711,21 @@ def _decide(
         "underpowered": power.underpowered,
         "verdict": verdict,
         "tolerance": tolerance,
-        "family": family,
+        "level": level,
     }
+
+
+def _combine(
+    within: tuple[float, float], between: Estimate | None, shared: _Shared
+) -> tuple[SeSource, float, float]:
+    """SE² = max(within, between) + shared: the between-session term already holds the judge's
+    within noise (so the two are not added), the session-wide shift is a separate component."""
+    v_within, df_w = within
+    source: SeSource = "within"
+    v, df = v_within, df_w
+    if between is not None and between[1] > v_within:
+        source, v, df = between
+    return source, v + shared.var, _satterthwaite(v, df, shared.var, shared.df)
 
 
 def drift(
@@ -615,26 +736,30 @@ def drift(
     var_floor: float = VAR_FLOOR_DEFAULT,
     base_sessions: Sequence[int] | None = None,
     history: SessionHistory | None = None,
-    family: int = 1,
-    alpha: float = 0.05,
+    generations: Sequence[Generations] | None = None,
+    prior: Prior | None = None,
+    level: float = 0.025,
 ) -> Drift:
     """Paired drift of a dimension: ``new`` against ``base`` (item i of one pairs with item i of the other).
 
-    SE_D² is the largest of these estimates of what moves D between two sessions:
+    SE_D² = max(within, between) + shared, where
 
     * within: σ²_w/m² · Σ_i (1/n_i,base + 1/n_i,new), σ²_w pooled over both runs (df-weighted,
       floored), df = Σ(n − 1), at least 1: the judge's sample-to-sample noise only, a lower bound;
-    * paired: sd(d_i)²/m with df m − 1 (m ≥ 2): everything that moves items independently between
-      sessions, generation and a temperature-0 judge's session-level movement included;
-    * history (when earlier sessions are given): the variance of a session's mean over the items,
-      var_session·(1 + 1/P), and the pooled per-item variance var_item·(1 + 1/P)/m;
+    * between: what moves the items independently between sessions, the df-weighted pool of the
+      estimates there are: the paired spread sd(d_i)²/m (df m − 1, m ≥ 2); generation repeats,
+      σ²_gen·Σ_i(1/k_i,base + 1/k_i,new)/m² with σ²_gen the items' pooled variance of repeat means
+      (df Σ(K − 1)); history, var_item·(1 + 1/P)/m (df of the history). With none of them (one item,
+      no repeats, no history) and a ``prior``: τ²·(1 + 1/P)/m;
+    * shared: the shift common to a whole session, σ²_c·(1 + 1/P), measured from history of
+      SHARED_MIN_SESSIONS sessions, else the prior's unless repeats measured the between-session term.
 
-    and to the within and paired terms the shift shared by a whole session, σ²_c·(1 + 1/P), measured
-    from history (Satterthwaite df). P is the number of sessions the baseline pools (the fewest over
-    the items; ``base_sessions`` gives it per item, default 1). Verdicts, in order: regressed
+    P is the number of sessions the baseline pools (the fewest over the items; ``base_sessions`` gives
+    it per item, default 1). Without ``prior`` nothing is assumed (a rule for two measurements of the
+    same artifacts, as attribution's judge part compares). Verdicts, in order: regressed
     (D ≤ −tol and 95% upper < 0), improved (D ≥ +tol and 95% lower > 0), stable (90% CI inside
-    (−tol, +tol)), else inconclusive; D is compared with ±tol up to TIE_TOLERANCE.
-    ``family`` (Holm's number of regression tests) only shapes the power figures.
+    (−tol, +tol)), else inconclusive; D is compared with ±tol up to TIE_TOLERANCE. ``level`` (the
+    one-sided α share the test starts at) only shapes the power figures.
     """
     _check_pairs(base, new, tolerance)
     m = len(base)
@@ -646,29 +771,21 @@ def drift(
     _raw, var_within, df_w = pooled_within([*base, *new], var_floor)
     inverse_ns = math.fsum(1.0 / len(a) + 1.0 / len(b) for a, b in zip(base, new, strict=True))
     v_within = var_within * inverse_ns / (m * m)
-    shared = history.var_shared * (1.0 + 1.0 / pooled) if history is not None else 0.0
-    df_shared = history.df_shared if history is not None else None
-    candidates: list[tuple[SeSource, float, float]] = [
-        ("within", v_within + shared, _satterthwaite(v_within, df_w, shared, df_shared))
-    ]
-    v_paired: float | None = None
+    estimates: list[Estimate] = []
     if m > 1:
-        v_paired = _mean_var(diffs)[1] / m
-        candidates.append(("paired", v_paired + shared, _satterthwaite(v_paired, m - 1, shared, df_shared)))
-    v_history: float | None = None
-    if history is not None:
-        options = []
-        if history.var_session is not None and history.df_session is not None:
-            options.append((history.var_session * (1.0 + 1.0 / pooled), history.df_session))
-        if history.var_item is not None and history.df_item is not None:
-            options.append((history.var_item * (1.0 + 1.0 / pooled) / m, history.df_item))
-        if options:
-            v_history, df_h = max(options)
-            candidates.append(("history", v_history, df_h))
-    source, variance, df = _pick(candidates)
-    decided = _decide(
-        delta=delta, variance=variance, df=df, tolerance=tolerance, family=family, alpha=alpha
-    )
+        estimates.append(("paired", _mean_var(diffs)[1] / m, float(m - 1)))
+    gen = _generation_var(generations, var_floor)
+    if gen is not None and generations is not None:
+        inverse_ks = math.fsum(1.0 / g.base + 1.0 / g.new for g in generations)
+        estimates.append(("repeats", gen[0] * inverse_ks / (m * m), float(gen[1])))
+    if history is not None and history.var_item is not None and history.df_item is not None:
+        estimates.append(("history", history.var_item * (1.0 + 1.0 / pooled) / m, history.df_item))
+    between = _pool(estimates)
+    if between is None and prior is not None:
+        between = ("prior", prior.item_var * (1.0 + 1.0 / pooled) / m, df_w)
+    shared = _shared(history, gen is not None, pooled, prior)
+    source, variance, df = _combine((v_within, df_w), between, shared)
+    decided = _decide(delta=delta, variance=variance, df=df, tolerance=tolerance, level=level)
     return Drift(
         **decided,
         m=m,
@@ -677,9 +794,9 @@ def drift(
         new_mean=math.fsum(new_means) / m,
         se_source=source,
         se_within=math.sqrt(v_within),
-        se_paired=None if v_paired is None else math.sqrt(v_paired),
-        se_history=None if v_history is None else math.sqrt(v_history),
-        var_shared=shared,
+        se_between=None if between is None else math.sqrt(between[1]),
+        var_shared=shared.var,
+        shared_source=shared.source,
     )
 
 
@@ -691,17 +808,20 @@ def item_drifts(
     var_floor: float = VAR_FLOOR_DEFAULT,
     base_sessions: Sequence[int] | None = None,
     history: SessionHistory | None = None,
-    family: int = 1,
-    alpha: float = 0.05,
+    generations: Sequence[Generations] | None = None,
+    prior: Prior | None = None,
+    level: float = 0.025,
 ) -> list[Drift]:
     """The drift of each item of one dimension on its own (item i of ``base`` pairs with item i of ``new``).
 
-    An item has one difference d_i, so its spread between sessions is taken from its dimension:
-    var(d_i) is estimated by the largest of the item's within term σ²_w,i·(1/n_base + 1/n_new) (its
-    own samples, floored), the variance of the *other* items' differences (leave-one-out, df m − 2,
-    m ≥ 3, so that a real drop of this item does not hide itself) and the history's per-item
-    between-session variance var_item·(1 + 1/P_i); the first two get the session-wide shift
-    σ²_c·(1 + 1/P_i) added, as in :func:`drift`. With one item, this is :func:`drift`.
+    An item has one difference d_i, so its between-session variance comes from its dimension, as the
+    df-weighted pool of: the variance of the *other* items' differences (leave-one-out, df m − 2,
+    m ≥ 3, so that a real drop of this item does not hide itself), the dimension's generation variance
+    σ²_gen·(1/k_base + 1/k_new), and the history's var_item·(1 + 1/P_i). While neither repeats nor
+    history measured it, the ``prior``'s τ²·(1 + 1/P_i) is its floor: other items that happened not
+    to move say little about this one, and N (the judge's precision) must not stand in for it.
+    SE² = max(the item's own within term, between) + shared, as in :func:`drift`. With one item,
+    this is :func:`drift`.
     """
     _check_pairs(base, new, min(tolerances, default=0.0))
     m = len(base)
@@ -716,8 +836,9 @@ def item_drifts(
                 var_floor=var_floor,
                 base_sessions=base_sessions,
                 history=history,
-                family=family,
-                alpha=alpha,
+                generations=generations,
+                prior=prior,
+                level=level,
             )
         ]
     base_means = [sum(s) / len(s) for s in base]
@@ -725,30 +846,32 @@ def item_drifts(
     diffs = [b - a for a, b in zip(base_means, new_means, strict=True)]
     d_mean = math.fsum(diffs) / m
     d_ss = math.fsum((d - d_mean) ** 2 for d in diffs)
+    gen = _generation_var(generations, var_floor)
+    measured = gen is not None or (history is not None and history.var_item is not None)
     out = []
     for i in range(m):
         a, b = base[i], new[i]
         pooled = float(base_sessions[i]) if base_sessions else 1.0
         var_within, df_w = _pair_within(a, b, var_floor)
         v_within = var_within * (1.0 / len(a) + 1.0 / len(b))
-        shared = history.var_shared * (1.0 + 1.0 / pooled) if history is not None else 0.0
-        df_shared = history.df_shared if history is not None else None
-        candidates: list[tuple[SeSource, float, float]] = [
-            ("within", v_within + shared, _satterthwaite(v_within, df_w, shared, df_shared))
-        ]
-        v_loo: float | None = None
+        estimates: list[Estimate] = []
         if m > 2:
             # Leave-one-out sum of squares: removing d_i from a sample moves its mean by (d_i − mean)/(m−1).
             v_loo = max(0.0, (d_ss - (diffs[i] - d_mean) ** 2 * m / (m - 1)) / (m - 2))
-            candidates.append(("paired", v_loo + shared, _satterthwaite(v_loo, m - 2, shared, df_shared)))
-        v_history: float | None = None
+            estimates.append(("paired", v_loo, float(m - 2)))
+        if gen is not None and generations is not None:
+            g = generations[i]
+            estimates.append(("repeats", gen[0] * (1.0 / g.base + 1.0 / g.new), float(gen[1])))
         if history is not None and history.var_item is not None and history.df_item is not None:
-            v_history = history.var_item * (1.0 + 1.0 / pooled)
-            candidates.append(("history", v_history, history.df_item))
-        source, variance, df = _pick(candidates)
-        decided = _decide(
-            delta=diffs[i], variance=variance, df=df, tolerance=tolerances[i], family=family, alpha=alpha
-        )
+            estimates.append(("history", history.var_item * (1.0 + 1.0 / pooled), history.df_item))
+        between = _pool(estimates)
+        if prior is not None and not measured:
+            floor = prior.item_var * (1.0 + 1.0 / pooled)
+            if between is None or between[1] < floor:
+                between = ("prior", floor, between[2] if between is not None else df_w)
+        shared = _shared(history, gen is not None, pooled, prior)
+        source, variance, df = _combine((v_within, df_w), between, shared)
+        decided = _decide(delta=diffs[i], variance=variance, df=df, tolerance=tolerances[i], level=level)
         out.append(
             Drift(
                 **decided,
@@ -758,9 +881,9 @@ def item_drifts(
                 new_mean=new_means[i],
                 se_source=source,
                 se_within=math.sqrt(v_within),
-                se_paired=None if v_loo is None else math.sqrt(v_loo),
-                se_history=None if v_history is None else math.sqrt(v_history),
-                var_shared=shared,
+                se_between=None if between is None else math.sqrt(between[1]),
+                var_shared=shared.var,
+                shared_source=shared.source,
             )
         )
     return out

@@ -8,8 +8,8 @@ could not be written. Each such failure is logged as a failing test report named
 case (``classname="aimeasure" name="drift[tone]"``), the terminal's summary line says ``1 failed``
 and its short summary names the reason.
 
-An item's ``aimeasure.verdict`` property is the session's verdict after the Holm correction, which
-exists only once every item is measured: the property is added to the JUnit file after pytest wrote
+An item's ``aimeasure.verdict`` property is the session's verdict after the family-wise correction,
+which exists only once every item is measured: the property is added to the JUnit file after pytest wrote
 it, next to the item's ``aimeasure.item`` property.
 """
 
@@ -73,7 +73,7 @@ def is_failure_report(report: pytest.TestReport) -> bool:
 
 
 def item_verdicts(summary: SessionReport) -> dict[str, str]:
-    """Each measured item's verdict as the session concluded it (after Holm)."""
+    """Each measured item's verdict as the session concluded it (after the family-wise correction)."""
     comparison = summary.comparison
     out: dict[str, str] = {}
     for result in summary.results.items:

@@ -60,7 +60,7 @@ def _dimension_line(row: DimensionRow) -> str:
         base_text = "—" if row.baseline_mean is None else f"{row.baseline_mean:.2f}"
     verdict_text = row.verdict.replace("_", " ")
     if row.comparison is not None and row.comparison.demoted:
-        verdict_text += " (Holm)"
+        verdict_text += " (not confirmed)"
     delta = _delta(row.comparison)
     return f"| {escape(row.name)} | {now} | {base_text} | {delta} | {row.m} | **{verdict_text}** |"
 

@@ -1,7 +1,7 @@
 """Two stored runs side by side: item by item and per dimension, with the baseline's statistics.
 
 The earlier run plays the baseline: its measurements become baseline entries, and the later run is
-compared with them by :func:`pytest_aimeasure.compare.drift.compare`, so the verdicts, CIs and the Holm
+compared with them by :func:`pytest_aimeasure.compare.drift.compare`, so the verdicts, CIs and the family
 correction are exactly those a committed baseline of the earlier run would give.
 """
 
@@ -57,8 +57,8 @@ def _num(value: float | None, signed: bool = False) -> str:
 def render_comparison(comparison: Comparison, before: str, after: str) -> list[str]:
     """Terminal lines: per dimension, then item by item (before, after, Δ with 95% CI, verdict)."""
     lines = [
-        f"{before} → {after}: the earlier run as the baseline (paired by item id, Holm over "
-        f"{comparison.holm_family} regression tests)"
+        f"{before} → {after}: the earlier run as the baseline (paired by item id, one family of "
+        f"{comparison.family} regression tests)"
     ]
     if comparison.dimensions:
         rows = [
@@ -68,7 +68,7 @@ def render_comparison(comparison: Comparison, before: str, after: str) -> list[s
                 _num(d.now_mean) + _ci(d.now_ci),
                 _num(d.delta, True) + _ci(d.delta_ci, True),
                 str(d.m),
-                d.verdict + (" (Holm)" if d.demoted else ""),
+                d.verdict + (" (not confirmed)" if d.demoted else ""),
             ]
             for name, d in sorted(comparison.dimensions.items())
         ]

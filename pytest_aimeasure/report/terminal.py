@@ -101,9 +101,12 @@ def _fmt_delta(delta: float | None, ci: tuple[float, float] | None) -> str:
 def _verdict_text(c: ItemComparison | DimensionComparison) -> str:
     verdict = c.verdict.replace("_", " ")
     if getattr(c, "demoted", False):
-        return "inconclusive (a drop, not significant after Holm)"
+        return "inconclusive (a drop the family-wise correction does not confirm)"
     if c.verdict == "not_comparable" and c.changed_fields:
         return f"not comparable ({', '.join(c.changed_fields)}): re-baseline"
+    advice = getattr(c, "advice", None)  # dimensions say what they can detect
+    if c.verdict == "inconclusive" and advice:
+        return f"inconclusive ({advice})"
     if c.verdict == "inconclusive" and c.mde is not None:
         suffix = ", underpowered" if c.underpowered else ""
         return f"inconclusive (MDE {c.mde:.2f}{suffix})"
@@ -118,7 +121,12 @@ def comparison_rows(summary: SessionReport) -> list[list[str]]:
         return []
     rows: list[list[str]] = []
     for name, dim in sorted(comparison.dimensions.items()):
-        if dim.verdict in LOOK_AT:
+        quiet = (
+            dim.verdict == "inconclusive"
+            and not dim.demoted
+            and abs(dim.delta or 0.0) < (dim.tolerance or 0.0)
+        )
+        if dim.verdict in LOOK_AT and not quiet:  # a dimension that did not move is not news
             rows.append(
                 [
                     f"{name} (dimension, {dim.m} items)",
@@ -214,7 +222,7 @@ def _row_colour(verdict_text: str) -> str | None:
 
 def _item_colour(verdict_text: str) -> str | None:
     # One item's "inconclusive" is the usual state of a single item (its MDE is wide): not a warning.
-    if verdict_text.startswith("inconclusive") and "after Holm" not in verdict_text:
+    if verdict_text.startswith("inconclusive") and "does not confirm" not in verdict_text:
         return None
     return _row_colour(verdict_text)
 
@@ -287,6 +295,8 @@ def summary_lines(summary: SessionReport, verbosity: int = 0) -> list[str]:
         lines.append(Styled(quiet_line(summary, new_count), "green"))
     elif summary.stable:
         lines.append(Styled("stable: " + ", ".join(summary.stable), "green"))
+    if summary.comparison is not None and summary.comparison.baseline_note:
+        lines.append(summary.comparison.baseline_note)
     sampling = sampling_line(summary.results.sampling)
     if sampling is not None:
         lines.append(sampling)

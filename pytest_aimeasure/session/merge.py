@@ -2,7 +2,7 @@
 
 Each shard (``pytest -k ...``, pytest-split, one machine of a matrix) writes its results with
 ``--aimeasure-json``. :func:`merge` puts their items together and redoes what a single process would
-have done at its end: one comparison with the baseline (Holm over the whole family of regression
+have done at its end: one comparison with the baseline (one family-wise correction over all the regression
 tests, not per shard), one set of findings, one verdict, and optionally one baseline update. Shards
 judged with different rulers cannot be one session: they are refused with the fields named.
 """

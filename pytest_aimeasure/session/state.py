@@ -530,7 +530,7 @@ class SessionState:
         if report.when == "teardown":
             if self.recording is not None:
                 self.recording.record_item(result)
-            # The verdict needs the whole session (Holm): report/junit.py writes it at the end,
+            # The verdict needs the whole session (its family): report/junit.py writes it at the end,
             # right after each aimeasure.item property.
             for m in result.measurements:
                 extra.append(("aimeasure.item", m.item_id))

@@ -13,6 +13,11 @@ sizes of the pooled sessions in ``scores``, oldest first (absent: one session). 
 not pooled, when the ruler changed, when the session found the item (or its dimension) regressed
 or improved (a real change must not be averaged with the old value), or when ``pool`` is 1.
 
+Generations: ``generations`` lists the sizes of the generation repeats (``repeats=K``) in ``scores``,
+oldest first, each inside one pooled session (absent: one generation per session). With it even a
+one-session baseline keeps its generation variance, which the comparison uses as the between-session
+term instead of a prior (:mod:`pytest_aimeasure.compare.drift`).
+
 Sources: ``sources`` lists, one per pooled session and in the same order, the run that measured the
 session and the sha256 of the artifact it judged (absent in files written before; a session recorded
 without them has nulls). ``--aimeasure-attribute`` re-judges those stored artifacts with today's judge
@@ -30,8 +35,10 @@ the project (:func:`pytest_aimeasure.store.fileio.lock_path`), never next to the
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
+from collections import Counter
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -102,6 +109,12 @@ class BaselineEntry(BaseModel):
     sources: list[EntrySource] | None = Field(
         default=None, description="run and artifact of each pooled session, oldest first; absent: unknown"
     )
+    generations: list[Annotated[int, Field(ge=1, strict=True)]] | None = Field(
+        default=None,
+        min_length=2,
+        description="sizes of the generation repeats in scores, oldest first, each within one session; "
+        "absent: one generation per session",
+    )
     standing: StandingScores | None = Field(
         default=None,
         description="escalated items: the standing judge's scores (fingerprint is the stronger judge's)",
@@ -115,6 +128,13 @@ class BaselineEntry(BaseModel):
             raise ValueError(f"n is {self.n} but there are {len(self.scores)} scores")
         if self.sessions is not None and sum(self.sessions) != self.n:
             raise ValueError(f"sessions add up to {sum(self.sessions)} samples but there are {self.n} scores")
+        if self.generations is not None:
+            if sum(self.generations) != self.n:
+                total = sum(self.generations)
+                raise ValueError(f"generations add up to {total} samples but there are {self.n} scores")
+            ends = set(itertools.accumulate(self.generations))
+            if not set(itertools.accumulate(self.sessions or [self.n])) <= ends:
+                raise ValueError("a generation repeat crosses the boundary between two pooled sessions")
         if self.sources is not None and len(self.sources) != self.pooled:
             raise ValueError(f"sources lists {len(self.sources)} sessions but the entry pools {self.pooled}")
         actual = math.fsum(self.scores) / len(self.scores)
@@ -136,6 +156,22 @@ class BaselineEntry(BaseModel):
             start += size
         return out
 
+    def session_generations(self) -> list[list[list[int]]]:
+        """Each pooled session's scores split into its generation repeats (one group without them)."""
+        sizes = iter(self.generations or [])
+        out = []
+        for session in self.session_scores():
+            if self.generations is None:
+                out.append([session])
+                continue
+            groups, start = [], 0
+            while start < len(session):
+                size = next(sizes)
+                groups.append(session[start : start + size])
+                start += size
+            out.append(groups)
+        return out
+
     def session_sources(self) -> list[EntrySource]:
         """Each pooled session's source, oldest first (empty sources where the file has none)."""
         return list(self.sources) if self.sources is not None else [EntrySource()] * self.pooled
@@ -151,6 +187,7 @@ class BaselineEntry(BaseModel):
                 "mean": math.fsum(scores) / len(scores),
                 "fingerprint": self.standing.fingerprint,
                 "sessions": None,
+                "generations": None,
                 "sources": self.sources[-1:] if self.sources else None,
                 "standing": None,
             }
@@ -362,6 +399,8 @@ def dumps_baseline(baseline: BaselineFile) -> str:
             entry.pop("sources", None)
         if entry.get("standing") is None:
             entry.pop("standing", None)
+        if entry.get("generations") is None:
+            entry.pop("generations", None)
     return json.dumps(data, sort_keys=True, indent=2, ensure_ascii=False, allow_nan=False) + "\n"
 
 
@@ -464,8 +503,10 @@ def load_baseline(path: Path) -> BaselineFile | None:
 def entry_from_measurement(measurement: Measurement, *, run_id: str | None = None) -> BaselineEntry:
     """The baseline entry for a measurement, normalised exactly as a write-then-read would leave it.
     ``run_id``: the run that measured it, recorded with the artifact's sha256 in ``sources``."""
-    samples = sorted(measurement.samples, key=lambda s: s.index)
+    # Grouped by generation repeat, so that the baseline keeps the generation variance.
+    samples = sorted(measurement.samples, key=lambda s: (s.repeat or 0, s.index))
     scores = [s.score for s in samples]
+    sizes = Counter(s.repeat or 0 for s in samples)
     raw = {
         "dimension": measurement.dimension,
         "nodeid": measurement.nodeid,
@@ -476,6 +517,8 @@ def entry_from_measurement(measurement: Measurement, *, run_id: str | None = Non
         "tolerance": measurement.tolerance,
         "fingerprint": measurement.fingerprint.model_dump(mode="json"),
     }
+    if len(sizes) > 1:
+        raw["generations"] = [sizes[r] for r in sorted(sizes)]
     if measurement.escalation is not None:
         standing = measurement.escalation.standing
         raw["standing"] = {
@@ -527,17 +570,21 @@ def pool_entry(
     fresh = entry_from_measurement(measurement, run_id=run_id)
     groups = previous.session_scores()
     sources = previous.session_sources()
+    repeats = previous.session_generations()
     cached = all(s.source == "cache" for s in measurement.samples)
     if not (cached and any(sorted(g) == sorted(fresh.scores) for g in groups)):
         groups = [*groups, fresh.scores][-pool:]
         sources = [*sources, *fresh.session_sources()][-pool:]
+        repeats = [*repeats, *fresh.session_generations()][-pool:]
     scores = [score for group in groups for score in group]
+    sizes = [len(g) for session in repeats for g in session]
     known = any(s != EntrySource() for s in sources)
     raw = fresh.model_dump(mode="json") | {
         "scores": scores,
         "n": len(scores),
         "mean": math.fsum(scores) / len(scores),
         "sessions": [len(g) for g in groups] if len(groups) > 1 else None,
+        "generations": sizes if len(sizes) > len(groups) else None,
         "sources": [s.model_dump(mode="json") for s in sources] if known else None,
     }
     return BaselineEntry.model_validate(_round_floats(raw))

@@ -95,7 +95,7 @@ def test_three_shards_merged_equal_one_process(project: pytest.Pytester, xdist: 
     assert json.loads(merged)["entries"] and _runs(merged) == set(shard_runs(project))
     assert _without_runs(merged) == _without_runs(whole)
 
-    # a drop across the shards: one comparison with Holm over the whole family (a drop of only some
+    # a drop across the shards: one comparison with one family over every test (a drop of only some
     # items is, at six items, within what items move between sessions: the paired spread, issue 14)
     drop = {"a1": [2, 2, 3], "a2": [2, 3, 2], "b1": [3, 2, 2], "b2": [2, 3, 2], "c1": [3, 2, 2]}
     set_scores(project, {"*": [2, 2, 3], **drop}, [3, 3, 4])
@@ -106,11 +106,11 @@ def test_three_shards_merged_equal_one_process(project: pytest.Pytester, xdist: 
     merged = json.loads((project.path / "merged.json").read_text())
     assert verdicts(merged) == verdicts(one_data)
     assert merged["dimensions"]["tone"]["verdict"] == "regressed"
-    assert merged["dimensions"]["tone"]["holm_rejected"] is True
+    assert merged["dimensions"]["tone"]["rejected"] is True
     assert merged["failed_because"] == one_data["failed_because"]
     assert code == 1 and one.ret == pytest.ExitCode.TESTS_FAILED
     assert len(merged["shards"]) == 3
-    # each shard alone saw a smaller family: the merge's Holm is over all of it
+    # each shard alone saw a smaller family: the merge's family is all of it
     shard_sizes = [len(json.loads((project.path / f"shard{i}.json").read_text())["items"]) for i in range(3)]
     assert sum(shard_sizes) == len(merged["items"]) == 9
 

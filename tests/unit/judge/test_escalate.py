@@ -287,7 +287,10 @@ def test_no_shared_ruler_stays_not_comparable(engine: JudgeEngine, judges: Judge
     assert c.items[now.item_id].verdict == "not_comparable" and c.items[now.item_id].compared_on is None
     assert c.dimensions["tone"].verdict == "not_comparable"
     # Both escalated, the same strong judge: compared on it, as any item.
-    same = compare(baseline_of(now), [replace_scores(now, [1, 1, 1])], whole_suite=True).items[now.item_id]
+    # (prior=None: without the one-session prior one item's two-point drop is significant on its own)
+    same = compare(baseline_of(now), [replace_scores(now, [1, 1, 1])], whole_suite=True, prior=None).items[
+        now.item_id
+    ]
     assert same.compared_on is None and same.verdict == "regressed"
     assert same.baseline_mean == pytest.approx(3.0) and same.now_mean == pytest.approx(1.0)
 

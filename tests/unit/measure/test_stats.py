@@ -8,8 +8,10 @@ import pytest
 
 from pytest_aimeasure.measure.stats import (
     VAR_FLOOR_DEFAULT,
+    Prior,
     dimension_stats,
     drift,
+    generations,
     holm,
     item_drifts,
     item_stats,
@@ -375,18 +377,81 @@ def test_history_widens_the_error_bar_by_the_shared_session_shift() -> None:
     assert seen.se > alone.se and seen.verdict == "inconclusive"
 
 
-def test_power_includes_holm_and_the_tolerance_requirement() -> None:
+def test_power_is_quoted_at_the_level_the_test_starts_at() -> None:
     se, df = 0.0707, 160.0  # m = 20, N = 5, judge σ 0.5: the issue's example
     alone = regression_power(se, df, 0.5)
     assert alone.at_tolerance == pytest.approx(0.5)  # D ≤ −0.5 at a true drop of 0.5: a coin flip
     assert alone.mde == pytest.approx(0.5 + t_ppf(0.8, df) * se)
     assert not alone.underpowered
-    # Noisier: significance binds, and Holm over 21 tests binds harder than one test.
+    # Noisier: significance binds, and a smaller level binds harder.
     one = regression_power(0.3, 20.0, 0.5)
-    many = regression_power(0.3, 20.0, 0.5, family=21)
-    assert many.at_tolerance < one.at_tolerance < 0.5
-    assert many.mde > one.mde > 0.5
-    assert many.underpowered and one.underpowered
+    small = regression_power(0.3, 20.0, 0.5, level=0.025 / 21)
+    assert small.at_tolerance < one.at_tolerance < 0.5
+    assert small.mde > one.mde > 0.5
+    assert small.underpowered and one.underpowered
     # The figure is the verdict's real probability: check it against the rule itself.
     c = max(0.5, t_ppf(1 - 0.025 / 21, 20.0) * 0.3)
-    assert many.at_tolerance == pytest.approx(t_cdf((0.5 - c) / 0.3, 20.0))
+    assert small.at_tolerance == pytest.approx(t_cdf((0.5 - c) / 0.3, 20.0))
+
+
+# --------------------------------------------------------------------------------------------------
+# Issue 19: what a one-session baseline does not know, generation repeats, the shift pretest
+# --------------------------------------------------------------------------------------------------
+
+
+def test_an_item_test_carries_a_between_session_prior_so_n_cannot_make_it_overconfident() -> None:
+    # N = 5, a one-session baseline, nine items unchanged and one a point lower (cause 2 of issue 19).
+    base = [[4] * 5] * 10
+    new = [[4] * 5] * 9 + [[3] * 5]
+    bare = item_drifts(base, new, tolerances=[0.5] * 10)[-1]
+    assert bare.verdict == "regressed"  # the other items' spread is 0: the judge's floor alone decides
+    prior = Prior()
+    item = item_drifts(base, new, tolerances=[0.5] * 10, prior=prior)[-1]
+    assert item.se_source == "prior" and item.shared_source == "prior"
+    assert item.se == pytest.approx(math.sqrt(2 * prior.item_var + 2 * prior.shared_var))
+    assert item.verdict == "inconclusive"
+    # More samples do not shrink it: the prior is what N cannot measure.
+    more = item_drifts([[4] * 20] * 10, [[4] * 20] * 9 + [[3] * 20], tolerances=[0.5] * 10, prior=prior)
+    assert more[-1].se == pytest.approx(item.se)
+
+
+def test_generations_measure_the_spread_of_repeat_means() -> None:
+    g = generations([[[4, 4], [2, 2], [3, 3]]], [[5], [3]])
+    # Baseline repeat means 4, 2, 3 (ss 2, df 2); now 5, 3 (ss 2, df 1).
+    assert (g.ss, g.df, g.base, g.new) == (pytest.approx(4.0), 3, 3, 2)
+    assert generations([[[4, 4, 4]]], [[4, 4, 4]]).df == 0  # no repeats: nothing measured
+
+
+def test_repeats_set_the_between_session_term_and_no_shared_prior_is_added() -> None:
+    base = [[4, 4, 4, 3, 3, 3, 5, 5, 5]] * 5  # three generations an item, a temperature-0 judge
+    new = [[3, 3, 3, 2, 2, 2, 4, 4, 4]] * 5
+    gens = [generations([[[4, 4, 4], [3, 3, 3], [5, 5, 5]]], [[3, 3, 3], [2, 2, 2], [4, 4, 4]])] * 5
+    d = drift(base, new, tolerance=0.5, generations=gens, prior=Prior())
+    assert d.se_source == "repeats" and d.shared_source is None and d.var_shared == 0.0
+    # Repeat means spread with variance 1 (df 2 a session, 20 in all): var(D) = 1·(1/3 + 1/3)/5 = 2/15,
+    # pooled by df with the paired spread (every item moved alike: 0, df 4): (20·2/15 + 4·0)/24 = 1/9.
+    assert d.se == pytest.approx(math.sqrt(1 / 9))
+    assert d.verdict == "regressed"
+
+
+def test_a_one_session_baseline_without_repeats_assumes_a_session_wide_shift() -> None:
+    base = [[4, 4, 4]] * 8
+    new = [[3, 3, 3]] * 8
+    bare = drift(base, new, tolerance=0.5)
+    assumed = drift(base, new, tolerance=0.5, prior=Prior())
+    assert bare.shared_source is None and assumed.shared_source == "prior"
+    assert assumed.var_shared == pytest.approx(2 * Prior().shared_var)
+    assert assumed.se == pytest.approx(math.sqrt(bare.se**2 + 2 * Prior().shared_var))
+
+
+def test_history_adds_a_session_wide_shift_only_when_its_f_test_sees_one() -> None:
+    # Three items over four sessions moving independently: no shared shift to speak of.
+    quiet = session_history([[[3], [4], [2]], [[4], [4], [3]], [[3], [5], [2]], [[4], [4], [2]]])
+    assert quiet is not None and quiet.shared_p is not None and quiet.shared_p > 0.25
+    d = drift([[3], [4], [2]], [[3], [4], [2]], tolerance=0.5, history=quiet, prior=Prior())
+    assert (d.shared_source, d.var_shared) == ("history", 0.0)
+    # Every item up a point in one session: a shift, added.
+    loud = session_history([[[3], [4], [2]], [[3], [4], [2]], [[3], [4], [2]], [[4], [5], [3]]])
+    assert loud is not None and loud.shared_p == 0.0
+    d = drift([[3], [4], [2]], [[3], [4], [2]], tolerance=0.5, history=loud, prior=Prior())
+    assert d.shared_source == "history" and d.var_shared > 0

@@ -422,7 +422,8 @@ def test_a_format_1_baseline_taken_at_n3_is_comparable_with_a_session_at_n5(tmp_
     assert baseline is not None
     assert "samples" not in baseline.entries[ID_A].fingerprint.model_dump()
     now = measurement(scores=[4, 4, 4, 4, 4])
-    result = compare(baseline, [now], whole_suite=True)
+    # Without the one-session prior (which keeps one item from proving equivalence), it is stable.
+    result = compare(baseline, [now], whole_suite=True, prior=None)
     assert result.items[ID_A].verdict == "stable"
     assert not result.has_not_comparable
     # The next update writes the current format, without samples in the fingerprint.
@@ -484,3 +485,43 @@ def test_pooled_sessions_must_add_up_to_the_scores(tmp_path: Path) -> None:
     path.write_text(json.dumps(data))
     with pytest.raises(BaselineError, match="sessions add up to 4 samples but there are 3 scores"):
         load_baseline(path)
+
+
+def repeated(groups: list[list[int]]) -> Measurement:
+    """A measurement that pooled generation repeats: each sample tagged with its repeat, indexes
+    restarting in each repeat (as judge.score pools them)."""
+    m = measurement(scores=[s for g in groups for s in g])
+    samples = [
+        Sample(index=i, dimension="tone", score=s, rationale="ok", repeat=r + 1)
+        for r, g in enumerate(groups)
+        for i, s in enumerate(g)
+    ]
+    return m.model_copy(update={"samples": samples})
+
+
+def test_the_baseline_keeps_the_generation_repeats_so_one_session_knows_its_generation_variance(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "b.json"
+    update_baseline(
+        path, [repeated([[4, 4, 4], [2, 2, 2], [3, 3, 3]])], whole_suite=False, prune=False, pool=5
+    )
+    entry = load_baseline(path).entries[ID_A]  # type: ignore[union-attr]
+    # Grouped by repeat (not interleaved by sample index), with the groups' sizes.
+    assert entry.scores == [4, 4, 4, 2, 2, 2, 3, 3, 3] and entry.generations == [3, 3, 3]
+    assert entry.session_generations() == [[[4, 4, 4], [2, 2, 2], [3, 3, 3]]]
+    # Pooling a session without repeats adds one generation; the groups stay inside their sessions.
+    update_baseline(path, [measurement(scores=[3, 3])], whole_suite=False, prune=False, pool=5)
+    pooled = load_baseline(path).entries[ID_A]  # type: ignore[union-attr]
+    assert (pooled.sessions, pooled.generations) == ([9, 2], [3, 3, 3, 2])
+    assert pooled.session_generations()[-1] == [[3, 3]]
+    # A file whose repeats cross a session boundary is refused, naming the problem.
+    bad = json.loads(path.read_text())
+    bad["entries"][ID_A]["generations"] = [3, 3, 4, 1]
+    path.write_text(json.dumps(bad))
+    with pytest.raises(BaselineError, match="crosses the boundary between two pooled sessions"):
+        load_baseline(path)
+    # Without repeats nothing is written: the field is absent.
+    plain = tmp_path / "plain.json"
+    update_baseline(plain, [measurement(scores=[4, 4, 5])], whole_suite=False, prune=False)
+    assert "generations" not in plain.read_text()

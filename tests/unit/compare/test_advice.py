@@ -1,0 +1,40 @@
+"""Power as advice: what a dimension detects, and what more items, repeats or pooling would buy."""
+
+from __future__ import annotations
+
+from pytest_aimeasure.compare.advice import Design, advise, projected_mde
+from pytest_aimeasure.measure.stats import Prior, drift
+
+# A temperature-0 judge and a moving generator: five items, their means moved ±1 between sessions.
+BASE = [[4, 4, 4], [3, 3, 3], [4, 4, 4], [3, 3, 3], [4, 4, 4]]
+NOW = [[3, 3, 3], [4, 4, 4], [3, 3, 3], [3, 3, 3], [4, 4, 4]]
+
+
+def test_the_projection_reproduces_today_and_falls_with_items_repeats_and_pooling() -> None:
+    result = drift(BASE, NOW, tolerance=0.5, prior=Prior(), level=0.009)
+    design = Design(m=5, n=3, k=1.0, sessions=1)
+    assert projected_mde(result, design) == result.mde  # nothing changed: today's figure
+    by_items = [projected_mde(result, design, m=m) for m in (6, 10, 20, 40)]
+    assert by_items == sorted(by_items, reverse=True) and by_items[-1] < result.mde
+    # The judge repeats itself (within floor 1/12 over 3 samples): the rest is the generator's, so
+    # repeats shrink it; a pooled baseline drops the prior's shift and shrinks (1 + 1/P).
+    assert projected_mde(result, design, k=4) < result.mde
+    assert projected_mde(result, design, sessions=5) < result.mde
+
+
+def test_advice_names_what_reaches_one_and_a_half_tolerances() -> None:
+    result = drift(BASE, NOW, tolerance=0.5, prior=Prior(), level=0.009)
+    text = advise(result, Design(m=5, n=3, k=1.0, sessions=1))
+    assert text.startswith(f"detects a drop of {result.mde:.2f} at 80%; with ")
+    # Against one session the prior's session-wide shift stays whatever the number of items, so more
+    # items cannot reach 0.75; repeats can (they measure what moves, and the prior goes).
+    assert " items" not in text and "with 4 generation repeats an item (repeats=)" in text
+    assert "it would detect about 0.75" in text
+    assert (
+        "a baseline pooled from 5 sessions (--update-baseline on unchanged runs) would detect about" in text
+    )
+    # A test that already detects 0.75 says only that.
+    strong = drift([[4] * 3] * 40, [[4] * 3] * 40, tolerance=0.5, level=0.009)
+    assert (
+        advise(strong, Design(m=40, n=3, k=1.0, sessions=5)) == f"detects a drop of {strong.mde:.2f} at 80%"
+    )
