@@ -289,6 +289,31 @@ def _validate(reply: JudgeReply, dimension: str) -> Verdict | str:
     return verdict
 
 
+def _prompt_chars(request: JudgeRequest) -> int:
+    """What the provider bills as input, for the budget's estimate: the system prompt and the tool
+    definition too, not only the messages."""
+    tool = request.tool
+    return (
+        len(request.system)
+        + sum(len(m.content) for m in request.messages)
+        + len(tool.name)
+        + len(tool.description)
+        + len(json.dumps(tool.input_schema))
+    )
+
+
+def _feedback(reply: JudgeReply, problem: str, dimension: str) -> list[Message]:
+    """The turns that give an invalid verdict back to the judge with what was wrong with it."""
+    return [
+        Message("assistant", reply.raw or reply.text or "(empty reply)"),
+        Message(
+            "user",
+            f"Your verdict was not accepted: {problem}. Call the tool record_verdict again, once, with "
+            f"dimension {dimension!r}, an integer score from 1 to 5 and a non-empty rationale.",
+        ),
+    ]
+
+
 class JudgeEngine:
     """Owns the backends, the per-provider limits and the event loop thread of a session."""
 
@@ -558,6 +583,41 @@ class JudgeEngine:
         prefix_chars: int,
         key: SampleKey,
     ) -> Sample:
+        """Sample ``key[3]`` of the item: from the cache, else judged, with up to
+        ``max_invalid_retries`` more turns when the judge's verdict is not valid."""
+        stored = self._stored_sample(backend, spec, key)
+        if stored is not None:
+            return stored
+        messages: list[Message] = [Message("user", user_text)]
+        raw_outputs: list[str] = []
+        total = Usage()
+        started = asyncio.get_running_loop().time()
+        attempts = self.settings.max_invalid_retries + 1
+        for attempt in range(attempts):
+            request = self._request(spec, template, messages, prefix_chars, index=key[3], attempt=attempt)
+            reply = await self._call(backend, request, _prompt_chars(request))
+            total = total + reply.usage
+            raw_outputs.append(reply.raw)
+            verdict = _validate(reply, spec.dimension)
+            if isinstance(verdict, Verdict):
+                latency = asyncio.get_running_loop().time() - started
+                sample = self._sample(backend, spec, reply, verdict, total, latency, key[3], attempt)
+                if self.sink is not None:
+                    self.sink.record(key, item_id=spec.item_id, nodeid=spec.nodeid, sample=sample, sync=False)
+                return sample
+            if attempt + 1 == attempts:
+                raise JudgeError(
+                    f"no valid verdict for {spec.item_id} sample #{key[3]} after {attempts} attempts; "
+                    f"last problem: {verdict}",
+                    raw_outputs=raw_outputs,
+                )
+            with self.spend.lock:
+                self.spend.retries += 1
+            messages += _feedback(reply, verdict, spec.dimension)
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def _stored_sample(self, backend: Backend, spec: ItemSpec, key: SampleKey) -> Sample | None:
+        """The sample the cache holds for ``key``; under ``--judge-cache=replay`` a miss is an error."""
         index = key[3]
         if self.sink is not None:
             found = self.sink.lookup(key, item_id=spec.item_id, nodeid=spec.nodeid)
@@ -572,80 +632,63 @@ class JudgeEngine:
                 f"(model {backend.model}, prompt {key[1]}, artifact {key[2][:12]}){near}; run once "
                 "with --judge-cache=on to record it"
             )
-        messages: list[Message] = [Message("user", user_text)]
-        raw_outputs: list[str] = []
-        total = Usage()
-        started = asyncio.get_running_loop().time()
-        attempts = self.settings.max_invalid_retries + 1
-        for attempt in range(attempts):
-            request = JudgeRequest(
-                system=template.system,
-                messages=tuple(messages),
-                tool=verdict_tool(spec.dimension),
-                dimension=spec.dimension,
-                temperature=self.settings.temperature,
-                max_tokens=self.settings.max_tokens,
-                timeout=self.settings.timeout,
-                context={
-                    "artifact": spec.artifact,
-                    "rubric": spec.rubric,
-                    "facts": spec.facts,
-                    "index": index,
-                    "attempt": attempt,
-                    "nodeid": spec.nodeid,
-                },
-                prefix_chars=prefix_chars,
-            )
-            # The budget's estimate counts everything the provider bills as input: the system
-            # prompt and the tool definition too, not only the messages.
-            tool = request.tool
-            prompt_chars = (
-                len(template.system)
-                + sum(len(m.content) for m in messages)
-                + len(tool.name)
-                + len(tool.description)
-                + len(json.dumps(tool.input_schema))
-            )
-            reply = await self._call(backend, request, prompt_chars)
-            total = total + reply.usage
-            raw_outputs.append(reply.raw)
-            verdict = _validate(reply, spec.dimension)
-            if isinstance(verdict, Verdict):
-                sample = Sample(
-                    index=index,
-                    dimension=spec.dimension,
-                    score=verdict.score,
-                    rationale=verdict.rationale,
-                    usage=total,
-                    latency_s=round(asyncio.get_running_loop().time() - started, 4),
-                    model=reply.model or backend.model,
-                    retries=attempt,
-                    cost_usd=self._cost(backend.provider, backend.model, total) if self._cost else None,
-                    tool_mode=reply.mode,
-                    temperature=reply.temperature_sent,
-                )
-                if self.sink is not None:
-                    self.sink.record(key, item_id=spec.item_id, nodeid=spec.nodeid, sample=sample, sync=False)
-                return sample
-            if attempt + 1 < attempts:
-                with self.spend.lock:
-                    self.spend.retries += 1
-                messages += [
-                    Message("assistant", reply.raw or reply.text or "(empty reply)"),
-                    Message(
-                        "user",
-                        f"Your verdict was not accepted: {verdict}. Call the tool record_verdict "
-                        f"again, once, with dimension {spec.dimension!r}, an integer score from 1 to 5 "
-                        "and a non-empty rationale.",
-                    ),
-                ]
-            else:
-                raise JudgeError(
-                    f"no valid verdict for {spec.item_id} sample #{index} after {attempts} attempts; "
-                    f"last problem: {verdict}",
-                    raw_outputs=raw_outputs,
-                )
-        raise AssertionError("unreachable")  # pragma: no cover
+        return None
+
+    def _request(
+        self,
+        spec: ItemSpec,
+        template: JudgePrompt,
+        messages: list[Message],
+        prefix_chars: int,
+        *,
+        index: int,
+        attempt: int,
+    ) -> JudgeRequest:
+        """The judge call of one attempt at one sample (the conversation so far in ``messages``)."""
+        return JudgeRequest(
+            system=template.system,
+            messages=tuple(messages),
+            tool=verdict_tool(spec.dimension),
+            dimension=spec.dimension,
+            temperature=self.settings.temperature,
+            max_tokens=self.settings.max_tokens,
+            timeout=self.settings.timeout,
+            context={
+                "artifact": spec.artifact,
+                "rubric": spec.rubric,
+                "facts": spec.facts,
+                "index": index,
+                "attempt": attempt,
+                "nodeid": spec.nodeid,
+            },
+            prefix_chars=prefix_chars,
+        )
+
+    def _sample(
+        self,
+        backend: Backend,
+        spec: ItemSpec,
+        reply: JudgeReply,
+        verdict: Verdict,
+        usage: Usage,
+        latency_s: float,
+        index: int,
+        retries: int,
+    ) -> Sample:
+        """The sample a valid verdict makes, with the usage and cost of every attempt it took."""
+        return Sample(
+            index=index,
+            dimension=spec.dimension,
+            score=verdict.score,
+            rationale=verdict.rationale,
+            usage=usage,
+            latency_s=round(latency_s, 4),
+            model=reply.model or backend.model,
+            retries=retries,
+            cost_usd=self._cost(backend.provider, backend.model, usage) if self._cost else None,
+            tool_mode=reply.mode,
+            temperature=reply.temperature_sent,
+        )
 
     def _check_reachable(self, backend: Backend) -> None:
         exhausted = self._exhausted.get(backend.concurrency_key)

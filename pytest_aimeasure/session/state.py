@@ -307,75 +307,13 @@ class SessionState:
     def engine(self) -> JudgeEngine:
         with self._engine_lock:
             if self._engine is None:
-                self._engine = self._make_engine()
+                from pytest_aimeasure.session.backends import make_engine
+
+                notice = self.console.line if self.console is not None else None
+                self._engine = make_engine(
+                    self.config, self.settings, self.recording, self.calibrated_floors, notice=notice
+                )
             return self._engine
-
-    def _make_engine(self) -> JudgeEngine:
-        from pytest_aimeasure.judge.backends.base import Backend
-        from pytest_aimeasure.judge.backends.scripted import ScriptedCall, ScriptedScore
-        from pytest_aimeasure.judge.engine import JudgeEngine, JudgeSettings
-        from pytest_aimeasure.judge.prompt import JudgePrompt
-        from pytest_aimeasure.judge.resolve import ModelError, build_backend
-
-        config, s = self.config, self.settings
-        assert s.model is not None
-
-        def scripted_fallback(call: ScriptedCall) -> ScriptedScore | None:
-            result: ScriptedScore | None = config.hook.pytest_aimeasure_scripted_verdict(
-                call=call, config=config
-            )
-            return result
-
-        def make_backend(model: str) -> Backend:
-            backend = built_backend(model)
-            if s.batch:  # --judge-batch: its calls go through the provider's batch API
-                from pytest_aimeasure.judge.batch import BatchJournal, use_batches
-
-                journal = BatchJournal(rec.run.path, rec.run.writer) if rec is not None else None
-                try:
-                    use_batches(backend, journal, poll_s=s.batch_poll)
-                except ValueError as exc:
-                    raise pytest.UsageError(f"--judge-batch: {exc}") from None
-            return backend
-
-        def built_backend(model: str) -> Backend:
-            custom: Backend | None = config.hook.pytest_aimeasure_make_backend(model=model, config=config)
-            if custom is not None:
-                return custom
-            try:
-                # The engine does the transport retries (--judge-retries), so it sees every 429.
-                return build_backend(model, timeout=s.timeout, retries=0, scripted_fallback=scripted_fallback)
-            except ModelError as exc:
-                raise pytest.UsageError(f"--judge-model: {exc}") from None
-
-        def prompt(dimension: str) -> JudgePrompt:
-            template = JudgePrompt()
-            config.hook.pytest_aimeasure_judge_prompt(prompt=template, dimension=dimension, config=config)
-            return template
-
-        rec = self.recording
-        return JudgeEngine(
-            JudgeSettings(
-                model=s.model,
-                samples=s.fixed_samples,
-                concurrency=s.concurrency_ceiling,
-                concurrency_start=s.concurrency,
-                timeout=s.timeout,
-                retries=s.retries,
-                quota_wait=s.quota_wait,
-                var_floor=s.var_floor,
-                var_floors={name: floor for name, (floor, _) in self.calibrated_floors.items()},
-                var_floor_rulers={name: ruler for name, (_, ruler) in self.calibrated_floors.items()},
-                replay=s.cache == "replay",
-            ),
-            make_backend=make_backend,
-            prompt=prompt,
-            sink=rec.sink if rec is not None else None,
-            budget=rec.budget if rec is not None else None,
-            cost=rec.cost if rec is not None else None,
-            estimate=rec.estimate if rec is not None else None,
-            notice=self.console.line if self.console is not None else None,
-        )
 
     def budget_text(self) -> str:
         if self.recording is not None and self.recording.budget is not None:
