@@ -4,9 +4,9 @@ runs (a bad combination is a usage error naming the flag)."""
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -23,9 +23,42 @@ BATCH_PIPELINE = 1_000_000
 """``--judge-pipeline`` under ``--judge-batch`` unless given: no bound a session reaches."""
 
 
+_FIELD_OF = {
+    "judge_samples": "samples",
+    "judge_concurrency": "concurrency",
+    "judge_timeout": "timeout",
+    "judge_retries": "retries",
+    "judge_quota_wait": "quota_wait",
+    "judge_cache": "cache",
+    "judge_budget_usd": "budget_usd",
+    "judge_dry_run": "dry_run",
+    "judge_var_floor": "var_floor",
+    "judge_batch": "batch",
+    "judge_batch_poll": "batch_poll",
+    "judge_pipeline": "pipeline",
+    "judge_model": "model",
+    "aimeasure_json": "json_path",
+    "aimeasure_html": "html_path",
+    "aimeasure_store": "store",
+}
+"""The :class:`Settings` field of an option whose field is not named after its ``dest``."""
+_READ_ONLY = (
+    "ai_judge",
+    "offline_judge_model",
+    "judge_samples_min",
+    "judge_samples_max",
+    "judge_samples_step",
+)
+"""Options read to derive a field (judging, the model, the sample plan), not kept themselves."""
+_PATHS = ("baseline", "json_path", "html_path", "store")
+
+
 @dataclass(frozen=True)
 class Settings:
-    judging: bool
+    """The session's settings: each option of the table (:data:`options.OPTIONS`, where the defaults
+    live), read once, checked together, plus what is derived from them."""
+
+    judging: bool  # --ai-judge, or a mode that judges (dry run, rejudge, resume)
     model: str | None
     samples: Samples
     concurrency: int
@@ -34,6 +67,7 @@ class Settings:
     """The most calls in flight the limit grows to (``--judge-concurrency``, else the adaptive ceiling)."""
     timeout: float
     retries: int
+    quota_wait: float  # --judge-quota-wait: seconds of nothing but 429/529 before giving up
     cache: str
     budget_usd: float | None
     dry_run: bool
@@ -48,144 +82,39 @@ class Settings:
     rejudge: str | None
     resume: str | None
     var_floor: float
-    calibrate: str | None = None  # "report" or "fail" (--judge-calibrate)
-    judge_bias: bool = False
-    anchor_globs: tuple[str, ...] = ()
-    min_kappa: float = 0.6
-    max_abs_bias: float = 0.5
-    attribute: bool = False
-    sample_plan: SamplePlan = field(default_factory=SamplePlan)
+    calibrate: str | None  # "report" or "fail" (--judge-calibrate)
+    judge_bias: bool
+    anchor_globs: tuple[str, ...]
+    min_kappa: float
+    max_abs_bias: float
+    attribute: bool
+    sample_plan: SamplePlan
     """The looks of ``samples="auto"`` (--judge-samples-min/-max/-step)."""
-    pipeline: int = 0  # dimension tests whose verdicts may be pending at once (--judge-pipeline)
-    batch: bool = False  # --judge-batch: judge calls through the Message Batches API
-    batch_poll: float = 5.0
-    quota_wait: float = 300.0  # --judge-quota-wait: seconds of nothing but 429/529 before giving up
+    pipeline: int  # dimension tests whose verdicts may be pending at once (--judge-pipeline)
+    batch: bool  # --judge-batch: judge calls through the provider's batch API
+    batch_poll: float
 
     @classmethod
     def from_config(cls, config: pytest.Config) -> Settings:
-        root = config.rootpath
-
-        def path(dest: str) -> Path | None:
-            value = options.get(config, dest)
-            if value is None:
-                return None
-            p = Path(os.path.expanduser(str(value)))
-            return p if p.is_absolute() else root / p
-
-        rejudge, resume = options.get(config, "rejudge"), options.get(config, "resume")
-        dry_run = bool(options.get(config, "judge_dry_run"))
-        judging = (
-            bool(options.get(config, "ai_judge")) or rejudge is not None or resume is not None or dry_run
-        )
-        model = options.get(config, "judge_model")
-        if judging and model is None:
-            from pytest_aimeasure.judge.resolve import CONFIGURE_HELP, default_model
-
-            model = default_model() or options.get(config, "offline_judge_model")
-            if model is None and not dry_run:
-                raise pytest.UsageError(f"--ai-judge: {CONFIGURE_HELP}")
-        if judging and model is not None:
-            from pytest_aimeasure.judge.resolve import ModelError, check_provider, require_available, route
-
-            try:
-                route(model)
-                try:
-                    check_provider(model)
-                    require_available(model)
-                except ModelError:
-                    # An unknown provider, or litellm missing, is a usage error before any call,
-                    # unless a plugin serves the model (pytest_aimeasure_make_backend).
-                    if config.hook.pytest_aimeasure_make_backend(model=model, config=config) is None:
-                        raise
-            except ModelError as exc:
-                raise pytest.UsageError(f"--judge-model {model}: {exc}") from None
-        for flag, value in (("--aimeasure-rejudge", rejudge), ("--aimeasure-resume", resume)):
-            if value is not None and value != "latest" and os.path.exists(value) and os.sep in value:
-                raise pytest.UsageError(
-                    f"{flag} took {value!r} as a run id, but it is a path: write {flag}=latest (or "
-                    f"{flag}=RUN_ID) before the test paths"
-                )
-        if bool(options.get(config, "update_baseline")) and not judging:
-            raise pytest.UsageError(
-                "--update-baseline needs measurements: add --ai-judge (without it no dimension is "
-                "judged, and a whole-suite update would empty the baseline)"
-            )
-        calibrate = options.get(config, "calibrate")
-        judge_bias = bool(options.get(config, "judge_bias"))
-        if (calibrate or judge_bias) and not judging:
-            raise pytest.UsageError(
-                f"{'--judge-calibrate' if calibrate else '--judge-bias'} judges the anchors: add --ai-judge"
-            )
-        if judge_bias and not calibrate:
-            calibrate = "report"  # the probes run on the anchors
-        if bool(options.get(config, "attribute")) and not judging:
-            raise pytest.UsageError(
-                "--aimeasure-attribute re-judges the baseline's artifacts with today's judge: add --ai-judge"
-            )
-        if rejudge is not None and resume is not None:
-            raise pytest.UsageError("--aimeasure-rejudge and --aimeasure-resume do not combine: pick one")
-        batch = bool(options.get(config, "judge_batch"))
-        if batch and judging and model is not None:
-            from pytest_aimeasure.judge.resolve import route
-
-            kind, prefix = route(model), model.partition("/")[0]
-            if kind != "anthropic" and not (kind == "litellm" and prefix == "openai"):
-                raise pytest.UsageError(
-                    f"--judge-batch: batch mode speaks the Anthropic Message Batches API and OpenAI's "
-                    f"Batch API (through litellm), and --judge-model {model} is neither an anthropic nor "
-                    "an 'openai/<model>' judge; use one of those, or drop --judge-batch"
-                )
-        if dry_run and getattr(config.option, "numprocesses", None):
-            raise pytest.UsageError("--judge-dry-run does not combine with -n: it runs no test anyway")
-        low, high = options.get(config, "judge_samples_min"), options.get(config, "judge_samples_max")
-        if high < low:
-            raise pytest.UsageError(
-                f"--judge-samples-max {high} is below --judge-samples-min {low}: adaptive sampling takes at "
-                "least the minimum and at most the maximum (or fix the ini keys "
-                "aimeasure_judge_samples_min/max)"
-            )
-        concurrency = options.get(config, "judge_concurrency")
-        ceiling = ADAPTIVE_CEILING if concurrency is None else concurrency
-        pipeline = options.get(config, "judge_pipeline")
-        if pipeline is None and batch:
-            # A batch takes minutes: every dimension item of the session waits in it at once.
-            pipeline = BATCH_PIPELINE
-        elif pipeline is None:
-            pipeline = max(32, 2 * ceiling)
-        return cls(
-            judging=judging,
-            model=model,
-            samples=options.get(config, "judge_samples"),
-            concurrency=ADAPTIVE_START if concurrency is None else concurrency,
-            concurrency_ceiling=ceiling,
-            timeout=options.get(config, "judge_timeout"),
-            retries=options.get(config, "judge_retries"),
-            cache=options.get(config, "judge_cache"),
-            budget_usd=options.get(config, "judge_budget_usd"),
-            dry_run=dry_run,
-            baseline=path("baseline") or root / "aimeasure-baseline.json",
-            update_baseline=bool(options.get(config, "update_baseline")),
-            prune_baseline=bool(options.get(config, "prune_baseline")),
-            baseline_pool=options.get(config, "baseline_pool"),
-            drift=options.get(config, "drift"),
-            json_path=path("aimeasure_json"),
-            html_path=path("aimeasure_html"),
-            store=path("aimeasure_store") or root / ".aimeasure",
-            rejudge=rejudge,
-            resume=resume,
-            var_floor=options.get(config, "judge_var_floor"),
-            calibrate=calibrate,
-            judge_bias=judge_bias,
-            anchor_globs=tuple(config.getini(options.ANCHORS_INI) or ()),
-            min_kappa=options.get(config, "min_kappa"),
-            max_abs_bias=options.get(config, "max_abs_bias"),
-            attribute=bool(options.get(config, "attribute")),
-            sample_plan=SamplePlan(low, high, options.get(config, "judge_samples_step")),
-            pipeline=pipeline,
-            batch=batch,
-            batch_poll=options.get(config, "judge_batch_poll"),
-            quota_wait=options.get(config, "judge_quota_wait"),
-        )
+        """The settings of ``config``; a bad value or combination is a usage error naming the flag."""
+        raw = {opt.dest: options.get(config, opt.dest) for opt in options.OPTIONS}
+        values = {_FIELD_OF.get(dest, dest): value for dest, value in raw.items() if dest not in _READ_ONLY}
+        for name in ("dry_run", "update_baseline", "prune_baseline", "judge_bias", "attribute", "batch"):
+            values[name] = bool(values[name])
+        values["judging"] = bool(raw["ai_judge"]) or values["dry_run"] or _rejudges(values)
+        values["model"] = _model(config, values, raw["offline_judge_model"])
+        _check_modes(config, values)
+        if values["judge_bias"] and not values["calibrate"]:
+            values["calibrate"] = "report"  # the probes run on the anchors
+        values["sample_plan"] = _sample_plan(raw)
+        given = values["concurrency"]
+        values["concurrency"] = ADAPTIVE_START if given is None else given
+        values["concurrency_ceiling"] = ADAPTIVE_CEILING if given is None else given
+        values["pipeline"] = _pipeline(values)
+        values["anchor_globs"] = tuple(config.getini(options.ANCHORS_INI) or ())
+        for name in _PATHS:
+            values[name] = _path(config.rootpath, values[name])
+        return cls(**values)
 
     def calls(self, samples: Samples | None = None) -> tuple[int, int]:
         """(fewest, most) judge calls of an item whose dimension sets ``samples`` (None: the session's)."""
@@ -226,3 +155,109 @@ class Settings:
             sample_maximum=self.sample_plan.maximum,
         )
 
+
+def _rejudges(values: dict[str, Any]) -> bool:
+    return values["rejudge"] is not None or values["resume"] is not None
+
+
+def _path(root: Path, value: Any) -> Path | None:
+    """A path option's value, relative to the rootdir unless absolute (``~`` expanded)."""
+    if value is None:
+        return None
+    path = Path(os.path.expanduser(str(value)))
+    return path if path.is_absolute() else root / path
+
+
+def _model(config: pytest.Config, values: dict[str, Any], offline: str | None) -> str | None:
+    """The judge model: --judge-model, else a current Claude model when a key is set, else
+    --offline-judge-model; checked before any test runs."""
+    model: str | None = values["model"]
+    if not values["judging"]:
+        return model
+    if model is None:
+        from pytest_aimeasure.judge.resolve import CONFIGURE_HELP, default_model
+
+        model = default_model() or offline
+        if model is None and not values["dry_run"]:
+            raise pytest.UsageError(f"--ai-judge: {CONFIGURE_HELP}")
+    if model is not None:
+        _check_model(config, model)
+        if values["batch"]:
+            _check_batch_model(model)
+    return model
+
+
+def _check_model(config: pytest.Config, model: str) -> None:
+    from pytest_aimeasure.judge.resolve import ModelError, check_provider, require_available, route
+
+    try:
+        route(model)
+        try:
+            check_provider(model)
+            require_available(model)
+        except ModelError:
+            # An unknown provider, or litellm missing, is a usage error before any call,
+            # unless a plugin serves the model (pytest_aimeasure_make_backend).
+            if config.hook.pytest_aimeasure_make_backend(model=model, config=config) is None:
+                raise
+    except ModelError as exc:
+        raise pytest.UsageError(f"--judge-model {model}: {exc}") from None
+
+
+def _check_batch_model(model: str) -> None:
+    from pytest_aimeasure.judge.resolve import route
+
+    kind, prefix = route(model), model.partition("/")[0]
+    if kind != "anthropic" and not (kind == "litellm" and prefix == "openai"):
+        raise pytest.UsageError(
+            f"--judge-batch: batch mode speaks the Anthropic Message Batches API and OpenAI's "
+            f"Batch API (through litellm), and --judge-model {model} is neither an anthropic nor "
+            "an 'openai/<model>' judge; use one of those, or drop --judge-batch"
+        )
+
+
+def _check_modes(config: pytest.Config, values: dict[str, Any]) -> None:
+    """The combinations of modes that cannot work, each a usage error saying what to do."""
+    for flag, value in (("--aimeasure-rejudge", values["rejudge"]), ("--aimeasure-resume", values["resume"])):
+        if value is not None and value != "latest" and os.path.exists(value) and os.sep in value:
+            raise pytest.UsageError(
+                f"{flag} took {value!r} as a run id, but it is a path: write {flag}=latest (or "
+                f"{flag}=RUN_ID) before the test paths"
+            )
+    judging = values["judging"]
+    if values["update_baseline"] and not judging:
+        raise pytest.UsageError(
+            "--update-baseline needs measurements: add --ai-judge (without it no dimension is "
+            "judged, and a whole-suite update would empty the baseline)"
+        )
+    if (values["calibrate"] or values["judge_bias"]) and not judging:
+        flag = "--judge-calibrate" if values["calibrate"] else "--judge-bias"
+        raise pytest.UsageError(f"{flag} judges the anchors: add --ai-judge")
+    if values["attribute"] and not judging:
+        raise pytest.UsageError(
+            "--aimeasure-attribute re-judges the baseline's artifacts with today's judge: add --ai-judge"
+        )
+    if values["rejudge"] is not None and values["resume"] is not None:
+        raise pytest.UsageError("--aimeasure-rejudge and --aimeasure-resume do not combine: pick one")
+    if values["dry_run"] and getattr(config.option, "numprocesses", None):
+        raise pytest.UsageError("--judge-dry-run does not combine with -n: it runs no test anyway")
+
+
+def _sample_plan(raw: dict[str, Any]) -> SamplePlan:
+    low, high = raw["judge_samples_min"], raw["judge_samples_max"]
+    if high < low:
+        raise pytest.UsageError(
+            f"--judge-samples-max {high} is below --judge-samples-min {low}: adaptive sampling takes at "
+            "least the minimum and at most the maximum (or fix the ini keys "
+            "aimeasure_judge_samples_min/max)"
+        )
+    return SamplePlan(low, high, raw["judge_samples_step"])
+
+
+def _pipeline(values: dict[str, Any]) -> int:
+    """--judge-pipeline, else: under --judge-batch every item at once (a batch takes minutes),
+    otherwise twice the concurrency's ceiling, at least 32."""
+    pipeline: int | None = values["pipeline"]
+    if pipeline is not None:
+        return pipeline
+    return BATCH_PIPELINE if values["batch"] else max(32, 2 * values["concurrency_ceiling"])
