@@ -9,18 +9,19 @@ from __future__ import annotations
 
 import json
 import os
-import sys
 from collections.abc import Callable, Generator, Iterator
 from typing import TYPE_CHECKING, Any
 
 import pytest
 
 from pytest_aimeasure import hookspecs
+from pytest_aimeasure.judge.errors import JudgeError
 from pytest_aimeasure.measure import runtime
 from pytest_aimeasure.measure.models import PIPELINE_ASIDE
 from pytest_aimeasure.session import markers, options
 from pytest_aimeasure.session.keys import PAYLOAD, item_nodeid, report_payload
 from pytest_aimeasure.session.linking import ArtifactLinks
+from pytest_aimeasure.session.longrepr import FloorBreach, verdict_longrepr
 from pytest_aimeasure.session.markers import declared_dimensions, item_kind, marker_problem, order_gates_first
 from pytest_aimeasure.session.state import state_key
 
@@ -233,20 +234,15 @@ class MeasurePlugin:
             payload["declared"] = declared_dimensions(item, self.state.settings.samples)
             excinfo = call.excinfo
             text: str | None = None
-            # A JudgeError can only exist once the engine module was imported: don't import it here.
-            engine = sys.modules.get("pytest_aimeasure.judge.engine")
-            if excinfo is not None and engine is not None and isinstance(excinfo.value, engine.JudgeError):
+            if excinfo is not None and isinstance(excinfo.value, JudgeError):
                 payload["judge_error"] = str(excinfo.value)
                 raw = "\n".join(f"  attempt output: {r}" for r in excinfo.value.raw_outputs[-6:])
                 text = f"judge error: {excinfo.value}\n{raw}".rstrip()
-            fixture = sys.modules.get("pytest_aimeasure.session.fixture")
-            if excinfo is not None and fixture is not None and isinstance(excinfo.value, fixture.FloorBreach):
+            if excinfo is not None and isinstance(excinfo.value, FloorBreach):
                 # The verdict, not a traceback: the same text whether judge.score waited for it or
                 # the pipeline settled it after the test ran.
                 text = f"FloorBreach: {excinfo.value}"
             if excinfo is not None and text is not None:
-                from pytest_aimeasure.session.longrepr import verdict_longrepr
-
                 path, lineno = verdict_location(item, excinfo)
                 report.longrepr = verdict_longrepr(text, path, lineno)
         report.user_properties = [*report.user_properties, (PAYLOAD, json.dumps(payload))]

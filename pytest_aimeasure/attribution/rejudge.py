@@ -25,7 +25,8 @@ from pytest_aimeasure.attribution.split import (
     split,
 )
 from pytest_aimeasure.compare.drift import Comparison, History, baseline_history
-from pytest_aimeasure.judge.engine import JudgeEngine, JudgeError, NotJudged
+from pytest_aimeasure.judge.engine import JudgeEngine
+from pytest_aimeasure.judge.errors import JudgeError, NotJudged
 from pytest_aimeasure.judge.item import ItemSpec
 from pytest_aimeasure.measure.models import Finding, ItemResult, Measurement, item_id
 from pytest_aimeasure.measure.sampling import PlannedItem

@@ -26,7 +26,8 @@ from pytest_aimeasure.calibrate.records import (
     Thresholds,
     Trust,
 )
-from pytest_aimeasure.judge.engine import JudgeEngine, JudgeError, NotJudged
+from pytest_aimeasure.judge.engine import JudgeEngine
+from pytest_aimeasure.judge.errors import JudgeError, NotJudged
 from pytest_aimeasure.judge.item import ItemSpec
 from pytest_aimeasure.measure.models import Fingerprint, Measurement
 

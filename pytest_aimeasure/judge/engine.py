@@ -49,7 +49,14 @@ from pytest_aimeasure.judge.backends.base import (
     ProviderRejection,
     RateLimited,
 )
-from pytest_aimeasure.judge.backends.secrets import redact
+from pytest_aimeasure.judge.errors import (
+    Interrupted,
+    JudgeError,
+    NotJudged,
+    ProviderUnreachable,
+    QuotaExhausted,
+    ReplayMiss,
+)
 from pytest_aimeasure.judge.escalate import with_escalation
 from pytest_aimeasure.judge.item import ItemSpec
 from pytest_aimeasure.judge.limits import MAX_COOLDOWN_S, ProviderLimit, backoff_s
@@ -83,42 +90,6 @@ NOTICE_EVERY_S = 10.0
 
 SampleKey = tuple[str, str, str, int]
 """(fingerprint digest, prompt hash, artifact sha256, sample index)."""
-
-
-class JudgeError(Exception):
-    """The judge could not produce a valid verdict for an item; no score is recorded for it."""
-
-    def __init__(self, message: str, *, raw_outputs: list[str] | None = None) -> None:
-        # What a provider said is shown and stored with the error: never a key it echoed.
-        super().__init__(redact(message))
-        self.raw_outputs = [redact(raw) for raw in raw_outputs or []]
-
-
-class ProviderUnreachable(JudgeError):
-    """The provider failed to connect :data:`UNREACHABLE_AFTER` times in a row; no call was made."""
-
-
-class QuotaExhausted(JudgeError):
-    """The provider answered nothing but 429/529 for ``quota_wait`` seconds; no more calls are made."""
-
-
-class ReplayMiss(JudgeError):
-    """``--judge-cache=replay`` found no stored sample for a call it would have made."""
-
-
-class NotJudged(Exception):
-    """The item was not judged for a reason that is not the judge's fault (the budget ran out)."""
-
-    def __init__(self, reason: str, message: str) -> None:
-        super().__init__(message)
-        self.reason = reason
-
-
-class Interrupted(NotJudged):
-    """The session was interrupted (Ctrl-C, SIGTERM) before this call was sent: it never goes out."""
-
-    def __init__(self) -> None:
-        super().__init__("interrupted", "not judged: the session was interrupted before this call was sent")
 
 
 class SampleSink(Protocol):

@@ -10,7 +10,8 @@ from typing import TYPE_CHECKING, Any, cast
 import pytest
 
 from pytest_aimeasure.attribution.split import RUBRICS_KEY
-from pytest_aimeasure.judge.engine import JudgeEngine, NotJudged
+from pytest_aimeasure.judge.engine import JudgeEngine
+from pytest_aimeasure.judge.errors import NotJudged
 from pytest_aimeasure.judge.families import family_clash, model_families
 from pytest_aimeasure.judge.item import ItemSpec
 from pytest_aimeasure.judge.pending import PendingMeasurement
@@ -25,6 +26,7 @@ from pytest_aimeasure.measure.artifact import (
 from pytest_aimeasure.measure.models import Measurement, item_id
 from pytest_aimeasure.measure.sampling import samples_problem
 from pytest_aimeasure.session.keys import item_nodeid
+from pytest_aimeasure.session.longrepr import FloorBreach
 
 if TYPE_CHECKING:
     from collections.abc import Coroutine
@@ -34,11 +36,6 @@ if TYPE_CHECKING:
 
 ORDER_PROBE_SUFFIX = "::order-reversed"
 """Appended to an item id for the order probe's re-judging (journal and cache keep it apart)."""
-
-
-class FloorBreach(AssertionError):
-    """A dimension's mean fell below its floor. The test's report shows this message (no
-    traceback), the same whether ``judge.score`` waited for the verdict or the pipeline settled it."""
 
 
 def floor_message(m: Measurement) -> str:

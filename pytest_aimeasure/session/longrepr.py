@@ -12,6 +12,13 @@ from __future__ import annotations
 
 from _pytest._code.code import ExceptionChainRepr, ReprEntryNative, ReprFileLocation, ReprTraceback
 
+__all__ = ["FloorBreach", "verdict_longrepr"]
+
+
+class FloorBreach(AssertionError):
+    """A dimension's mean fell below its floor. The test's report shows this message (no
+    traceback), the same whether ``judge.score`` waited for the verdict or the pipeline settled it."""
+
 
 def verdict_longrepr(text: str, path: str, lineno: int) -> ExceptionChainRepr:
     """``text`` as a report's longrepr: printed as is in the failure's section, its first line in

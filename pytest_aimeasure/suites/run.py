@@ -511,7 +511,7 @@ class SuiteRunner:
     # -- judging ---------------------------------------------------------------------------------
     async def _measure(self, plan: JobPlan, valid: list[tuple[int, Artifact]], result: JobResult) -> None:
         """Judge every dimension: the one output, or (with repeats) each valid repeat, pooled."""
-        from pytest_aimeasure.judge.engine import NotJudged
+        from pytest_aimeasure.judge.errors import NotJudged
         from pytest_aimeasure.judge.generations import ameasure_repeats
         from pytest_aimeasure.judge.item import ItemSpec
 

@@ -24,7 +24,8 @@ from pytest_aimeasure.judge.adaptive import (
     spending,
 )
 from pytest_aimeasure.judge.backends.scripted import ScriptedBackend, ScriptedCall
-from pytest_aimeasure.judge.engine import JudgeEngine, JudgeSettings, NotJudged, SampleKey
+from pytest_aimeasure.judge.engine import JudgeEngine, JudgeSettings, SampleKey
+from pytest_aimeasure.judge.errors import NotJudged
 from pytest_aimeasure.judge.item import ItemSpec
 from pytest_aimeasure.measure.models import AdaptiveRecord, Fingerprint, Measurement, Sample
 from pytest_aimeasure.measure.sampling import SamplePlan, call_range, samples_problem

@@ -120,7 +120,7 @@ def test_one_429_with_retry_after_pauses_every_pending_call(
 def test_rate_limits_beyond_the_retries_are_a_judge_error_naming_the_attempts(
     kind: str, server: ProviderServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from pytest_aimeasure.judge.engine import JudgeError
+    from pytest_aimeasure.judge.errors import JudgeError
 
     engine = engine_for(kind, server, monkeypatch, concurrency=2, retries=1)
     server.script(Fault.overloaded(), Fault.rate_limit(retry_after=0.01))

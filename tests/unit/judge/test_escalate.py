@@ -15,7 +15,8 @@ import pytest
 from pytest_aimeasure.compare.drift import compare
 from pytest_aimeasure.judge.adaptive import Reference
 from pytest_aimeasure.judge.backends.scripted import ScriptedBackend, ScriptedCall
-from pytest_aimeasure.judge.engine import JudgeEngine, JudgeSettings, NotJudged
+from pytest_aimeasure.judge.engine import JudgeEngine, JudgeSettings
+from pytest_aimeasure.judge.errors import NotJudged
 from pytest_aimeasure.judge.escalate import escalation_reasons
 from pytest_aimeasure.judge.generations import ameasure_repeats
 from pytest_aimeasure.judge.item import ItemSpec
