@@ -22,7 +22,13 @@ from pytest_aimeasure.session import markers, options
 from pytest_aimeasure.session.keys import PAYLOAD, item_nodeid, report_payload
 from pytest_aimeasure.session.linking import ArtifactLinks
 from pytest_aimeasure.session.longrepr import FloorBreach, verdict_longrepr
-from pytest_aimeasure.session.markers import declared_dimensions, item_kind, marker_problem, order_gates_first
+from pytest_aimeasure.session.markers import (
+    declared_dimensions,
+    dimension_of,
+    item_kind,
+    marker_problem,
+    order_gates_first,
+)
 from pytest_aimeasure.session.state import state_key
 
 if TYPE_CHECKING:
@@ -127,16 +133,17 @@ class MeasurePlugin:
             problem = marker_problem(item, self._model_check)  # non-Python collectors' items too
             if problem:
                 raise pytest.UsageError(f"{item.nodeid}: {problem}")
+            dimension_of(item)  # parsed once, here
         yield
         # After every other plugin (pytest's fixture reordering included): gates first.
         order_gates_first(items)
         if not self.state.judging:
             for item in items:
-                mark = item.get_closest_marker("dimension")
-                if mark is not None:
+                dim = dimension_of(item)
+                if dim is not None:
                     item.add_marker(
                         pytest.mark.skip(
-                            reason=f"dimension {mark.args[0]!r} is judged only with --ai-judge "
+                            reason=f"dimension {dim.name!r} is judged only with --ai-judge "
                             "(pytest --ai-judge --judge-model MODEL, or set ANTHROPIC_API_KEY)"
                         )
                     )
@@ -198,8 +205,8 @@ class MeasurePlugin:
             # A dimension test that measured nothing must not pass as if it had: its item would
             # silently vanish from the comparison and the baseline. (A pending measurement counts:
             # its verdict, a judge error or a budget stop included, is settled when it lands.)
-            mark = item.get_closest_marker("dimension")
-            name = mark.args[0] if mark is not None else "?"
+            dim = dimension_of(item)
+            name = dim.name if dim is not None else "?"
             pytest.fail(
                 f"dimension {name!r}: the test passed without calling judge.score, so nothing was "
                 "measured. Call judge.score(artifact) in a @pytest.mark.dimension test; a test that "

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import sys
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any, NoReturn, cast
 
 import pytest
 
@@ -27,6 +27,7 @@ from pytest_aimeasure.measure.models import Measurement, item_id
 from pytest_aimeasure.measure.sampling import samples_problem
 from pytest_aimeasure.session.keys import item_nodeid
 from pytest_aimeasure.session.longrepr import FloorBreach
+from pytest_aimeasure.session.markers import TOLERANCE_DEFAULT, DimensionSpec, dimension_of
 
 if TYPE_CHECKING:
     from collections.abc import Coroutine
@@ -115,33 +116,66 @@ class Judge:
         """
         __tracebackhide__ = True
         # Misuse is the test's failure (pytest.fail), not a usage error of the whole pytest run.
-        mark = self._item.get_closest_marker("dimension")
-        kwargs = dict(mark.kwargs) if mark is not None else {}
-        name = mark.args[0] if mark is not None else dimension
-        if mark is not None and dimension is not None and dimension != name:
-            pytest.fail(
-                f"{self._item.nodeid}: judge.score(dimension={dimension!r}) disagrees with "
-                f"@pytest.mark.dimension({name!r}); drop the keyword or fix the marker",
-                pytrace=False,
-            )
-        if not name:
-            pytest.fail(
-                f"{self._item.nodeid}: judge.score needs dimension= outside a @pytest.mark.dimension test",
-                pytrace=False,
-            )
+        dim = dimension_of(self._item)
+        name = self._dimension_name(dim, dimension)
         rubric_given = bool(rubric)
-        rubric = rubric or kwargs.get("rubric")
+        rubric = rubric or (dim.rubric if dim is not None else None)
         if not rubric:
-            pytest.fail(
-                f"{self._item.nodeid}: no rubric for dimension {name!r}: pass rubric= to "
-                "@pytest.mark.dimension or to judge.score",
-                pytrace=False,
+            self._fail(
+                f"no rubric for dimension {name!r}: pass rubric= to @pytest.mark.dimension or to judge.score"
             )
-        # Text that cannot be encoded can be neither sent nor recorded: the test fails naming it,
-        # before anything reaches the store (the session's JSON and journal stay writable).
+        self._check_values(dim, name, rubric, rubric_given, facts)
+        record = runtime.current()
+        if dim is not None and record is not None and (record.deferred or record_measured(record, name)):
+            self._fail(
+                "a dimension test measures one item; it called judge.score twice. Parametrize the test "
+                "to measure several artifacts."
+            )
+        parts = (artifact, *more)
+        texts = self._texts(parts)
+        failed = self._state.artifacts.failed_gate_for([p for p in parts if isinstance(p, Artifact)])
+        if failed is not None:
+            pytest.skip(f"gate failed: {failed}")
+        if samples is not None and (problem := samples_problem(samples)) is not None:
+            self._fail(f"judge.score samples={problem}")
+        limit = floor if floor is not None else (dim.floor if dim is not None else None)
+        spec = self._spec(dim, name, rubric, texts, facts, limit, samples)
+        if record is not None:
+            record.item_id = spec.item_id
+        defer = dim is not None and record is not None and record.defer
+        return self._measure(spec, parts, texts, rubric, limit, record, defer=defer)
+
+    def _fail(self, message: str) -> NoReturn:
+        __tracebackhide__ = True
+        pytest.fail(f"{self._item.nodeid}: {message}", pytrace=False)
+
+    def _dimension_name(self, dim: DimensionSpec | None, dimension: str | None) -> str:
+        """The marker's dimension, else ``dimension=``; they may not disagree."""
+        __tracebackhide__ = True
+        if dim is not None and dimension is not None and dimension != dim.name:
+            self._fail(
+                f"judge.score(dimension={dimension!r}) disagrees with @pytest.mark.dimension({dim.name!r}); "
+                "drop the keyword or fix the marker"
+            )
+        name = dim.name if dim is not None else dimension
+        if not name:
+            self._fail("judge.score needs dimension= outside a @pytest.mark.dimension test")
+        return name
+
+    def _check_values(
+        self,
+        dim: DimensionSpec | None,
+        name: str,
+        rubric: str,
+        rubric_given: bool,
+        facts: dict[str, Any] | None,
+    ) -> None:
+        """Text that cannot be encoded can be neither sent nor recorded: the test fails naming it,
+        before anything reaches the store (the session's JSON and journal stay writable)."""
+        __tracebackhide__ = True
         marker = f"of @pytest.mark.dimension({name!r})"
         for what, value, source in (
-            ("dimension", name, "passed to judge.score" if mark is None else marker),
+            ("dimension", name, "passed to judge.score" if dim is None else marker),
             ("rubric", rubric, "passed to judge.score" if rubric_given else marker),
             ("facts", facts, "passed to judge.score"),
         ):
@@ -149,39 +183,40 @@ class Judge:
                 place, why = found
                 where = f"{place} {source} ({self._item.nodeid})"
                 pytest.fail(invalid_text_message(where, why), pytrace=False)
-        record = runtime.current()
-        if (
-            mark is not None
-            and record is not None
-            and (record.deferred or any(m.dimension == name for m in record.measurements))
-        ):
-            pytest.fail(
-                f"{self._item.nodeid}: a dimension test measures one item; it called judge.score "
-                "twice. Parametrize the test to measure several artifacts.",
-                pytrace=False,
-            )
-        parts = (artifact, *more)
+
+    def _texts(self, parts: tuple[Any, ...]) -> list[tuple[str, str | None, str | None]]:
+        """(text, key, sha256) of each part; text that cannot be sent to a judge fails the test."""
+        __tracebackhide__ = True
         texts = [artifact_text(p) for p in parts]
-        nodeid = self._item.nodeid
         for part_text, part_key, _ in texts:
             problem = unicode_problem(part_text)
             if problem is not None:
-                what = f"artifact {part_key!r}" if part_key else f"artifact passed to judge.score ({nodeid})"
+                what = (
+                    f"artifact {part_key!r}"
+                    if part_key
+                    else f"artifact passed to judge.score ({self._item.nodeid})"
+                )
                 pytest.fail(invalid_text_message(what, problem), pytrace=False)
-        failed = self._state.artifacts.failed_gate_for([p for p in parts if isinstance(p, Artifact)])
-        if failed is not None:
-            pytest.skip(f"gate failed: {failed}")
-        if len(parts) == 1:
+        return texts
+
+    def _spec(
+        self,
+        dim: DimensionSpec | None,
+        name: str,
+        rubric: str,
+        texts: list[tuple[str, str | None, str | None]],
+        facts: dict[str, Any] | None,
+        limit: float | None,
+        samples: int | str | None,
+    ) -> ItemSpec:
+        """The item to measure: the marker's settings, ``judge.score``'s keywords over them."""
+        if len(texts) == 1:
             text, key, sha = texts[0]
         else:  # the joined prompt text is what is judged: its sha256 is computed from it
             text, key, sha = join_parts([t for t, _, _ in texts]), None, None
-        keys = [k for _, k, _ in texts if k]
-        if samples is not None and (problem := samples_problem(samples)) is not None:
-            pytest.fail(f"{self._item.nodeid}: judge.score samples={problem}", pytrace=False)
-        limit = floor if floor is not None else kwargs.get("floor", 3.0 if mark is not None else None)
         nodeid = item_nodeid(self._item)
         iid = item_id(name, nodeid)
-        spec = ItemSpec(
+        return ItemSpec(
             nodeid=nodeid,
             item_id=iid,
             dimension=name,
@@ -189,23 +224,37 @@ class Judge:
             artifact=text,
             floor=float(limit) if limit is not None else 1.0,
             floor_applies=limit is not None,
-            tolerance=float(kwargs.get("tolerance", 0.5)),
+            tolerance=dim.tolerance if dim is not None else TOLERANCE_DEFAULT,
             facts=facts,
-            phase=kwargs.get("phase"),
+            phase=dim.phase if dim is not None else None,
             artifact_key=key,
             artifact_sha256=sha,
-            judge=kwargs.get("judge"),
-            escalate=kwargs.get("escalate"),
-            **self._state.sampling(iid, samples or kwargs.get("samples")),
+            judge=dim.judge if dim is not None else None,
+            escalate=dim.escalate if dim is not None else None,
+            **self._state.sampling(iid, samples or (dim.samples if dim is not None else None)),
         )
-        if record is not None:
-            record.item_id = spec.item_id
+
+    def _measure(
+        self,
+        spec: ItemSpec,
+        parts: tuple[Any, ...],
+        texts: list[tuple[str, str | None, str | None]],
+        rubric: str,
+        limit: float | None,
+        record: runtime.ItemRecord | None,
+        *,
+        defer: bool,
+    ) -> Measurement:
+        """Judge the item: handed to the pipeline when ``defer``, else waited for and applied here."""
+        __tracebackhide__ = True
         engine = self._state.engine()
         group = parts[0] if len(parts) == 1 and isinstance(parts[0], Artifact) and parts[0].repeats else None
         # (A repeated artifact's gates are read now: a repeat a gate condemned is not judged.)
         work = self._repeats_work(engine, spec, group) if group is not None else engine.ameasure(spec)
-        landing = _Landing(self, spec, record, name, rubric, limit, parts, texts, keys)
-        if record is not None and record.defer and mark is not None:
+        keys = [k for _, k, _ in texts if k]
+        landing = _Landing(self, spec, record, spec.dimension, rubric, limit, parts, texts, keys)
+        if defer:
+            assert record is not None
             # The pipeline runs this test: hand the samples to the engine and return; the verdict
             # is applied when they land (or when the test reads the measurement).
             pending = PendingMeasurement(engine.submit(work), landing)
@@ -302,6 +351,10 @@ class Judge:
                     "reversed": list(reversed_.scores),
                 }
             )
+
+
+def record_measured(record: runtime.ItemRecord, dimension: str) -> bool:
+    return any(m.dimension == dimension for m in record.measurements)
 
 
 def generator_of(part: Any) -> str | None:

@@ -4,6 +4,7 @@ what it declares it measures, and the order that puts each artifact's gates befo
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from dataclasses import asdict, dataclass
 from typing import Any
 
 import pytest
@@ -13,11 +14,15 @@ from pytest_aimeasure.session.keys import item_nodeid
 
 __all__ = [
     "DIMENSION_KWARGS",
+    "FLOOR_DEFAULT",
     "FLOOR_SCALES",
     "MARKER_LINES",
+    "TOLERANCE_DEFAULT",
+    "DimensionSpec",
     "PlannedItem",
     "calibration_marker_problem",
     "declared_dimensions",
+    "dimension_of",
     "item_kind",
     "judge_marker_problem",
     "marker_problem",
@@ -25,10 +30,16 @@ __all__ = [
     "planned_items",
 ]
 
+FLOOR_DEFAULT = 3.0
+"""A dimension's floor when its marker gives none."""
+TOLERANCE_DEFAULT = 0.5
+"""The drift a dimension tolerates when its marker gives none."""
+
 MARKER_LINES = (
     "gate(*, phase=None): a hard, deterministic check of an artifact; when it fails, the dimensions "
     "of the same artifact are skipped and the judge is never called for them.",
-    "dimension(name, *, floor=3.0, samples=None, tolerance=0.5, rubric=None, phase=None, judge=None, "
+    f"dimension(name, *, floor={FLOOR_DEFAULT}, samples=None, tolerance={TOLERANCE_DEFAULT}, rubric=None, "
+    "phase=None, judge=None, "
     "escalate=None): a quality graded 1-5 by the LLM judge against a floor (needs --ai-judge); "
     "samples='auto' samples adaptively; judge= overrides --judge-model for this dimension, escalate= "
     "names a stronger model that re-judges an item whose samples disagree by 2+ points or straddle "
@@ -43,6 +54,50 @@ DIMENSION_KWARGS = (
 FLOOR_SCALES = ("judge", "human")
 """``floor_scale=``: the floor is checked on the judge's scores (default) or on the human scale a
 calibration measured (calibrate/ppi.py)."""
+
+
+@dataclass(frozen=True)
+class DimensionSpec:
+    """A test's ``@pytest.mark.dimension``, parsed once at collection and kept in the item's stash
+    (:func:`dimension_of`); its keywords were checked by :func:`marker_problem` first."""
+
+    name: str
+    floor: float = FLOOR_DEFAULT
+    tolerance: float = TOLERANCE_DEFAULT
+    samples: Samples | None = None
+    rubric: str | None = None
+    phase: str | None = None
+    judge: str | None = None
+    escalate: str | None = None
+    anchors: str | list[str] | tuple[str, ...] | None = None  # calibration
+    min_kappa: float | None = None
+    max_abs_bias: float | None = None
+    floor_scale: str = FLOOR_SCALES[0]
+
+    @classmethod
+    def from_marker(cls, mark: pytest.Mark) -> DimensionSpec:
+        kwargs = dict(mark.kwargs)
+        for number in ("floor", "tolerance"):
+            if number in kwargs:
+                kwargs[number] = float(kwargs[number])
+        return cls(str(mark.args[0]), **kwargs)
+
+    def as_kwargs(self) -> dict[str, Any]:
+        """The marker's keywords with their defaults filled in."""
+        kwargs = asdict(self)
+        del kwargs["name"]
+        return kwargs
+
+
+_DIMENSION = pytest.StashKey["DimensionSpec | None"]()
+
+
+def dimension_of(item: pytest.Item) -> DimensionSpec | None:
+    """The item's dimension marker, parsed (once: collection calls this for every item), or None."""
+    if _DIMENSION not in item.stash:
+        mark = item.get_closest_marker("dimension")
+        item.stash[_DIMENSION] = DimensionSpec.from_marker(mark) if mark is not None else None
+    return item.stash[_DIMENSION]
 
 
 ModelCheck = Callable[[str], "str | None"]
@@ -77,14 +132,14 @@ def marker_problem(item: pytest.Item, model_problem: ModelCheck | None = None) -
         return (
             f"@pytest.mark.dimension got unknown keyword {unknown[0]!r}; known: {', '.join(DIMENSION_KWARGS)}"
         )
-    floor = mark.kwargs.get("floor", 3.0)
+    floor = mark.kwargs.get("floor", FLOOR_DEFAULT)
     if isinstance(floor, bool) or not isinstance(floor, (int, float)) or not 1 <= floor <= 5:
         return f"@pytest.mark.dimension floor={floor!r} must be a number from 1 to 5"
     samples = mark.kwargs.get("samples")
     problem = samples_problem(samples) if samples is not None else None
     if problem is not None:
         return f"@pytest.mark.dimension samples={problem}"
-    tolerance = mark.kwargs.get("tolerance", 0.5)
+    tolerance = mark.kwargs.get("tolerance", TOLERANCE_DEFAULT)
     if isinstance(tolerance, bool) or not isinstance(tolerance, (int, float)) or tolerance <= 0:
         return f"@pytest.mark.dimension tolerance={tolerance!r} must be a number > 0"
     for key in ("rubric", "phase"):
@@ -136,7 +191,7 @@ def calibration_marker_problem(kwargs: Mapping[str, Any]) -> str | None:
         number = isinstance(value, (int, float)) and not isinstance(value, bool)
         if value is not None and (not number or value < low):
             return f"@pytest.mark.dimension {key}={value!r} must be a number >= {low:g}"
-    scale = kwargs.get("floor_scale", "judge")
+    scale = kwargs.get("floor_scale", FLOOR_SCALES[0])
     if scale not in FLOOR_SCALES:
         return f"@pytest.mark.dimension floor_scale={scale!r} must be 'judge' or 'human'"
     return None
@@ -185,19 +240,10 @@ def order_gates_first(items: list[pytest.Item]) -> None:
 def planned_items(item: pytest.Item, samples: Samples, plan: SamplePlan) -> list[PlannedItem]:
     """The items a test will measure (marker or suite), with the calls each plans; ``samples`` is the
     session's setting, ``plan`` its adaptive plan."""
-    mark = item.get_closest_marker("dimension")
-    if mark is not None:
-        fewest, most = call_range(mark.kwargs.get("samples") or samples, plan)
-        return [
-            PlannedItem(
-                item_nodeid(item),
-                str(mark.args[0]),
-                fewest,
-                most,
-                mark.kwargs.get("judge"),
-                mark.kwargs.get("escalate"),
-            )
-        ]
+    dim = dimension_of(item)
+    if dim is not None:
+        fewest, most = call_range(dim.samples or samples, plan)
+        return [PlannedItem(item_nodeid(item), dim.name, fewest, most, dim.judge, dim.escalate)]
     if hasattr(item, "dimension_items"):
         return list(item.dimension_items(samples, plan))
     return []

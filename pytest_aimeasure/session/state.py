@@ -372,23 +372,19 @@ class SessionState:
         from pytest_aimeasure.calibrate.references import marker_ref
         from pytest_aimeasure.calibrate.runner import planned_calls
         from pytest_aimeasure.measure.sampling import PlannedItem
+        from pytest_aimeasure.session.markers import dimension_of
 
         self.anchor_refs = []
         for item in items:
             if hasattr(item, "anchor_refs"):  # a suite item: its suite's dimensions with anchors:
                 self.anchor_refs += item.anchor_refs()
                 continue
-            mark = item.get_closest_marker("dimension")
-            if mark is not None and mark.kwargs.get("anchors"):
-                self.anchor_refs.append(
-                    marker_ref(
-                        mark.args[0],
-                        mark.kwargs["anchors"],
-                        base=item.path.parent,
-                        kwargs=mark.kwargs,
-                        source=item.nodeid,
-                    )
+            dim = dimension_of(item)
+            if dim is not None and dim.anchors:
+                ref = marker_ref(
+                    dim.name, dim.anchors, base=item.path.parent, kwargs=dim.as_kwargs(), source=item.nodeid
                 )
+                self.anchor_refs.append(ref)
         try:
             targets = self._calibration_targets()
         except AnchorError as exc:
