@@ -3,8 +3,9 @@ status (set, never raised), the JSON results and the run's final record."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import datetime, timezone
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -23,6 +24,8 @@ if TYPE_CHECKING:
     from pytest_aimeasure.report.model import SessionReport
     from pytest_aimeasure.report.results import SessionResults
     from pytest_aimeasure.session.state import SessionState
+    from pytest_aimeasure.store.baseline import SessionCoverage
+
 
 def _floor_breach(m: Measurement, nodeid: str) -> Finding:
     lowest = m.lowest
@@ -121,132 +124,198 @@ def preload() -> None:
 
 
 def conclude(state: SessionState, session: pytest.Session) -> tuple[Outcome, SessionReport]:
-    from pytest_aimeasure.store.baseline import coverage_from_results, gone_entries
-    s = state.settings
-    outcome = Outcome(interrupted=session.exitstatus == pytest.ExitCode.INTERRUPTED)
-    whole = state.whole_suite(session)
-    measurements = [m for r in state.results.values() for m in r.measurements]
-    # The one rule for what an update may remove (baseline.keep_reason) also decides what is
-    # "missing": a test that ran without a value (a failed gate, a budget stop, a judge error) is not.
-    cover = coverage_from_results(
-        state.results.values(),
-        whole_suite=whole,
-        prune=s.prune_baseline,
-        collected=state.collected,
-        failed_collectors=state.failed_collectors,
-    )
-    outcome.gone = gone_entries(state.baseline, cover, {m.item_id for m in measurements if m.samples})
-    attribution: Attribution | None = None
-    findings: list[Finding] = []
-    for result in state.results.values():
-        findings += result.findings
-    findings = _one_per_subject(findings, "self_preference")
-    findings += _floor_and_error_findings(state)
-    findings += usage_findings(measurements)
+    """The session's end, in order: the findings (with the baseline comparison), the baseline write,
+    the outcome and exit status, then the JSON results and the run's final record."""
+    end = _SessionEnd.of(state, session)
+    end.outcome.findings = end.findings()
+    failures = end.write_baseline()
+    end.decide(failures)
+    frozen = end.summary()
+    end.publish(frozen)
+    end.record_run()
+    return end.outcome, frozen
 
-    if s.drift != "off" and (measurements or state.baseline is not None):
+
+@dataclass
+class _SessionEnd:
+    """What the steps of :func:`conclude` share: the state, the outcome they fill in, and the
+    session's measurements and coverage, computed once."""
+
+    state: SessionState
+    session: pytest.Session
+    outcome: Outcome
+    whole: bool
+    measurements: list[Measurement]
+    cover: SessionCoverage
+    attribution: Attribution | None = None
+
+    @classmethod
+    def of(cls, state: SessionState, session: pytest.Session) -> _SessionEnd:
+        from pytest_aimeasure.store.baseline import coverage_from_results, gone_entries
+
+        outcome = Outcome(interrupted=session.exitstatus == pytest.ExitCode.INTERRUPTED)
+        whole = state.whole_suite(session)
+        measurements = [m for r in state.results.values() for m in r.measurements]
+        # The one rule for what an update may remove (baseline.keep_reason) also decides what is
+        # "missing": a test that ran without a value (a failed gate, a budget stop, a judge error) is not.
+        cover = coverage_from_results(
+            state.results.values(),
+            whole_suite=whole,
+            prune=state.settings.prune_baseline,
+            collected=state.collected,
+            failed_collectors=state.failed_collectors,
+        )
+        outcome.gone = gone_entries(state.baseline, cover, {m.item_id for m in measurements if m.samples})
+        return cls(state, session, outcome, whole, measurements, cover)
+
+    # -- the findings ------------------------------------------------------------------------------
+    def findings(self) -> list[Finding]:
+        """Every finding of the session, after the conftests' ``pytest_aimeasure_findings``."""
+        state, outcome = self.state, self.outcome
+        findings: list[Finding] = [f for result in state.results.values() for f in result.findings]
+        findings = _one_per_subject(findings, "self_preference")
+        findings += _floor_and_error_findings(state)
+        findings += usage_findings(self.measurements)
+        findings += self.drift_findings()
+        if state.recording is not None:
+            findings += state.recording.session_findings()
+        outcome.calibration, calibration_findings = state.calibration_summary(self.measurements)
+        findings += calibration_findings
+        if any(r.extra.get("suite") for r in state.results.values()):
+            from pytest_aimeasure.report.targets import comparison_tables
+
+            outcome.tables = comparison_tables(
+                list(state.results.values()), var_floor=state.settings.var_floor
+            )
+        state.config.hook.pytest_aimeasure_findings(findings=findings, config=state.config)
+        return findings
+
+    def drift_findings(self) -> list[Finding]:
+        """The comparison with the baseline (unless ``--aimeasure-drift off``), attributed when asked."""
+        state, s = self.state, self.state.settings
+        if s.drift == "off" or not (self.measurements or state.baseline is not None):
+            return []
         from pytest_aimeasure.compare.drift import compare
 
-        outcome.comparison = compare(
+        self.outcome.comparison = compare(
             state.baseline,
-            measurements,
-            whole_suite=whole,
-            gone_ids=outcome.gone,
+            self.measurements,
+            whole_suite=self.whole,
+            gone_ids=self.outcome.gone,
             var_floor=s.var_floor,
-            var_floors=state.var_floors(measurements),  # dimensions whose noise a calibration measured
+            var_floors=state.var_floors(self.measurements),  # dimensions whose noise a calibration measured
         )
-        drift_findings = drift_severities(
-            outcome.comparison.findings, drift=s.drift, update_baseline=s.update_baseline
+        findings = drift_severities(
+            self.outcome.comparison.findings, drift=s.drift, update_baseline=s.update_baseline
         )
         if s.attribute and state.recording is not None and state.baseline is not None:
-            from pytest_aimeasure.attribution.rejudge import attribute_session, rubrics_of
+            findings = self.attribute(findings)
+        return findings
 
-            attribution, drift_findings = attribute_session(
-                state.engine(),
-                state.recording.store,
-                state.baseline,
-                outcome.comparison,
-                measurements,
-                rubrics_of(state.results.values()),
-                drift_findings,
-                var_floor=s.var_floor,
-                var_floors=state.var_floors(measurements),
-                fail=s.drift == "fail",
-            )
-            outcome.attribution = {d: a.model_dump(mode="json") for d, a in attribution.dimensions.items()}
-        findings += drift_findings
-    if state.recording is not None:
-        findings += state.recording.session_findings()
-    outcome.calibration, calibration_findings = state.calibration_summary(measurements)
-    findings += calibration_findings
+    def attribute(self, drift_findings: list[Finding]) -> list[Finding]:
+        """``--aimeasure-attribute``: the judge's part and the system's part of each change."""
+        from pytest_aimeasure.attribution.rejudge import attribute_session, rubrics_of
 
-    if any(r.extra.get("suite") for r in state.results.values()):
-        from pytest_aimeasure.report.targets import comparison_tables
+        state, s, comparison = self.state, self.state.settings, self.outcome.comparison
+        assert state.recording is not None and state.baseline is not None and comparison is not None
+        self.attribution, findings = attribute_session(
+            state.engine(),
+            state.recording.store,
+            state.baseline,
+            comparison,
+            self.measurements,
+            rubrics_of(state.results.values()),
+            drift_findings,
+            var_floor=s.var_floor,
+            var_floors=state.var_floors(self.measurements),
+            fail=s.drift == "fail",
+        )
+        self.outcome.attribution = {
+            d: a.model_dump(mode="json") for d, a in self.attribution.dimensions.items()
+        }
+        return findings
 
-        outcome.tables = comparison_tables(list(state.results.values()), var_floor=s.var_floor)
-    state.config.hook.pytest_aimeasure_findings(findings=findings, config=state.config)
-    outcome.findings = findings
-
-    failures: list[SessionFailure] = []
-    if s.update_baseline and not session.shouldstop:
+    # -- the baseline ------------------------------------------------------------------------------
+    def write_baseline(self) -> list[SessionFailure]:
+        """``--update-baseline`` (not after ``-x`` stopped the session); a failure to write it fails
+        the session, naming the file."""
         from pytest_aimeasure.store.baseline import BaselineError, update_baseline
 
-        judge_errors = [r.item_id or "" for r in state.results.values() if r.judge_error]
+        s, outcome = self.state.settings, self.outcome
+        if not s.update_baseline or self.session.shouldstop:
+            return []
         try:
-            summary = update_baseline(
-                s.baseline,
-                measurements,
-                whole_suite=whole,
-                prune=s.prune_baseline,
-                judge_error_ids=[j for j in judge_errors if j],
-                # Pooling needs the comparison to know which items really changed; without it
-                # (--aimeasure-drift off) an update replaces, as a changed item must not be averaged in.
-                pool=s.baseline_pool if outcome.comparison is not None else 1,
-                coverage=cover,
-                moved=(outcome.comparison.moved() | (attribution.system_moved if attribution else set()))
-                if outcome.comparison is not None
-                else (),
-                run_id=state.recording.run_id if state.recording is not None else None,
-                # After attribution the entries hold today's judge's scores of their own artifacts:
-                # the comparison chain goes on under the new ruler instead of starting over.
-                rejudged=attribution.rejudged if attribution is not None else None,
-            )
-            outcome.baseline_update = summary.model_dump(mode="json")
+            summary = update_baseline(s.baseline, self.measurements, **self.update_arguments())
         except BaselineError as exc:
             outcome.baseline_note = str(exc)
             outcome.failed_because.append(f"the baseline was not updated: {exc}")
-            failures.append(SessionFailure("baseline", s.baseline.name, str(exc)))
+            return [SessionFailure("baseline", s.baseline.name, str(exc))]
+        outcome.baseline_update = summary.model_dump(mode="json")
+        return []
 
-    found, reasons = session_failures(findings)
-    outcome.failures = failures + found
-    outcome.failed_because += reasons
-    if session.testsfailed:
-        outcome.failed_because.insert(0, failed_tests_reason(session.testsfailed))
-    outcome.passed = not outcome.failed_because
-    if outcome.failed_because and session.exitstatus == pytest.ExitCode.OK:
-        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+    def update_arguments(self) -> dict[str, Any]:
+        """How the update merges this session into the baseline."""
+        state, comparison, attribution = self.state, self.outcome.comparison, self.attribution
+        system = attribution.system_moved if attribution else set()
+        moved = comparison.moved() | system if comparison is not None else ()
+        return {
+            "whole_suite": self.whole,
+            "prune": state.settings.prune_baseline,
+            "judge_error_ids": [r.item_id for r in state.results.values() if r.judge_error and r.item_id],
+            # Pooling needs the comparison to know which items really changed; without it
+            # (--aimeasure-drift off) an update replaces, as a changed item must not be averaged in.
+            "pool": state.settings.baseline_pool if comparison is not None else 1,
+            "coverage": self.cover,
+            "moved": moved,
+            "run_id": state.recording.run_id if state.recording is not None else None,
+            # After attribution the entries hold today's judge's scores of their own artifacts:
+            # the comparison chain goes on under the new ruler instead of starting over.
+            "rejudged": attribution.rejudged if attribution is not None else None,
+        }
 
-    from pytest_aimeasure.report.model import SessionReport
-    from pytest_aimeasure.report.publish import publish
+    # -- the outcome -------------------------------------------------------------------------------
+    def decide(self, failures: list[SessionFailure]) -> None:
+        """Passed or failed, and why; a failed session's exit status is set here, never raised."""
+        outcome, session = self.outcome, self.session
+        found, reasons = session_failures(outcome.findings)
+        outcome.failures = failures + found
+        outcome.failed_because += reasons
+        if session.testsfailed:
+            outcome.failed_because.insert(0, failed_tests_reason(session.testsfailed))
+        outcome.passed = not outcome.failed_because
+        if outcome.failed_because and session.exitstatus == pytest.ExitCode.OK:
+            session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
-    # The reports read this one model only, never the live session state.
-    frozen = SessionReport(
-        results=build_results(state, outcome, int(session.exitstatus), whole_suite=whole),
-        comparison=outcome.comparison,
-        settings=s.for_reports(),
-        args=tuple(state.config.invocation_params.args),
-        interrupted=outcome.interrupted,
-        gone=tuple(outcome.gone),
-        has_baseline=state.baseline is not None,
-        live=True,
-    )
-    publish(
-        frozen,
-        json_path=s.json_path,
-        html_path=s.html_path,
-        store=s.store if state.recording is not None else None,
-    )
-    if state.recording is not None:
+    # -- what is written -----------------------------------------------------------------------------
+    def summary(self) -> SessionReport:
+        from pytest_aimeasure.report.model import SessionReport
+
+        state, outcome = self.state, self.outcome
+        # The reports read this one model only, never the live session state.
+        return SessionReport(
+            results=build_results(state, outcome, int(self.session.exitstatus), whole_suite=self.whole),
+            comparison=outcome.comparison,
+            settings=state.settings.for_reports(),
+            args=tuple(state.config.invocation_params.args),
+            interrupted=outcome.interrupted,
+            gone=tuple(outcome.gone),
+            has_baseline=state.baseline is not None,
+            live=True,
+        )
+
+    def publish(self, frozen: SessionReport) -> None:
+        """The JSON (and HTML) results, and the store's copy of them."""
+        from pytest_aimeasure.report.publish import publish
+
+        s = self.state.settings
+        store = s.store if self.state.recording is not None else None
+        publish(frozen, json_path=s.json_path, html_path=s.html_path, store=store)
+
+    def record_run(self) -> None:
+        """The run's final record in the store (what ``aimeasure history`` lists)."""
+        state, outcome = self.state, self.outcome
+        if state.recording is None:
+            return
         state.recording.finish(
             list(state.results.values()),
             spend=state.spend(),
@@ -255,7 +324,6 @@ def conclude(state: SessionState, session: pytest.Session) -> tuple[Outcome, Ses
             passed=outcome.passed,
             failed_because=outcome.failed_because,
         )
-    return outcome, frozen
 
 
 def build_results(
