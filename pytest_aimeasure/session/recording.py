@@ -198,6 +198,8 @@ class Recording:
     # -- opening ---------------------------------------------------------------------------------
     @classmethod
     def open(cls, s: Settings, config: pytest.Config) -> Recording:
+        """The run this process records into: a worker's is its controller's; the controller's is
+        new, or the resumed one; a bad store or run id is a usage error that leaves no run behind."""
         store = RunStore(s.store)
         workerinput: dict[str, Any] | None = getattr(config, "workerinput", None)
         if workerinput is None and s.budget_usd is not None:
@@ -206,28 +208,10 @@ class Recording:
         try:
             store.ensure_writable()
             if workerinput is not None:
-                # Name this process's files after the worker id xdist gave it, not the environment:
-                # a session started inside another one (pytester under xdist) inherits its
-                # PYTEST_XDIST_WORKER, and two processes must never share a journal.
-                worker = str(workerinput.get("workerid", "worker"))
-                run = store.open_run(workerinput[RUN_ID_KEY], writer=worker)
-                resuming = bool(workerinput.get(RESUMING_KEY))
-                rejudge_id = workerinput.get(REJUDGE_KEY)
+                run, resuming, rejudge_id = cls._worker_run(store, workerinput)
             else:
-                choice = _RunChoice(store, s, config)
-                rejudge_id = None
-                if s.rejudge is not None:
-                    wanted = f"stored artifacts of {choice.where} under rootdir {config.rootpath}"
-                    rejudge_id = store.resolve(s.rejudge, choice.for_rejudge, wanted=wanted)
+                rejudge_id, before = cls._chosen_runs(store, s, config)
                 resuming = s.resume is not None
-                if resuming:
-                    assert s.resume is not None
-                    wanted = f"samples or artifacts of {choice.where} judged with {s.model}"
-                    before = store.open_run(store.resolve(s.resume, choice.for_resume, wanted=wanted)).meta
-                    if before.rejudge_of:
-                        # A resumed --aimeasure-rejudge run goes on scoring the artifacts of the run it
-                        # rejudges: what it had not loaded before the interruption must not be generated.
-                        rejudge_id = before.rejudge_of
                 run = cls._controller_run(store, s, config, rejudge_id, before)
             try:
                 rejudge = store.open_run(rejudge_id, writer=run.writer) if rejudge_id else None
@@ -243,37 +227,75 @@ class Recording:
                 raise
         except (StoreError, CacheError) as exc:
             raise pytest.UsageError(f"run store {s.store}: {exc}") from None
-        budget: Budget | SharedBudget | None = None
-        if s.budget_usd is not None:
-            from pytest_aimeasure.store.cost import Budget, SharedBudget
-
-            # xdist: the workers judge, each in its own process, so they share one ledger in the
-            # run folder; the controller starts every session (a resume too) with an empty one.
-            ledger = run.path / BUDGET_LEDGER
-            if workerinput is not None:
-                budget = SharedBudget(ledger, s.budget_usd)
-            else:
-                SharedBudget.reset(ledger)
-                budget = Budget(s.budget_usd)
+        budget = cls._budget(s, run, is_worker=workerinput is not None)
         rec = cls(
             store, run, lookup, resuming, rejudge, budget, workerinput is not None, s.batch, _before=before
         )
+        rec._note_start(lookup, before)
+        return rec
+
+    @staticmethod
+    def _worker_run(store: RunStore, workerinput: dict[str, Any]) -> tuple[Run, bool, str | None]:
+        """A worker's run (its controller's), whether it resumes, and the run it rejudges."""
+        # Name this process's files after the worker id xdist gave it, not the environment:
+        # a session started inside another one (pytester under xdist) inherits its
+        # PYTEST_XDIST_WORKER, and two processes must never share a journal.
+        worker = str(workerinput.get("workerid", "worker"))
+        run = store.open_run(workerinput[RUN_ID_KEY], writer=worker)
+        return run, bool(workerinput.get(RESUMING_KEY)), workerinput.get(REJUDGE_KEY)
+
+    @staticmethod
+    def _chosen_runs(
+        store: RunStore, s: Settings, config: pytest.Config
+    ) -> tuple[str | None, RunMeta | None]:
+        """The run ``--aimeasure-rejudge`` scores again, and the one ``--aimeasure-resume`` continues."""
+        choice = _RunChoice(store, s, config)
+        rejudge_id = None
+        if s.rejudge is not None:
+            wanted = f"stored artifacts of {choice.where} under rootdir {config.rootpath}"
+            rejudge_id = store.resolve(s.rejudge, choice.for_rejudge, wanted=wanted)
+        before = None
+        if s.resume is not None:
+            wanted = f"samples or artifacts of {choice.where} judged with {s.model}"
+            before = store.open_run(store.resolve(s.resume, choice.for_resume, wanted=wanted)).meta
+            if before.rejudge_of:
+                # A resumed --aimeasure-rejudge run goes on scoring the artifacts of the run it
+                # rejudges: what it had not loaded before the interruption must not be generated.
+                rejudge_id = before.rejudge_of
+        return rejudge_id, before
+
+    @staticmethod
+    def _budget(s: Settings, run: Run, *, is_worker: bool) -> Budget | SharedBudget | None:
+        if s.budget_usd is None:
+            return None
+        from pytest_aimeasure.store.cost import Budget, SharedBudget
+
+        # xdist: the workers judge, each in its own process, so they share one ledger in the
+        # run folder; the controller starts every session (a resume too) with an empty one.
+        ledger = run.path / BUDGET_LEDGER
+        if is_worker:
+            return SharedBudget(ledger, s.budget_usd)
+        SharedBudget.reset(ledger)
+        return Budget(s.budget_usd)
+
+    def _note_start(self, lookup: SampleLookup, before: RunMeta | None) -> None:
+        """What the resumed run had judged already, and the controller's warnings about the cache."""
         if before is not None:
             # A session that ended wrote the whole run's figures; one that was killed did not, and
             # the journal is the record of what it judged.
             journal = Figures.of_journal(lookup.resumed_records())
-            rec._prior = Figures.of_meta(before) if before.status != "running" else journal.most(
+            self._prior = Figures.of_meta(before) if before.status != "running" else journal.most(
                 Figures.of_meta(before)
             )
-        if not rec.is_worker:
-            if resuming:
-                for problem in lookup.resume_problems:
-                    rec._findings.append(
-                        Finding(kind="resume", severity="warn", subject=run.run_id, message=problem)
-                    )
-            for notice in lookup.notices:
-                rec._findings.append(Finding(kind="cache", severity="warn", subject="cache", message=notice))
-        return rec
+        if self.is_worker:
+            return
+        if self.resuming:
+            for problem in lookup.resume_problems:
+                self._findings.append(
+                    Finding(kind="resume", severity="warn", subject=self.run.run_id, message=problem)
+                )
+        for notice in lookup.notices:
+            self._findings.append(Finding(kind="cache", severity="warn", subject="cache", message=notice))
 
     @staticmethod
     def _controller_run(
