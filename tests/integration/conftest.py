@@ -1,0 +1,44 @@
+"""The integration tests' own fixtures."""
+
+from __future__ import annotations
+
+import contextlib
+
+import pytest
+
+
+@pytest.fixture(autouse=True)
+def _warm_before_pytester(request: pytest.FixtureRequest) -> None:
+    """A test that runs pytest in-process (``pytester``) finds the SDKs and the plugin's modules
+    already imported (see :func:`_imported_outside_pytester`); other tests import only what they use."""
+    if "pytester" in request.fixturenames:
+        request.getfixturevalue("_imported_outside_pytester")
+
+
+@pytest.fixture(scope="session")
+def _imported_outside_pytester() -> None:
+    """Import litellm (and the plugin's modules) before any in-process pytester run does.
+
+    litellm imports the ``importlib_metadata`` backport, which adds its finder to ``sys.meta_path`` and
+    deletes the stdlib one's ``find_distributions``; pytester restores ``sys.meta_path`` after a run,
+    so a run that imported litellm first leaves no finder and every later in-process run loads no
+    ``pytest11`` plugin. Modules imported here are also never ``ast.parse``-d by pytest's rewriting on
+    the main thread while litellm formats a traceback on the judge thread (not thread-safe before 3.13).
+    It also means the plugin's background SDK import finds the SDKs already loaded, so it cannot
+    race with pytester's restore of ``sys.modules``. The same goes for the HTML report's matplotlib.
+    """
+    import importlib
+    import pkgutil
+
+    import pytest_aimeasure
+    from pytest_aimeasure.judge.backends.litellm import import_litellm
+
+    import_litellm()
+    names = ["anthropic", "hypothesis", "hypothesis.statistics", "hypothesis.reporting"]
+    # matplotlib's C extensions cannot be loaded twice in one process, which a pytester restore of
+    # sys.modules would make the next in-process run with --aimeasure-html do.
+    names += ["matplotlib", "matplotlib.figure", "matplotlib.backends.backend_svg", "jinja2"]
+    names += [m.name for m in pkgutil.walk_packages(pytest_aimeasure.__path__, prefix="pytest_aimeasure.")]
+    for name in names:
+        with contextlib.suppress(Exception):  # a module someone is editing right now
+            importlib.import_module(name)
