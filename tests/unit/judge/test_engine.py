@@ -1,0 +1,115 @@
+"""The engine's sample steps: a verdict the judge gets wrong is given back to it, the request it sends
+and what the budget's estimate counts, the replay cache's miss."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from pytest_aimeasure.judge.backends.base import (
+    GenerateReply,
+    GenerateRequest,
+    JudgeReply,
+    JudgeRequest,
+    Message,
+)
+from pytest_aimeasure.judge.engine import JudgeEngine, JudgeSettings, _feedback, _prompt_chars
+from pytest_aimeasure.judge.errors import JudgeError, ReplayMiss
+from pytest_aimeasure.judge.item import ItemSpec
+from pytest_aimeasure.judge.prompt import verdict_tool
+from pytest_aimeasure.measure.models import Usage
+
+
+class ScriptedReplies:
+    """A backend that answers each call with the next of ``replies`` (tool inputs, or None: text)."""
+
+    provider = "fake"
+    model = "fake-judge"
+    concurrency_key = "fake"
+
+    def __init__(self, replies: list[dict[str, Any] | None]) -> None:
+        self.replies = replies
+        self.requests: list[JudgeRequest] = []
+
+    async def judge(self, request: JudgeRequest) -> JudgeReply:
+        self.requests.append(request)
+        tool_input = self.replies[len(self.requests) - 1]
+        text = "" if tool_input is not None else "I think it is a 4."
+        usage = Usage(input_tokens=10, output_tokens=5)
+        return JudgeReply(tool_input, text, raw=text or str(tool_input), usage=usage)
+
+    async def generate(self, request: GenerateRequest) -> GenerateReply:
+        raise NotImplementedError
+
+    async def aclose(self) -> None:
+        pass
+
+
+def spec(samples: int = 1) -> ItemSpec:
+    return ItemSpec(
+        nodeid="test_x.py::test_tone",
+        item_id="tone::test_x.py::test_tone",
+        dimension="tone",
+        rubric="5 = warm",
+        artifact="Hello there.",
+        samples=samples,
+    )
+
+
+def engine_with(backend: ScriptedReplies, **settings: Any) -> Iterator[JudgeEngine]:
+    engine = JudgeEngine(JudgeSettings(model="fake-judge", **settings), make_backend=lambda model: backend)
+    try:
+        yield engine
+    finally:
+        engine.close()
+
+
+VALID = {"dimension": "tone", "score": 4, "rationale": "warm enough"}
+
+
+def test_an_invalid_verdict_is_given_back_and_the_retry_counts() -> None:
+    backend = ScriptedReplies([None, VALID])
+    for engine in engine_with(backend):
+        m = engine.measure(spec())
+        assert m.scores == [4]
+        assert m.samples[0].retries == 1
+        assert m.samples[0].usage.input_tokens == 20  # both attempts are paid for
+        assert engine.spend.retries == 1
+    first, second = backend.requests
+    assert [msg.role for msg in second.messages] == ["user", "assistant", "user"]
+    assert second.messages[1].content == "I think it is a 4."
+    assert second.messages[2].content.startswith("Your verdict was not accepted: you did not call the tool")
+    assert (first.context["attempt"], second.context["attempt"]) == (0, 1)
+
+
+def test_no_valid_verdict_after_every_attempt_is_a_judge_error_with_the_outputs() -> None:
+    backend = ScriptedReplies([None, None, None])
+    for engine in engine_with(backend, max_invalid_retries=2):
+        with pytest.raises(JudgeError) as raised:
+            engine.measure(spec())
+    assert "no valid verdict for tone::test_x.py::test_tone sample #0 after 3 attempts" in str(raised.value)
+    assert raised.value.raw_outputs == ["I think it is a 4."] * 3
+    assert len(backend.requests) == 3
+
+
+def test_replay_without_a_stored_sample_is_a_miss_that_says_how_to_record_it() -> None:
+    backend = ScriptedReplies([VALID])
+    for engine in engine_with(backend, replay=True):
+        with pytest.raises(ReplayMiss, match="run once with --judge-cache=on to record it"):
+            engine.measure(spec())
+    assert backend.requests == []
+
+
+def test_the_budget_estimate_counts_the_system_prompt_and_the_tool() -> None:
+    tool = verdict_tool("tone")
+    request = JudgeRequest(system="sys", messages=(Message("user", "abcd"),), tool=tool, dimension="tone")
+    assert _prompt_chars(request) > len("sys") + len("abcd") + len(tool.name)
+
+
+def test_feedback_names_the_problem_and_the_dimension() -> None:
+    reply = JudgeReply(None, "", raw="")
+    assistant, user = _feedback(reply, "the score was 7", "tone")
+    assert assistant.content == "(empty reply)"
+    assert "not accepted: the score was 7" in user.content and "dimension 'tone'" in user.content
