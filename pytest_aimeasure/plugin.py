@@ -58,7 +58,7 @@ def pytest_configure(config: pytest.Config) -> None:
     measure = MeasurePlugin(config, state)
     config.pluginmanager.register(measure, "aimeasure-session")
     xmlpath = getattr(config.option, "xmlpath", None)
-    if xmlpath and state.active and not state.is_worker:
+    if xmlpath and state.keeps_results and not state.is_worker:
         config.pluginmanager.register(JUnitVerdicts(measure, xmlpath), "aimeasure-junit")
     pipeline = state.open_pipeline()
     if pipeline is not None:
@@ -172,7 +172,7 @@ class MeasurePlugin:
     def pytest_runtest_protocol(
         self, item: pytest.Item, nextitem: pytest.Item | None
     ) -> Generator[None, Any, Any]:
-        if not self.state.active:
+        if not self.state.keeps_results:
             return (yield)
         with runtime.running(item_nodeid(item)):
             return (yield)
@@ -221,7 +221,7 @@ class MeasurePlugin:
         self, item: pytest.Item, call: pytest.CallInfo[None]
     ) -> Generator[None, pytest.TestReport, pytest.TestReport]:
         report = yield
-        if not self.state.active:
+        if not self.state.keeps_results:
             return report  # nothing is judged, kept or reported: no per-test work
         kind = item_kind(item)
         record = runtime.current()
@@ -264,7 +264,7 @@ class MeasurePlugin:
         self, fixturedef: pytest.FixtureDef[Any], request: pytest.FixtureRequest
     ) -> Generator[None, Any, Any]:
         value = yield
-        if self.state.active:
+        if self.state.keeps_results:
             self.links.fixture_set_up(fixturedef, value)
         return value
 

@@ -75,8 +75,9 @@ class SessionState:
         return self.settings.judging
 
     @property
-    def active(self) -> bool:
-        """Does this session keep results (judging, a baseline update or JSON output)?"""
+    def keeps_results(self) -> bool:
+        """Does this session keep results (judging, a baseline update, JSON or HTML output)? The hooks
+        that record per test do nothing otherwise; ``judging`` says whether the judge is called."""
         s = self.settings
         return s.judging or s.update_baseline or s.json_path is not None or s.html_path is not None
 
@@ -421,7 +422,7 @@ class SessionState:
 
     def on_report(self, report: pytest.TestReport, payload: dict[str, Any]) -> list[tuple[str, Any]]:
         """Fold one report into the item's result (controller). Returns extra JUnit properties."""
-        if self.is_worker or not self.active or str(report.outcome) == "rerun":
+        if self.is_worker or not self.keeps_results or str(report.outcome) == "rerun":
             return []  # (a failed attempt pytest-rerunfailures repeats is not the item's result)
         from pytest_aimeasure.measure.models import Finding, ItemResult, Measurement, item_id
 
@@ -515,7 +516,7 @@ class SessionState:
     @property
     def concludes(self) -> bool:
         """Does this process conclude the session (the controller of a session that keeps results)?"""
-        return self.active and not self.is_worker and not self.dry_run
+        return self.keeps_results and not self.is_worker and not self.dry_run
 
     def finish(self, session: pytest.Session) -> None:
         """What the session's state does at its end: a worker hands its spend and anchors over, the
@@ -530,7 +531,7 @@ class SessionState:
             if self.recording is not None:
                 self.config.workeroutput["aimeasure_problems"] = self.recording.problems()  # type: ignore[attr-defined]
             return
-        if not self.active:
+        if not self.keeps_results:
             return
         stopped = session.exitstatus in (pytest.ExitCode.USAGE_ERROR, pytest.ExitCode.INTERRUPTED)
         if self.settings.calibrate and not session.shouldstop and not stopped:
