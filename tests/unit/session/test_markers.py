@@ -34,3 +34,11 @@ def test_as_kwargs_fills_in_the_defaults() -> None:
 
 def test_pytest_markers_shows_the_defaults_from_their_one_home() -> None:
     assert f"floor={FLOOR_DEFAULT}" in MARKER_LINES[1] and f"tolerance={TOLERANCE_DEFAULT}" in MARKER_LINES[1]
+
+
+def test_every_marker_keyword_is_a_field() -> None:
+    from dataclasses import fields
+
+    from pytest_aimeasure.session.markers import DIMENSION_KWARGS
+
+    assert set(DIMENSION_KWARGS) <= {f.name for f in fields(DimensionSpec)}

@@ -11,7 +11,7 @@ from pytest_aimeasure.measure.sampling import SamplePlan
 from pytest_aimeasure.session import options, settings
 from pytest_aimeasure.session.settings import BATCH_PIPELINE, Settings
 
-DERIVED = {"judging", "sample_plan", "anchor_globs"}
+DERIVED = {"judging", "sample_plan", "anchor_globs", "concurrency_ceiling"}
 
 
 def test_every_field_is_an_option_or_derived_from_them() -> None:
@@ -33,7 +33,7 @@ def test_paths_are_under_the_rootdir_unless_absolute(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(
-    ("given", "batch", "concurrency", "bound"),
+    ("given", "batch", "ceiling", "bound"),
     [
         (0, False, 8, 0),
         (None, False, 8, 32),
@@ -42,8 +42,8 @@ def test_paths_are_under_the_rootdir_unless_absolute(tmp_path: Path) -> None:
         (5, True, 8, 5),
     ],
 )
-def test_the_pipeline_bound(given: int | None, batch: bool, concurrency: int, bound: int) -> None:
-    assert settings._pipeline({"pipeline": given, "batch": batch, "concurrency": concurrency}) == bound
+def test_the_pipeline_bound(given: int | None, batch: bool, ceiling: int, bound: int) -> None:
+    assert settings._pipeline({"pipeline": given, "batch": batch, "concurrency_ceiling": ceiling}) == bound
 
 
 def test_the_sample_plan_and_its_bounds() -> None:
