@@ -23,8 +23,9 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from pytest_aimeasure.measure.artifact import join_parts
+from pytest_aimeasure.measure.artifact import invalid_text_message, join_parts, value_problem
 from pytest_aimeasure.measure.models import SCORE_MAX, SCORE_MIN
+from pytest_aimeasure.store.yamlsource import YamlFormatError, load_yaml
 
 YAML_SUFFIXES = (".yaml", ".yml")
 JSONL_SUFFIXES = (".jsonl",)
@@ -244,14 +245,25 @@ def _resolve(
     )
 
 
+def _check_text(path: Path, line: int | None, data: Any) -> None:
+    """Text that cannot be encoded (a lone surrogate from a ``\\ud800`` escape) can be neither sent
+    to the judge nor recorded: an error naming the field, before anything is judged."""
+    found = value_problem(data)
+    if found is not None:
+        place, problem = found
+        raise _error(path, line, place or "(value)", invalid_text_message("this text", problem))
+
+
 def _load_yaml(path: Path, text: str) -> AnchorSet:
-    try:
-        node = yaml.compose(text, Loader=yaml.SafeLoader)
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        line = mark.line + 1 if mark is not None else None
-        raise _error(path, line, "(syntax)", f"not valid YAML: {getattr(exc, 'problem', exc)}") from None
+    try:  # the one YAML loader: parsed once, duplicate keys and runaway aliases refused
+        source, data = load_yaml(text, path)
+    except YamlFormatError as exc:
+        first = exc.problems[0]
+        more = f" (and {len(exc.problems) - 1} more problems)" if len(exc.problems) > 1 else ""
+        message = first.message.replace("YAML syntax error", "not valid YAML") + more
+        raise _error(path, first.line, first.field or "(syntax)", message) from None
+    node = source.root
+    _check_text(path, None, data)
     if not isinstance(data, dict):
         raise _error(
             path, 1, "(top level)", "must be a mapping with an anchors: list (see docs/calibration.md)"
@@ -289,6 +301,7 @@ def _load_jsonl(path: Path, text: str) -> AnchorSet:
             ) from None
         if not isinstance(data, dict):
             raise _error(path, number, "(line)", "each line must be one JSON object (an anchor)")
+        _check_text(path, number, data)
         try:
             entry = AnchorEntry.model_validate(data)
         except ValidationError as exc:

@@ -114,3 +114,79 @@ def test_marker_reference_needs_anchors_of_its_dimension(tmp_path: Path) -> None
     assert target.rubric == "marker rubric"  # the real items' rubric wins over the file's
     assert target.thresholds.min_kappa == 0.8 and target.thresholds.max_abs_bias == 0.5
     assert target.files == ["tone.yaml"] and len(target.anchors) == 3
+
+
+# -- issue 20: one YAML loader; duplicate keys, syntax lines, unencodable text --------------------------
+
+
+@pytest.mark.parametrize(
+    ("name", "text", "said"),
+    [
+        (
+            "labels.yaml",
+            "dimension: tone\nanchors:\n  - id: a\n    text: hi\n    labels: {ann: 3, ann: 5}\n",
+            "labels.yaml:5: anchor file: ann: duplicate key (first on line 5)",
+        ),
+        (
+            "blocks.yaml",
+            "dimension: tone\nanchors:\n  - id: a\n    text: hi\n    labels: 3\nanchors:\n  - id: b\n"
+            "    text: ho\n    labels: 4\n",
+            "blocks.yaml:6: anchor file: anchors: duplicate key (first on line 2)",
+        ),
+        (
+            "quote.yaml",
+            "dimension: tone\nanchors:\n  - id: a\n    labels: 3\n  - id: b\n    labels: 4\n    text: 'open\n"
+            "    note: x\n",
+            "quote.yaml:7: anchor file: (syntax): not valid YAML: while scanning a quoted scalar",
+        ),
+        (
+            "surrogate.yaml",
+            'dimension: tone\nanchors:\n  - id: a\n    text: "bad \\ud800"\n    labels: 3\n',
+            "surrogate.yaml: anchor file: ['anchors'][0]['text']: this text is not valid Unicode text: "
+            "a lone surrogate U+D800 at character 4",
+        ),
+        (
+            "surrogate.jsonl",
+            '{"id": "a", "dimension": "t", "text": "ok", "labels": 3}\n'
+            '{"id": "b", "dimension": "t", "text": "x", "facts": {"k": "\\udfff"}, "labels": 3}\n',
+            "surrogate.jsonl:2: anchor file: ['facts']['k']: this text is not valid Unicode text",
+        ),
+    ],
+    ids=[
+        "duplicate-labels",
+        "duplicate-anchors-block",
+        "unclosed-quote-line",
+        "surrogate-yaml",
+        "surrogate-jsonl",
+    ],
+)
+def test_bad_anchor_files_are_one_error_naming_file_line_and_field(
+    tmp_path: Path, name: str, text: str, said: str
+) -> None:
+    path = tmp_path / name
+    path.write_text(text, encoding="utf-8")
+    with pytest.raises(AnchorError) as info:
+        load_anchor_file(path)
+    assert said in str(info.value)
+
+
+def test_a_big_anchor_file_is_parsed_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import yaml
+
+    from pytest_aimeasure.store import yamlsource
+
+    parsed: list[int] = []
+    real = yamlsource._AliasLoader.get_single_node
+
+    def counted(self: yaml.SafeLoader) -> object:
+        parsed.append(1)
+        return real(self)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(yamlsource._AliasLoader, "get_single_node", counted)
+    composed: list[int] = []
+    monkeypatch.setattr(yaml, "compose", lambda *a, **k: composed.append(1))
+    monkeypatch.setattr(yaml, "safe_load", lambda *a, **k: composed.append(1))
+    path = tmp_path / "tone.yaml"
+    path.write_text("dimension: tone\nanchors:\n  - id: a\n    text: hi\n    labels: 3\n", encoding="utf-8")
+    assert [a.id for a in load_anchor_file(path).anchors] == ["a"]
+    assert (parsed, composed) == ([1], [])
