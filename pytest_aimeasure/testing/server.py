@@ -308,7 +308,8 @@ class ProviderServer:
         reply = self._decide(seen)
         usage = reply.payload.get("usage") if reply.status == 200 else None
         # (Fault.bad_usage's figures go out as scripted: only a real count is split by the cache.)
-        real = isinstance(usage, dict) and type(usage["input_tokens"]) is int and usage["input_tokens"] >= 0
+        counted = usage.get("input_tokens") if isinstance(usage, dict) else None  # OpenAI's has none
+        real = type(counted) is int and counted >= 0
         if isinstance(usage, dict) and seen.protocol == "anthropic" and real:
             read = plan.read_tokens if plan is not None else 0
             write = plan.write_tokens if plan is not None else 0
