@@ -364,7 +364,9 @@ class SessionState:
 
             # A dimension's measured noise belongs to the judge that measured it: its own judge's.
             self.calibrated_floors = var_floors(self.stored_calibration, self.settings.model, self.judges)
-        if self.settings.calibrate:
+        if self.settings.calibrate or self.judging:
+            # Referenced anchor files are checked whenever the judge runs: a broken one fails here,
+            # not only in the session that finally calibrates.
             self._note_anchor_refs(items)
 
     def _note_anchor_refs(self, items: list[pytest.Item]) -> None:
@@ -390,6 +392,9 @@ class SessionState:
             targets = self._calibration_targets()
         except AnchorError as exc:
             raise pytest.UsageError(str(exc)) from None
+        if not self.settings.calibrate:
+            self.anchor_refs = []  # checked only: nothing is calibrated this session
+            return
         if self.dry_run:
             s = self.settings
             for t in targets:

@@ -212,3 +212,29 @@ def test_samples_above_the_cap_in_a_marker_fails_that_test(pytester: pytest.Pyte
     result.assert_outcomes(passed=1, failed=1)
     assert "samples=5000 is above the limit of 100 samples per item" in result.stdout.str()
     assert server.calls == 1
+
+
+# -- 11. a broken anchor file named by a marker fails at collection, even without --judge-calibrate ------
+
+
+def test_a_broken_anchor_file_named_by_a_marker_fails_without_calibrating(
+    pytester: pytest.Pytester, serve: Serve
+) -> None:
+    server = serve(lambda seen: 4)
+    pytester.makepyfile(
+        test_tone="""
+        import pytest
+
+        @pytest.mark.dimension("tone", rubric="5 = calm", anchors="anchors/tone.yaml")
+        def test_tone(judge):
+            judge.score("x")
+        """
+    )
+    (pytester.path / "anchors").mkdir()
+    (pytester.path / "anchors" / "tone.yaml").write_text(
+        "dimension: tone\nanchors:\n  - id: a\n    text: hi\n    labels: {ann: 3, ann: 5}\n"
+    )
+    result = run(pytester, (), "--judge-samples", "1")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert "tone.yaml:5: anchor file: ann: duplicate key (first on line 5)" in result.stderr.str()
+    assert server.calls == 0
