@@ -17,7 +17,7 @@ import pytest
 from pytest_aimeasure import hookspecs
 from pytest_aimeasure.judge.errors import JudgeError
 from pytest_aimeasure.measure import runtime
-from pytest_aimeasure.measure.models import PIPELINE_ASIDE
+from pytest_aimeasure.measure.runtime import PIPELINE_ASIDE
 from pytest_aimeasure.session import markers, options
 from pytest_aimeasure.session.keys import PAYLOAD, item_nodeid, report_payload
 from pytest_aimeasure.session.linking import ArtifactLinks

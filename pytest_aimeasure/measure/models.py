@@ -16,10 +16,6 @@ SCORE_MIN = 1
 SCORE_MAX = 5
 TOOL_SCHEMA_VERSION = 1
 
-PIPELINE_ASIDE = "pipeline"
-"""Key of an item result's ``extra``: why the judge pipeline stepped aside for the item (it was
-judged while its test ran), for the terminal's note."""
-
 
 def item_id(dimension: str, nodeid: str) -> str:
     """The stable id of an item in the baseline: renaming the test or the dimension makes a new item

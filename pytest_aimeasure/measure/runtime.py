@@ -19,6 +19,10 @@ if TYPE_CHECKING:  # pydantic is imported only once a finding or measurement is 
     from pytest_aimeasure.measure.models import Finding, FindingKind, Measurement
 
 
+PIPELINE_ASIDE = "pipeline"
+"""Key of a test record's (and so its item result's) ``extra``: why the judge pipeline stepped
+aside for the item (it was judged while its test ran), for the terminal's note."""
+
 class Deferred(Protocol):
     """A verdict still on its way (the judge's pending measurement): the pipeline waits for it and
     settles it after the test's protocol ran."""

@@ -21,7 +21,8 @@ from typing import TYPE_CHECKING, Any
 
 from tabulate import tabulate
 
-from pytest_aimeasure.measure.models import PIPELINE_ASIDE, Finding
+from pytest_aimeasure.measure.models import Finding
+from pytest_aimeasure.measure.runtime import PIPELINE_ASIDE
 from pytest_aimeasure.report.model import ReportSettings, SessionReport
 from pytest_aimeasure.report.repeat_lines import repeat_lines
 
