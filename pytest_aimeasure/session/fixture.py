@@ -214,6 +214,15 @@ class Judge:
             text, key, sha = texts[0]
         else:  # the joined prompt text is what is judged: its sha256 is computed from it
             text, key, sha = join_parts([t for t, _, _ in texts]), None, None
+        limit_chars = self._state.settings.max_artifact_chars
+        if len(text) > limit_chars:
+            what = f"artifact {key!r}" if key else "the artifact"
+            pytest.fail(
+                f"{self._item.nodeid}: {what} is {len(text):,} characters, above the limit of "
+                f"{limit_chars:,} sent to the judge (a provider refuses a prompt that large); shorten it, "
+                "or raise the limit with --judge-max-artifact-chars / aimeasure_judge_max_artifact_chars",
+                pytrace=False,
+            )
         nodeid = item_nodeid(self._item)
         iid = item_id(name, nodeid)
         return ItemSpec(

@@ -402,6 +402,16 @@ OPTIONS: tuple[Option, ...] = (
         metavar="RUN_ID",
     ),
     Option(
+        "--judge-max-artifact-chars",
+        "judge_max_artifact_chars",
+        "The longest artifact text sent to the judge, in characters (default 1,000,000): a longer one "
+        "fails its test naming both sizes instead of being sent whole.",
+        positive_int,
+        1_000_000,
+        "aimeasure_judge_max_artifact_chars",
+        metavar="N",
+    ),
+    Option(
         "--judge-var-floor",
         "judge_var_floor",
         "Lower bound on within-item score variance used for error bars (default 1/12).",

@@ -33,6 +33,7 @@ _FIELD_OF = {
     "judge_budget_usd": "budget_usd",
     "judge_dry_run": "dry_run",
     "judge_var_floor": "var_floor",
+    "judge_max_artifact_chars": "max_artifact_chars",
     "judge_batch": "batch",
     "judge_batch_poll": "batch_poll",
     "judge_pipeline": "pipeline",
@@ -82,6 +83,7 @@ class Settings:
     rejudge: str | None
     resume: str | None
     var_floor: float
+    max_artifact_chars: int  # the longest artifact text sent to the judge (--judge-max-artifact-chars)
     calibrate: str | None  # "report" or "fail" (--judge-calibrate)
     judge_bias: bool
     anchor_globs: tuple[str, ...]

@@ -238,3 +238,30 @@ def test_a_broken_anchor_file_named_by_a_marker_fails_without_calibrating(
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     assert "tone.yaml:5: anchor file: ann: duplicate key (first on line 5)" in result.stderr.str()
     assert server.calls == 0
+
+
+def test_an_artifact_above_the_size_limit_fails_its_test_naming_both_sizes(
+    pytester: pytest.Pytester, serve: Serve
+) -> None:
+    server = serve(lambda seen: 4)
+    pytester.makepyfile(
+        test_big="""
+        import pytest
+
+        @pytest.mark.dimension("tone", rubric="5 = calm")
+        def test_big(aimeasure_artifact, judge):
+            judge.score(aimeasure_artifact("huge", lambda: "x" * 2_000_001))
+
+        @pytest.mark.dimension("tone", rubric="5 = calm")
+        def test_small(judge):
+            judge.score("y" * 500)
+        """
+    )
+    result = run(pytester, (), "--judge-samples", "1")
+    result.assert_outcomes(passed=1, failed=1)
+    out = result.stdout.str()
+    assert "artifact 'huge' is 2,000,001 characters, above the limit of 1,000,000 sent to the judge" in out
+    assert server.calls == 1
+    raised = run(pytester, (), "--judge-samples", "1", "--judge-max-artifact-chars", "3000000")
+    raised.assert_outcomes(passed=2)
+    assert server.calls == 2  # the small one came from the cache; the big one was sent
