@@ -26,7 +26,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from pytest_aimeasure.measure.stats import VAR_FLOOR_DEFAULT, t_ppf
+from pytest_aimeasure.measure.stats import VAR_FLOOR_DEFAULT, scale_interval, t_ppf
 
 if TYPE_CHECKING:
     from pytest_aimeasure.measure.models import Measurement
@@ -95,6 +95,7 @@ def repeat_stats(
     else:
         se, df, source = math.sqrt(judge_term / k), float(max(df_within, 1)), "judge"
     half = t_ppf(0.5 + confidence / 2.0, df) * se
+    ci_low, ci_high = scale_interval(mean, half)
     return RepeatStats(
         k=k,
         means=means,
@@ -104,8 +105,8 @@ def repeat_stats(
         var_generation=var_generation,
         se=se,
         df=df,
-        ci_low=mean - half,
-        ci_high=mean + half,
+        ci_low=ci_low,
+        ci_high=ci_high,
         source=source,
     )
 

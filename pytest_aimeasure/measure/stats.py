@@ -15,7 +15,16 @@ Choices made here (and why):
 * **Degrees of freedom are at least 1.** A single sample (or a pool with no replicated item) has no
   variance estimate at all; we then rely on the floor and use t with df = 1 instead of pretending the
   floor is a known variance (z). The interval is very wide (n = 1: mean ± 12.71·sqrt(1/12) ≈ ±3.67
-  at 95%), which is the honest answer for one sample. Intervals are not clipped to the 1–5 scale.
+  at 95%), which is the honest answer for one sample.
+* **Intervals stay on the scale.** A mean of 1–5 scores lies in [1, 5], so every interval of one
+  (an item's, a pooled item's, a dimension's) is the t interval intersected with [1, 5]
+  (:func:`scale_interval`). Intersecting a confidence interval with the parameter's range keeps its
+  coverage exactly: the true mean is always inside [1, 5], so the cut interval holds it exactly when
+  the t interval does. Nothing decided by the interval changes (a floor is on the scale too), and a
+  cut interval is visibly asymmetric around its mean, which the reports print as ``[low, high]``
+  instead of ``± half``. A transformed interval (logit of the rescaled mean, Wilson-style) would also
+  stay inside, but it is undefined for a mean at 1 or 5, the common case of a temperature-0 judge that
+  gives every sample a 5, and it would move every interval that never touched a bound.
 * **Drift p-value** is one-sided, for the regression hypothesis: H0 "no drop" (Δ ≥ 0) against
   H1 Δ < 0, ``p = P(T_df ≤ D / SE_D)``. "95% CI upper bound < 0" is exactly ``p < 0.025``, so Holm
   run at ``alpha / 2`` on these p-values reduces to the unadjusted rule for a single comparison.
@@ -249,6 +258,30 @@ def _two_sided_t(confidence: float, df: float) -> float:
     return t_ppf(0.5 + confidence / 2.0, df)
 
 
+SCALE = (1.0, 5.0)
+"""The judge's score scale: every mean of scores lies in it."""
+
+
+def scale_interval(mean: float, half: float, scale: tuple[float, float] = SCALE) -> tuple[float, float]:
+    """``mean ± half`` intersected with ``scale``: the one interval of a mean of 1–5 scores. Coverage is
+    unchanged (the true mean is on the scale); a cut interval is asymmetric around ``mean``."""
+    low, high = scale
+    return max(mean - half, low), min(mean + half, high)
+
+
+def items_interval(items: Sequence[tuple[float, float, float]]) -> tuple[float, float, float]:
+    """The mean of items given as (mean, ci_low, ci_high), and its interval from the items' own
+    intervals taken as independent: half = sqrt(Σ h_i²) / m, h_i the uncut side of item i's interval.
+    One item gives its own interval back. For items that pool generation repeats, whose intervals
+    carry the generation variance that the judge's samples pooled across items do not see."""
+    if not items:
+        raise ValueError("a dimension needs at least one item")
+    m = len(items)
+    mean = math.fsum(x for x, _, _ in items) / m
+    half = math.sqrt(math.fsum(max(x - lo, hi - x) ** 2 for x, lo, hi in items)) / m
+    return (mean, *scale_interval(mean, half))
+
+
 @dataclass(frozen=True)
 class ItemStats:
     """One item's N samples: mean, raw spread, and a t interval that uses the floored variance."""
@@ -260,9 +293,12 @@ class ItemStats:
     n: int
     ci_low: float
     ci_high: float
+    """The t interval on the scale (:func:`scale_interval`)."""
     confidence: float
     df: float
     """Degrees of freedom of the interval: max(n − 1, 1)."""
+    half: float = 0.0
+    """The t interval's half-width before it is cut to the scale."""
 
 
 def item_stats(
@@ -270,7 +306,8 @@ def item_stats(
 ) -> ItemStats:
     """Mean, sample variance and a t confidence interval for one item's samples.
 
-    The interval is mean ± t_{(1+c)/2, df} · sqrt(max(var, var_floor) / n), df = max(n − 1, 1).
+    The interval is mean ± t_{(1+c)/2, df} · sqrt(max(var, var_floor) / n), df = max(n − 1, 1), cut
+    to the 1–5 scale.
     """
     if not scores:
         raise ValueError("an item needs at least one score")
@@ -279,15 +316,17 @@ def item_stats(
     mean, var = _mean_var(scores)
     df = float(max(n - 1, 1))
     half = _two_sided_t(confidence, df) * math.sqrt(max(var, var_floor) / n)
+    low, high = scale_interval(mean, half)
     return ItemStats(
         mean=mean,
         var=var,
         sd=math.sqrt(var),
         n=n,
-        ci_low=mean - half,
-        ci_high=mean + half,
+        ci_low=low,
+        ci_high=high,
         confidence=confidence,
         df=df,
+        half=half,
     )
 
 
@@ -329,7 +368,10 @@ class DimensionStats:
     se_source: Literal["measurement", "items"]
     ci_low: float
     ci_high: float
+    """The t interval on the scale (:func:`scale_interval`)."""
     confidence: float
+    half: float = 0.0
+    """The t interval's half-width before it is cut to the scale."""
 
 
 def dimension_stats(
@@ -358,6 +400,7 @@ def dimension_stats(
         if se_items > se_meas:
             se, df, source = se_items, df_items, "items"
     half = _two_sided_t(confidence, df) * se
+    low, high = scale_interval(mean, half)
     return DimensionStats(
         mean=mean,
         m=m,
@@ -372,9 +415,10 @@ def dimension_stats(
         se=se,
         df=df,
         se_source=source,
-        ci_low=mean - half,
-        ci_high=mean + half,
+        ci_low=low,
+        ci_high=high,
         confidence=confidence,
+        half=half,
     )
 
 

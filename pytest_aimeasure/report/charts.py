@@ -118,6 +118,7 @@ def baseline_vs_now(chart_id: str, points: Sequence[DimensionPoint]) -> str:
             label="baseline",
         )
         line[0].set_gid(f"{chart_id}-baseline")
+        line[2][0].set_gid(f"{chart_id}-baseline-bars")
     if now:
         line = ax.errorbar(
             [p.now_mean for _, p in now],
@@ -130,6 +131,7 @@ def baseline_vs_now(chart_id: str, points: Sequence[DimensionPoint]) -> str:
             label="now",
         )
         line[0].set_gid(f"{chart_id}-now")
+        line[2][0].set_gid(f"{chart_id}-now-bars")
     for y, p in zip(ys, rows, strict=True):
         if p.floor is not None:
             ax.plot([p.floor, p.floor], [y - 0.4, y + 0.4], color=FLOOR, lw=1.5, ls="--")
@@ -137,6 +139,7 @@ def baseline_vs_now(chart_id: str, points: Sequence[DimensionPoint]) -> str:
     ax.set_ylim(-0.6, len(rows) - 0.4)
     ax.invert_yaxis()
     ax.set_xlim(SCORE_MIN - 0.2, SCORE_MAX + 0.2)
+    ax.patch.set_gid(f"{chart_id}-area")
     ax.set_xlabel("score (mean of item means, 95% CI); dashed: floor", fontsize=8)
     if base or now:
         ax.legend(fontsize=8, loc="lower left", frameon=False, ncols=2, bbox_to_anchor=(0, 1.0))

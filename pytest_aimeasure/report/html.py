@@ -21,7 +21,7 @@ from pytest_aimeasure.measure.version import __version__
 from pytest_aimeasure.report import charts
 from pytest_aimeasure.report.charts import REPORT_EXTRA, DimensionPoint, ReportDependencyError
 from pytest_aimeasure.report.markdown import SEVERITY_ORDER, next_command
-from pytest_aimeasure.report.model import SessionReport, as_report
+from pytest_aimeasure.report.model import SessionReport, as_report, interval_text
 from pytest_aimeasure.report.results import CalibrationFigure, SessionResults
 from pytest_aimeasure.report.trends import DimensionTrend
 from pytest_aimeasure.store.fileio import atomic_write
@@ -192,6 +192,7 @@ def render_html(
             calibration=calibration_views,
             next_command=next_command(report),
             clip=_clip,
+            interval=interval_text,
             version=__version__,
         )
     )

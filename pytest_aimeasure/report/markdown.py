@@ -8,7 +8,7 @@ characters that would open HTML or break a table (``<``, ``>``, ``|``, backticks
 from __future__ import annotations
 
 from pytest_aimeasure.compare.drift import REBASELINE, DimensionComparison
-from pytest_aimeasure.report.model import DimensionRow, SessionReport, as_report
+from pytest_aimeasure.report.model import DimensionRow, SessionReport, as_report, interval_text
 from pytest_aimeasure.report.results import SessionResults
 
 SEVERITY_ORDER = {"fail": 0, "warn": 1, "info": 2}
@@ -23,10 +23,6 @@ def escape(text: str, limit: int = TEXT_CHARS) -> str:
     for raw, safe in (("&", "&amp;"), ("<", "&lt;"), (">", "&gt;"), ("|", "\\|"), ("`", "'")):
         flat = flat.replace(raw, safe)
     return flat
-
-
-def _half(ci: tuple[float, float] | None) -> str:
-    return f" ± {(ci[1] - ci[0]) / 2:.2f}" if ci else ""
 
 
 def _delta(d: DimensionComparison | None) -> str:
@@ -53,11 +49,8 @@ def next_command(report: SessionReport) -> str:
 
 
 def _dimension_line(row: DimensionRow) -> str:
-    now = "—" if row.now_mean is None else f"{row.now_mean:.2f}{_half(row.now_ci)}"
-    if row.baseline_ci is not None and row.baseline_mean is not None:
-        base_text = f"{row.baseline_mean:.2f}{_half(row.baseline_ci)}"
-    else:
-        base_text = "—" if row.baseline_mean is None else f"{row.baseline_mean:.2f}"
+    now = interval_text(row.now_mean, row.now_ci, "—")
+    base_text = interval_text(row.baseline_mean, row.baseline_ci, "—")
     verdict_text = row.verdict.replace("_", " ")
     if row.comparison is not None and row.comparison.demoted:
         verdict_text += " (not confirmed)"

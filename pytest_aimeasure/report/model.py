@@ -25,7 +25,20 @@ if TYPE_CHECKING:
     from pytest_aimeasure.measure.models import Measurement
     from pytest_aimeasure.report.results import ResultItem, SessionResults
 
-__all__ = ["DimensionRow", "GateCounts", "ReportSettings", "SessionReport"]
+__all__ = ["DimensionRow", "GateCounts", "ReportSettings", "SessionReport", "interval_text"]
+
+
+def interval_text(mean: float | None, ci: tuple[float, float] | None, missing: str = "-") -> str:
+    """'3.20 ± 0.45', or '4.67 [3.10, 5.00]' when the interval was cut to the 1–5 scale (asymmetric:
+    a '±' would claim the part off the scale)."""
+    if mean is None:
+        return missing
+    if ci is None:
+        return f"{mean:.2f}"
+    low, high = ci
+    if abs((mean - low) - (high - mean)) > 1e-9:
+        return f"{mean:.2f} [{low:.2f}, {high:.2f}]"
+    return f"{mean:.2f} ± {(high - low) / 2:.2f}"
 
 
 @dataclass(frozen=True)

@@ -13,6 +13,7 @@ from tabulate import tabulate
 
 from pytest_aimeasure.measure.models import ItemResult
 from pytest_aimeasure.measure.repeats import gate_counts
+from pytest_aimeasure.report.model import interval_text
 
 
 def suite_counts(extra: dict[str, Any]) -> dict[str, Any] | None:
@@ -52,7 +53,7 @@ def pooled_rows(results: Iterable[ItemResult]) -> list[list[str]]:
                 [
                     m.item_id,
                     f"{rep.k} of {rep.generated}",
-                    f"{m.mean:.2f} ± {(m.ci_high - m.ci_low) / 2:.2f}",
+                    interval_text(m.mean, (m.ci_low, m.ci_high)),
                     ", ".join(f"{x:.2f}" for x in rep.means),
                     f"{rep.var_generation:.3f}",
                     f"{rep.var_judge:.3f}",

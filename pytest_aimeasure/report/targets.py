@@ -17,6 +17,7 @@ from tabulate import tabulate
 
 from pytest_aimeasure.measure.models import ItemResult, Measurement
 from pytest_aimeasure.measure.stats import VAR_FLOOR_DEFAULT, dimension_stats
+from pytest_aimeasure.report.model import interval_text
 
 if TYPE_CHECKING:
     from pytest_aimeasure.store.runs import RunStore
@@ -370,8 +371,7 @@ def _money(value: float | None, known: bool) -> str:
 def _cell(cell: DimensionCell | None) -> str:
     if cell is None:
         return "-"
-    half = (cell.ci_high - cell.ci_low) / 2
-    return f"{cell.mean:.2f} ± {half:.2f}"
+    return interval_text(cell.mean, (cell.ci_low, cell.ci_high))
 
 
 def _reliability(row: TableRow) -> str:

@@ -23,7 +23,7 @@ from tabulate import tabulate
 
 from pytest_aimeasure.measure.models import Finding
 from pytest_aimeasure.measure.runtime import PIPELINE_ASIDE
-from pytest_aimeasure.report.model import ReportSettings, SessionReport
+from pytest_aimeasure.report.model import ReportSettings, SessionReport, interval_text
 from pytest_aimeasure.report.repeat_lines import repeat_lines
 
 if TYPE_CHECKING:
@@ -82,12 +82,7 @@ def header_lines(settings: ReportSettings, rootdir: Path) -> list[str]:
     return [text + ("; " + ", ".join(mode) if mode else "")]
 
 
-def _fmt_ci(mean: float | None, ci: tuple[float, float] | None) -> str:
-    if mean is None:
-        return "-"
-    if ci is None:
-        return f"{mean:.2f}"
-    return f"{mean:.2f} ± {(ci[1] - ci[0]) / 2:.2f}"
+_fmt_ci = interval_text
 
 
 def _fmt_delta(delta: float | None, ci: tuple[float, float] | None) -> str:

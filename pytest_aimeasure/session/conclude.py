@@ -9,7 +9,8 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from pytest_aimeasure.measure.models import Finding, Measurement
+from pytest_aimeasure.measure.models import Finding, ItemResult, Measurement
+from pytest_aimeasure.measure.stats import items_interval
 from pytest_aimeasure.session.outcome import (
     Outcome,
     SessionFailure,
@@ -20,7 +21,10 @@ from pytest_aimeasure.session.outcome import (
 from pytest_aimeasure.store.cost import usage_findings
 
 if TYPE_CHECKING:
+    from collections.abc import Iterable
+
     from pytest_aimeasure.attribution.rejudge import Attribution
+    from pytest_aimeasure.compare.drift import Comparison, DimensionComparison
     from pytest_aimeasure.report.model import SessionReport
     from pytest_aimeasure.report.results import SessionResults
     from pytest_aimeasure.session.state import SessionState
@@ -326,6 +330,26 @@ class _SessionEnd:
         )
 
 
+def one_interval_per_item(
+    comparison: Comparison, results: Iterable[ItemResult]
+) -> dict[str, DimensionComparison]:
+    """The comparison's dimensions, where an item pooled generation repeats with an interval made of
+    its items' own intervals: the judge samples pooled across items leave out the generation variance,
+    so a one-item dimension read ±1.02 beside its item's ±3.79 (one measurement, one interval)."""
+    by_dim: dict[str, list[Measurement]] = {}
+    for m in (m for r in results for m in r.measurements):
+        c = comparison.items.get(m.item_id)
+        if c is not None and c.verdict != "not_comparable":
+            by_dim.setdefault(m.dimension, []).append(m)
+    out = dict(comparison.dimensions)
+    for name, d in out.items():
+        ms = [m for m in by_dim.get(name, []) if (comparison.items[m.item_id].verdict == "new") == (not d.m)]
+        if d.now_mean is not None and ms and any(m.repeats is not None for m in ms):
+            _, low, high = items_interval([(m.mean, m.ci_low, m.ci_high) for m in ms])
+            out[name] = d.model_copy(update={"now_ci": (low, high)})
+    return out
+
+
 def build_results(
     state: SessionState, outcome: Outcome, exit_status: int, *, whole_suite: bool | None = None
 ) -> SessionResults:
@@ -360,7 +384,7 @@ def build_results(
         failed_because=outcome.failed_because,
         exit_status=exit_status,
         items=items,
-        dimensions=comparison.dimensions if comparison is not None else {},
+        dimensions=one_interval_per_item(comparison, state.results.values()) if comparison else {},
         findings=outcome.findings,
         spend=state.spend(),
         baseline={

@@ -25,6 +25,7 @@ from pytest_aimeasure.measure.artifact import (
 )
 from pytest_aimeasure.measure.models import Measurement, item_id
 from pytest_aimeasure.measure.sampling import samples_problem
+from pytest_aimeasure.report.model import interval_text
 from pytest_aimeasure.session.keys import item_nodeid
 from pytest_aimeasure.session.longrepr import FloorBreach
 from pytest_aimeasure.session.markers import TOLERANCE_DEFAULT, DimensionSpec, dimension_of
@@ -39,12 +40,21 @@ ORDER_PROBE_SUFFIX = "::order-reversed"
 """Appended to an item id for the order probe's re-judging (journal and cache keep it apart)."""
 
 
+def near_floor_message(m: Measurement) -> str:
+    """The floor warning: the mean is on or above the floor, its interval reaches below."""
+    where = "at" if m.mean == m.floor else "above"
+    return (
+        f"{m.dimension}: mean {m.mean:.2f} is {where} the floor {m.floor:g} but its 95% CI reaches "
+        f"{m.ci_low:.2f}"
+    )
+
+
 def floor_message(m: Measurement) -> str:
     lowest = m.lowest
     scores = ", ".join(str(s) for s in m.scores)
-    half = (m.ci_high - m.ci_low) / 2
     lines = [
-        f"{m.dimension}: mean {m.mean:.2f} ± {half:.2f} (95% CI {m.ci_low:.2f}–{m.ci_high:.2f}, "
+        f"{m.dimension}: mean {interval_text(m.mean, (m.ci_low, m.ci_high))} "
+        f"(95% CI {m.ci_low:.2f}–{m.ci_high:.2f}, "
         f"n={m.n}) is below the floor {m.floor:g}",
         f"samples: {scores}",
         *(
@@ -511,8 +521,7 @@ class _Landing:
         if limit is not None and measurement.near_floor:
             runtime.record_finding(
                 "floor_warning",
-                f"{self.name}: mean {measurement.mean:.2f} is above the floor {limit:g} but its 95% CI "
-                f"reaches {measurement.ci_low:.2f}",
+                near_floor_message(measurement),
                 subject=spec.item_id,
                 severity="warn",
                 excerpt=measurement.excerpt,

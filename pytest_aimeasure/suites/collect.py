@@ -323,7 +323,7 @@ class SuiteItem(pytest.Item):
         self._report_measurements(result, record)
 
     def _report_measurements(self, result: JobResult, record: runtime.ItemRecord | None) -> None:
-        from pytest_aimeasure.session.fixture import floor_message
+        from pytest_aimeasure.session.fixture import floor_message, near_floor_message
 
         if record is not None and result.measurements:
             # --aimeasure-attribute re-judges the baseline's artifacts at session end, with these rubrics.
@@ -342,8 +342,7 @@ class SuiteItem(pytest.Item):
             if m.near_floor:
                 runtime.record_finding(
                     "floor_warning",
-                    f"{m.dimension}: mean {m.mean:.2f} is above the floor {m.floor:g} but its 95% CI reaches "
-                    f"{m.ci_low:.2f}",
+                    near_floor_message(m),
                     subject=m.item_id,
                     severity="warn",
                     excerpt=m.excerpt,

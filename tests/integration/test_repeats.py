@@ -122,8 +122,9 @@ def test_a_generator_that_fails_one_time_in_three_reads_two_of_three(
     assert rep["means"] == [4.0, 2.0] and m["mean"] == pytest.approx(3.0)
     assert rep["var_between"] == pytest.approx(2.0) and rep["var_judge"] == 0.0
     assert rep["var_generation"] == pytest.approx(2.0)
-    # The interval carries the generation variance: SE = sqrt(2/2) = 1, t(0.975, 1) = 12.706.
-    assert m["ci_high"] - m["mean"] == pytest.approx(12.7062, rel=1e-4)
+    # The interval carries the generation variance: SE = sqrt(2/2) = 1, t(0.975, 1) = 12.706: 3 ± 12.7,
+    # cut to the scale.
+    assert (m["ci_low"], m["ci_high"]) == (1.0, 5.0)
     assert data["spend"]["calls"] == 4
     result.stdout.fnmatch_lines(["*Repeats*", "*vivid::*test_vivid*2 of 3*3.00*2.000*0.000*"])
 

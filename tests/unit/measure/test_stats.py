@@ -92,8 +92,9 @@ def test_item_stats_hand_computed() -> None:
     st = item_stats([3, 4, 5])
     assert (st.mean, st.var, st.sd, st.n, st.df) == (4.0, 1.0, 1.0, 3, 2.0)
     half = 4.3027 * math.sqrt(1 / 3)
+    assert st.half == pytest.approx(half, abs=1e-3)
     assert st.ci_low == pytest.approx(4 - half, abs=1e-3)
-    assert st.ci_high == pytest.approx(4 + half, abs=1e-3)
+    assert st.ci_high == 5.0  # 4 + 2.48, cut to the scale
 
 
 def test_item_stats_identical_samples_use_the_variance_floor() -> None:
@@ -105,23 +106,20 @@ def test_item_stats_identical_samples_use_the_variance_floor() -> None:
 
 
 def test_item_stats_floor_only_applies_when_larger() -> None:
-    assert item_stats([3, 4, 5], var_floor=2.0).ci_high == pytest.approx(
-        4 + 4.3027 * math.sqrt(2 / 3), abs=1e-3
-    )
-    assert item_stats([3, 4, 5], var_floor=0.5).ci_high == pytest.approx(
-        4 + 4.3027 * math.sqrt(1 / 3), abs=1e-3
-    )
+    assert item_stats([3, 4, 5], var_floor=2.0).half == pytest.approx(4.3027 * math.sqrt(2 / 3), abs=1e-3)
+    assert item_stats([3, 4, 5], var_floor=0.5).half == pytest.approx(4.3027 * math.sqrt(1 / 3), abs=1e-3)
 
 
 def test_item_stats_single_sample_gets_df_1_and_a_wide_interval() -> None:
     st = item_stats([3])
     assert (st.var, st.df) == (0.0, 1.0)
-    assert st.ci_high - 3 == pytest.approx(12.7062 * math.sqrt(1 / 12), abs=1e-3)
+    assert st.half == pytest.approx(12.7062 * math.sqrt(1 / 12), abs=1e-3)
+    assert (st.ci_low, st.ci_high) == (1.0, 5.0)  # ±3.67 around 3: cut to the scale
 
 
 def test_item_stats_confidence_level() -> None:
     st = item_stats([3, 4, 5], confidence=0.90)
-    assert st.ci_high - 4 == pytest.approx(2.9200 * math.sqrt(1 / 3), abs=1e-3)
+    assert st.half == pytest.approx(2.9200 * math.sqrt(1 / 3), abs=1e-3)
     with pytest.raises(ValueError):
         item_stats([])
     with pytest.raises(ValueError):
@@ -455,3 +453,17 @@ def test_history_adds_a_session_wide_shift_only_when_its_f_test_sees_one() -> No
     assert loud is not None and loud.shared_p == 0.0
     d = drift([[3], [4], [2]], [[3], [4], [2]], tolerance=0.5, history=loud, prior=Prior())
     assert d.shared_source == "history" and d.var_shared > 0
+
+
+def test_every_interval_of_a_mean_of_scores_stays_on_the_scale() -> None:
+    from pytest_aimeasure.measure.repeats import repeat_stats
+    from pytest_aimeasure.measure.stats import scale_interval
+
+    # The case: repeats=3 scored 4, 2, 5 reached -0.13; an escalated 3.67 read [-0.13, 7.46].
+    assert repeat_stats([[4], [2], [5]]).ci_low == 1.0
+    st = item_stats([1, 5, 5])
+    assert (st.ci_low, st.ci_high) == (1.0, 5.0) and st.half > 2
+    dim = dimension_stats([[5, 5, 5]] * 5)
+    assert dim.ci_high == 5.0 and dim.ci_low == pytest.approx(5 - dim.half)
+    assert scale_interval(4.9, 0.3) == (pytest.approx(4.6), 5.0)
+    assert scale_interval(3.0, 0.5) == (2.5, 3.5)  # an interval inside the scale is the t interval
