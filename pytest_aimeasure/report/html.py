@@ -19,8 +19,9 @@ from typing import Any
 
 from pytest_aimeasure.measure.version import __version__
 from pytest_aimeasure.report import charts
+from pytest_aimeasure.report.advice import next_command
 from pytest_aimeasure.report.charts import REPORT_EXTRA, DimensionPoint, ReportDependencyError
-from pytest_aimeasure.report.markdown import SEVERITY_ORDER, next_command
+from pytest_aimeasure.report.markdown import SEVERITY_ORDER
 from pytest_aimeasure.report.model import SessionReport, as_report, interval_text
 from pytest_aimeasure.report.results import CalibrationFigure, SessionResults
 from pytest_aimeasure.report.trends import DimensionTrend

@@ -7,7 +7,8 @@ characters that would open HTML or break a table (``<``, ``>``, ``|``, backticks
 
 from __future__ import annotations
 
-from pytest_aimeasure.compare.drift import REBASELINE, DimensionComparison
+from pytest_aimeasure.compare.drift import DimensionComparison
+from pytest_aimeasure.report.advice import next_command
 from pytest_aimeasure.report.model import DimensionRow, SessionReport, as_report, interval_text
 from pytest_aimeasure.report.results import SessionResults
 
@@ -32,20 +33,6 @@ def _delta(d: DimensionComparison | None) -> str:
     if d.delta_ci is not None:
         text += f" [{d.delta_ci[0]:+.2f}, {d.delta_ci[1]:+.2f}]"
     return text
-
-
-def next_command(report: SessionReport) -> str:
-    """What to run next, given how the session ended."""
-    results = report.results
-    kinds = {f.kind for f in results.findings if f.severity in ("fail", "warn")}
-    run = results.run_id or "latest"
-    if "not_comparable" in kinds or "improved" in kinds:
-        return f"{REBASELINE}   # the judge changed or the baseline is stale: re-baseline, then commit it"
-    if not results.passed:
-        return f"aimeasure show {run}   # then: aimeasure report {run} -o aimeasure-report.html"
-    if results.dimensions and all(d.verdict == "new" for d in results.dimensions.values()):
-        return f"{REBASELINE}   # record the first baseline, then commit it"
-    return f"aimeasure report {run} -o aimeasure-report.html   # trends and every sample"
 
 
 def _dimension_line(row: DimensionRow) -> str:

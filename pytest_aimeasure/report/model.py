@@ -178,6 +178,8 @@ class SessionReport:
         new = sum(1 for f in results.findings if f.kind == "new")
         if self.comparison is not None:
             new = max(new, sum(1 for c in self.comparison.items.values() if c.verdict == "new"))
+        if results.baseline.get("update") is not None:
+            new = 0  # this run wrote them into the baseline
         for name, value in (
             ("gates", _gate_counts(results.items)),
             ("dimensions", rows),

@@ -9,8 +9,6 @@ fine); pytest's terminal writer drops the colour under ``--color=no`` or when ou
 
 from __future__ import annotations
 
-import re
-import shlex
 import textwrap
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
@@ -23,6 +21,7 @@ from tabulate import tabulate
 
 from pytest_aimeasure.measure.models import Finding
 from pytest_aimeasure.measure.runtime import PIPELINE_ASIDE
+from pytest_aimeasure.report.advice import next_steps, resume_step
 from pytest_aimeasure.report.model import ReportSettings, SessionReport, interval_text
 from pytest_aimeasure.report.repeat_lines import repeat_lines
 
@@ -265,6 +264,12 @@ def sampling_line(summary: dict[str, Any]) -> str | None:
 SHOWN_IN_TABLE = {"regressed", "not_comparable", "improved", "inconclusive", "underpowered"}
 
 
+def listed_findings(summary: SessionReport) -> list[Finding]:
+    """The findings the default verbosity lists one by one (the drift table shows the others; the
+    run's one "no baseline yet" line is in the closing lines): what ``-q`` points at."""
+    return [f for f in summary.results.findings if f.kind not in SHOWN_IN_TABLE and f.kind != "new"]
+
+
 def stepped_aside_lines(items: Sequence[ItemResult]) -> list[str]:
     """A note for the items the judge pipeline left to another plugin (judged while they ran)."""
     reasons = Counter(str(r.extra[PIPELINE_ASIDE]) for r in items if r.extra.get(PIPELINE_ASIDE))
@@ -283,11 +288,11 @@ def summary_lines(summary: SessionReport, verbosity: int = 0) -> list[str]:
         else f"{gates}; judging off (--ai-judge)"
     )
     rows = comparison_rows(summary)
-    detail = [f for f in summary.results.findings if f.kind not in SHOWN_IN_TABLE and f.kind != "new"]
+    detail = listed_findings(summary)
     new_count = summary.new_count
     if summary.interrupted:
         lines.append(interrupted_line(summary))
-    elif not rows and not detail:
+    elif not rows and not detail and not summary.results.failed_because:
         lines.append(Styled(quiet_line(summary, new_count), "green"))
     elif summary.stable:
         lines.append(Styled("stable: " + ", ".join(summary.stable), "green"))
@@ -353,9 +358,7 @@ def _closing_lines(summary: SessionReport) -> list[str]:
 def quiet_summary(summary: SessionReport) -> list[str]:
     """Under ``-q``: the verdict, then each finding that fails the run (headline and message)."""
     failing = [f for f in summary.results.findings if f.severity == "fail"]
-    look = bool(comparison_rows(summary)) or any(
-        f.kind not in SHOWN_IN_TABLE and f.kind != "new" for f in summary.results.findings
-    )
+    look = bool(comparison_rows(summary)) or bool(listed_findings(summary))
     if summary.results.failed_because:
         lines: list[str] = [_failed_line(summary)]
     elif summary.interrupted:
@@ -426,73 +429,6 @@ def quiet_line(summary: SessionReport, new_count: int) -> str:
     return text + "."
 
 
-_DROP = (
-    "--update-baseline",
-    "--prune-baseline",
-    "--aimeasure-resume",
-    "--aimeasure-rejudge",
-    "--aimeasure-json",
-    "--junitxml",
-    "--junit-xml",
-)
-_TAKES_PATH = ("--aimeasure-json", "--junitxml", "--junit-xml")  # always followed by their value
-_RUN_ID = re.compile(r"^(latest|\d{8}T\d{6}Z-[0-9a-f]+)$")
-
-
-def rerun(summary: SessionReport, *flags: str) -> str:
-    """This session's own command line with ``flags`` added, so the advice runs the same tests."""
-    args = list(summary.args)
-    kept: list[str] = []
-    skip_value: str | None = None
-    for arg in args:
-        if skip_value is not None:
-            flag, skip_value = skip_value, None
-            if flag in _TAKES_PATH or _RUN_ID.match(arg):
-                continue
-        name = arg.partition("=")[0]
-        if name in _DROP:
-            if "=" not in arg and name not in ("--update-baseline", "--prune-baseline"):
-                skip_value = name
-            continue
-        kept.append(arg)
-    if "--ai-judge" not in kept:
-        kept.insert(0, "--ai-judge")
-    return shlex.join(["pytest", *kept, *flags])
-
-
-def resume_flag(summary: SessionReport) -> tuple[str, ...]:
-    run_id = summary.results.run_id
-    return (f"--aimeasure-resume={run_id}",) if run_id else ("--aimeasure-resume",)
-
-
-def update_advice(summary: SessionReport) -> str:
-    """This session's command with --update-baseline, and what it would remove besides updating.
-
-    The advice never hides a removal: an update removes only the entries of tests that no longer
-    exist in a whole-suite run (``summary.gone``), and it says so when there are any.
-    """
-    command = rerun(summary, "--update-baseline")
-    if summary.gone:
-        command += (
-            f"  (it also drops the {len(summary.gone)} baseline entries of tests that no longer exist: "
-            + ", ".join(summary.gone[:3])
-            + (", …" if len(summary.gone) > 3 else "")
-            + ")"
-        )
-    return command
-
-
-def resume_step(summary: SessionReport) -> str | None:
-    """After an interruption, the command that continues the run."""
-    if not summary.interrupted or summary.results.run_id is None:
-        return None
-    # What was judged is journaled: the rest is judged by resuming, without paying twice.
-    return (
-        f"run {summary.results.run_id} was interrupted: continue it with  "
-        + rerun(summary, *resume_flag(summary))
-    )
-
-
 def interrupted_line(summary: SessionReport) -> Styled:
     """Instead of "nothing needs a look" when the session was interrupted: nothing is concluded."""
     return Styled(
@@ -500,46 +436,6 @@ def interrupted_line(summary: SessionReport) -> Styled:
         "the items not measured are not compared.",
         "yellow",
     )
-
-
-def next_steps(summary: SessionReport, new_count: int) -> list[str]:
-    kinds = {f.kind for f in summary.results.findings}
-    steps: list[str] = []
-    resume = resume_step(summary)
-    if resume is not None:
-        steps.append(resume)
-    if "not_comparable" in kinds and not summary.settings.update_baseline:
-        steps.append(f"the judge (ruler) changed: re-baseline with  {update_advice(summary)}")
-    run_id = summary.results.run_id or "latest"
-    store = summary.settings.store
-    # The CLI looks in ./.aimeasure by default: name the store when the session used another one.
-    store_arg = "" if store == Path.cwd() / ".aimeasure" else f"--store {shlex.quote(str(store))} "
-    show = f"aimeasure {store_arg}show {run_id}"
-    if kinds & {"floor_breach", "regressed"}:
-        steps.append(f"read the artifacts and rationales behind the reds:  {show}")
-    if "regressed" in kinds:
-        steps.append(f"after a deliberate change, accept it with  {update_advice(summary)}")
-    if "improved" in kinds and "regressed" not in kinds:
-        steps.append(
-            f"the baseline is stale: record the improvement with  {update_advice(summary)}"
-        )
-    if "judge_error" in kinds:
-        steps.append(
-            "judge errors leave no score; judge only what is missing with  "
-            + rerun(summary, *resume_flag(summary))
-        )
-    if "budget" in kinds:
-        steps.append(f"raise --judge-budget-usd and continue with  {rerun(summary, *resume_flag(summary))}")
-    if summary.gone and not summary.settings.update_baseline and not steps:
-        steps.append(
-            f"{len(summary.gone)} baseline entries belong to tests that no longer exist; if they were "
-            f"removed or renamed on purpose, drop them with  {rerun(summary, '--update-baseline')}"
-        )
-    if new_count and not summary.settings.update_baseline and not steps:
-        steps.append(f"record the new items in the baseline with  {update_advice(summary)}")
-    if not steps:
-        return []
-    return ["", "Next:", *(f"  {step}" for step in steps)]
 
 
 def write_dry_run(

@@ -70,9 +70,42 @@ def _escalated(m: Measurement, nodeid: str) -> Finding:
     )
 
 
+def _failed_gate(result: ItemResult) -> Finding:
+    """A failed gate is a red of its own: the reason the run is red, with its assertion."""
+    return Finding(
+        kind="gate_failed",
+        severity="fail",
+        subject=result.nodeid,
+        nodeid=result.nodeid,
+        message=f"gate failed: {result.message or result.outcome}",
+    )
+
+
+def _one_new_line(findings: list[Finding], *, wrote_baseline: bool) -> list[Finding]:
+    """'No baseline entry yet' once for the run, naming its dimensions, instead of a box per dimension;
+    nothing when this run just wrote the baseline."""
+    new = [f for f in findings if f.kind == "new"]
+    rest = [f for f in findings if f.kind != "new"]
+    if not new or wrote_baseline:
+        return rest
+    names = sorted({f.subject for f in new})
+    shown = ", ".join(names[:8]) + (f", … ({len(names) - 8} more)" if len(names) > 8 else "")
+    one = Finding(
+        kind="new",
+        severity="info",
+        subject="baseline",
+        message=f"no baseline entry yet for {len(names)} dimension(s): {shown}; record them with "
+        "--update-baseline",
+        detail={"dimensions": names},
+    )
+    return [*rest, one]
+
+
 def _floor_and_error_findings(state: SessionState) -> list[Finding]:
     out: list[Finding] = []
     for result in state.results.values():
+        if result.kind == "gate" and result.outcome in ("failed", "error"):
+            out.append(_failed_gate(result))
         out += [_floor_breach(m, result.nodeid) for m in result.measurements if m.breached]
         out += [_escalated(m, result.nodeid) for m in result.measurements if m.escalation is not None]
         if result.judge_error:
@@ -157,7 +190,9 @@ class _SessionEnd:
     def of(cls, state: SessionState, session: pytest.Session) -> _SessionEnd:
         from pytest_aimeasure.store.baseline import coverage_from_results, gone_entries
 
-        outcome = Outcome(interrupted=session.exitstatus == pytest.ExitCode.INTERRUPTED)
+        # A collection error stops pytest with INTERRUPTED too: nothing was judged to resume.
+        interrupted = session.exitstatus == pytest.ExitCode.INTERRUPTED and not state.collection_errors
+        outcome = Outcome(interrupted=interrupted)
         whole = state.whole_suite(session)
         measurements = [m for r in state.results.values() for m in r.measurements]
         # The one rule for what an update may remove (baseline.keep_reason) also decides what is
@@ -281,11 +316,15 @@ class _SessionEnd:
     def decide(self, failures: list[SessionFailure]) -> None:
         """Passed or failed, and why; a failed session's exit status is set here, never raised."""
         outcome, session = self.outcome, self.session
+        wrote = outcome.baseline_update is not None
+        outcome.findings = _one_new_line(outcome.findings, wrote_baseline=wrote)
         found, reasons = session_failures(outcome.findings)
         outcome.failures = failures + found
         outcome.failed_because += reasons
         if session.testsfailed:
-            outcome.failed_because.insert(0, failed_tests_reason(session.testsfailed))
+            results = self.state.results.values()
+            failed = sorted(r.nodeid for r in results if r.outcome in ("failed", "error"))
+            outcome.failed_because.insert(0, failed_tests_reason(session.testsfailed, failed))
         outcome.passed = not outcome.failed_because
         if outcome.failed_because and session.exitstatus == pytest.ExitCode.OK:
             session.exitstatus = pytest.ExitCode.TESTS_FAILED

@@ -3,7 +3,7 @@ reasons it failed. Written by :mod:`pytest_aimeasure.session.conclude`, read int
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -95,6 +95,8 @@ def session_failures(findings: Iterable[Finding]) -> tuple[list[SessionFailure],
     return failures, reasons
 
 
-def failed_tests_reason(count: int) -> str:
-    """``failed_because``'s first reason when tests failed."""
-    return f"{count} test(s) failed (gates, floors or judge errors)"
+def failed_tests_reason(count: int, nodeids: Sequence[str] = ()) -> str:
+    """``failed_because``'s first reason when tests failed, naming each of them."""
+    shown = [*nodeids[:10], f"… ({len(nodeids) - 10} more)"] if len(nodeids) > 10 else list(nodeids)
+    named = f": {', '.join(shown)}" if shown else ""
+    return f"{count} test(s) failed (gates, floors or judge errors){named}"

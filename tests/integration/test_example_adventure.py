@@ -108,7 +108,9 @@ def test_exactly_the_two_deliberate_failures_fail_the_run(example: ExampleRun) -
     failed = sorted(i["nodeid"] for i in example.results["items"] if i["outcome"] in ("failed", "error"))
     assert failed == ["test_adventure.py::test_in_character_voice[seed6-margaret]", LOOP_GATE], example.stdout
     assert example.returncode == 1
-    assert example.results["failed_because"] == ["2 test(s) failed (gates, floors or judge errors)"]
+    assert example.results["failed_because"] == [
+        "2 test(s) failed (gates, floors or judge errors): " + ", ".join(failed)
+    ]
     assert "2 failed, 24 passed, 4 skipped" in example.stdout
 
 
@@ -311,7 +313,7 @@ def test_calibrate_reports_the_judge_against_the_human_labels_and_keeps_it(tmp_p
     path = copy_example(tmp_path)
     run = run_example(path, "--judge-calibrate", "--judge-bias")
     assert run.returncode == 1  # the two deliberate failures; the ruler itself is calibrated
-    assert run.results["failed_because"] == ["2 test(s) failed (gates, floors or judge errors)"]
+    assert run.results["failed_because"][0].startswith("2 test(s) failed (gates, floors or judge errors): ")
     entry = run.results["calibration_summary"][VOICE]
     assert entry["status"] == "calibrated" and entry["fresh"]
     c = entry["calibration"]

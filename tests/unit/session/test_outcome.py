@@ -56,3 +56,6 @@ def test_session_failures_name_each_failing_finding_and_each_reason_once_in_orde
     assert reasons == [reason["drift"], reason["budget"], reason["uncalibrated"]]
     assert session_failures([finding("regressed", severity="warn")]) == ([], [])
     assert failed_tests_reason(2) == "2 test(s) failed (gates, floors or judge errors)"
+    assert failed_tests_reason(2, ["t.py::a", "t.py::b"]) == (
+        "2 test(s) failed (gates, floors or judge errors): t.py::a, t.py::b"
+    )

@@ -1,0 +1,73 @@
+"""The real red first (issue 22.4 and 22.5): a failed gate is a FAIL finding with its assertion, "no
+baseline yet" is one line for the run, the reason names every failing test, and a collection error is
+not told that nothing needs a look nor to resume."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.conftest import read_results
+from tests.scripted import SCRIPTED_ARGS, scores_conftest
+
+TESTS = """
+import pytest
+
+@pytest.fixture(scope="module")
+def reply(aimeasure_artifact):
+    return aimeasure_artifact("reply", lambda: "a reply")
+
+@pytest.mark.gate
+def test_gate(reply):
+    assert "walk" in reply.text, "1 of 6 walks failed on seed5"
+
+@pytest.mark.dimension("tone", rubric="5 = right tone", floor=3.0)
+def test_tone(judge):
+    judge.score("a tone")
+
+@pytest.mark.dimension("clarity", rubric="5 = clear", floor=3.0)
+def test_clarity(judge):
+    judge.score("clear")
+
+@pytest.mark.dimension("wit", rubric="5 = witty", floor=4.0)
+def test_wit(judge):
+    judge.score("witty")
+"""
+
+
+def test_a_failed_gate_is_a_fail_finding_and_no_baseline_is_one_line(pytester: pytest.Pytester) -> None:
+    pytester.makeconftest(scores_conftest(default=[4, 4, 4]))
+    (pytester.path / "scores.json").write_text('{"test_wit": [2, 2, 2]}')
+    pytester.makepyfile(test_subject=TESTS)
+    result = pytester.runpytest(*SCRIPTED_ARGS, "--aimeasure-json", "out.json")
+    result.assert_outcomes(passed=2, failed=2)
+    data = read_results(pytester.path / "out.json")
+    gates = [f for f in data["findings"] if f["kind"] == "gate_failed" and f["severity"] == "fail"]
+    assert [g["subject"] for g in gates] == ["test_subject.py::test_gate"]
+    assert "1 of 6 walks failed on seed5" in gates[0]["message"]
+    new = [f for f in data["findings"] if f["kind"] == "new"]
+    assert len(new) == 1 and "3 dimension(s): clarity, tone, wit" in new[0]["message"]
+    reason = data["failed_because"][0]
+    assert "test_subject.py::test_gate" in reason and "test_subject.py::test_wit" in reason
+    result.stdout.fnmatch_lines(["*[[]fail[]] gate failed: test_subject.py::test_gate", "*1 of 6 walks*"])
+
+
+def test_the_run_that_writes_the_baseline_lists_no_new_finding(pytester: pytest.Pytester) -> None:
+    pytester.makeconftest(scores_conftest(default=[4, 4, 4]))
+    pytester.makepyfile(test_subject=TESTS.split("@pytest.mark.gate")[0] + "def test_ok():\n    pass\n")
+    (pytester.path / "scores.json").write_text("{}")
+    result = pytester.runpytest(*SCRIPTED_ARGS, "--update-baseline", "--aimeasure-json", "out.json")
+    assert result.ret == 0
+    data = read_results(pytester.path / "out.json")
+    assert [f for f in data["findings"] if f["kind"] == "new"] == []
+    assert "record" not in result.stdout.str().split("aimeasure ====")[-1]
+
+
+def test_a_collection_error_is_neither_fine_nor_interrupted(pytester: pytest.Pytester) -> None:
+    pytester.makeconftest(scores_conftest(default=[4, 4, 4]))
+    (pytester.path / "scores.json").write_text("{}")
+    pytester.makepyfile(test_broken="import no_such_module_here\n", test_fine=TESTS)
+    result = pytester.runpytest(*SCRIPTED_ARGS)
+    text = result.stdout.str()
+    assert "error" in text.lower()
+    assert "nothing needs a look" not in text
+    assert "--aimeasure-resume" not in text and "interrupted: continue" not in text
