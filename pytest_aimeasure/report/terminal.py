@@ -592,8 +592,13 @@ def _plan_cost(settings: ReportSettings, plan: _Plan, rejudge: Mapping[str, int]
 
 
 def no_price_reason(models: Sequence[str] | None = None) -> str:
-    """Why a cost is unknown: 'no price for this model in litellm's price map'."""
+    """Why a cost is unknown: no price in litellm's price map, or no litellm (a core install) to ask."""
+    import importlib.util
+
     what = "this model" if not models else ", ".join(models)
+    if importlib.util.find_spec("litellm") is None:
+        extra = "pip install 'pytest-aimeasure[litellm]'"
+        return f"no price for {what}: prices come with the [litellm] extra, {extra}"
     return f"no price for {what} in litellm's price map"
 
 

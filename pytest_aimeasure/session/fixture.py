@@ -53,7 +53,7 @@ def floor_message(m: Measurement) -> str:
     lowest = m.lowest
     scores = ", ".join(str(s) for s in m.scores)
     lines = [
-        f"{m.dimension}: mean {interval_text(m.mean, (m.ci_low, m.ci_high))} "
+        f"{m.dimension}: mean {interval_text(m.mean, (m.ci_low, m.ci_high)).split(' [')[0]} "
         f"(95% CI {m.ci_low:.2f}–{m.ci_high:.2f}, "
         f"n={m.n}) is below the floor {m.floor:g}",
         f"samples: {scores}",

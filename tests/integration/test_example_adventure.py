@@ -170,7 +170,10 @@ def test_dimensions_behind_the_failed_gate_are_skipped_and_never_judged(example:
     for item in skipped.values():
         assert item["message"] == f"gate failed: {LOOP_GATE}"
         assert item["measurements"] == []
-    assert len(example.findings("gate_failed")) == 4
+    gate = [f for f in example.findings("gate_failed") if f["severity"] == "fail"]
+    assert [f["subject"] for f in gate] == [LOOP_GATE]  # the red itself, with its assertion
+    assert "1 of 6 walks failed on adventure-seed5" in gate[0]["message"]
+    assert len([f for f in example.findings("gate_failed") if f["severity"] == "info"]) == 4
     assert not LOOP_DIMENSIONS & journaled_nodeids(example.path, example.results["run_id"])
     assert example.results["spend"]["calls"] == JUDGED_ITEMS * SAMPLES
 

@@ -38,7 +38,7 @@ def test_floor_breach_message_shows_mean_ci_samples_lowest_rationale_and_excerpt
     result.assert_outcomes(passed=1, failed=1)
     result.stdout.fnmatch_lines(
         [
-            "*FloorBreach: tone: mean 2.33 ± * (95% CI *, n=3) is below the floor 3",
+            "*FloorBreach: tone: mean 2.33 (95% CI 1.00–3.77, n=3) is below the floor 3",
             "*samples: 2, 2, 3",
             "*lowest sample (#0, score 2): warmth phrase in sample 0: 'I appreciate'",
             "*artifact excerpt:",

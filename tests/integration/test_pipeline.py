@@ -291,7 +291,8 @@ def test_short_summary_and_line_traceback_carry_the_verdicts_message(
     result.stdout.fnmatch_lines(
         [
             "ERROR test_short.py::test_judge_error - judge error: no valid verdict*",
-            "FAILED test_short.py::test_tone[[]b[]] - FloorBreach: tone: mean 2.33 ± * is below the floor 3",
+            "FAILED test_short.py::test_tone[[]b[]] - FloorBreach: tone: mean 2.33 (95% CI 1.00–3.77, n=3) "
+            "is below the floor 3",
         ],
         consecutive=False,
     )
@@ -299,7 +300,7 @@ def test_short_summary_and_line_traceback_carry_the_verdicts_message(
     result = project.runpytest_subprocess(*args, "--tb=line")
     where = f"{project.path}/test_short.py:6"
     result.stdout.fnmatch_lines(
-        [f"{where}: FloorBreach: tone: mean 2.33 ± * (95% CI *, n=3) is below the floor 3"]
+        [f"{where}: FloorBreach: tone: mean 2.33 (95% CI 1.00–3.77, n=3) is below the floor 3"]
     )
     # ... the failure section still shows the whole verdict, without a traceback ...
     result = project.runpytest_subprocess(*args)
