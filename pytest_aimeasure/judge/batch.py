@@ -11,10 +11,13 @@ each time, at most :data:`MAX_POLL_S`) until it ends, and each result settles th
 it, which goes on as any judge call would (validation, a retry with feedback, the journal).
 
 Every request has a ``custom_id`` derived from its body and sample (the same call in a later session
-gets the same id). The moment a batch is submitted, its id and custom_ids are appended (fsync-ed) to
-the run's batch journal (``batches-<writer>.jsonl`` in the run folder), so a session that was killed
-while a batch was in flight and is resumed with ``--aimeasure-resume`` polls that batch for those
-requests and never submits them again.
+gets the same id). Before a batch is created, its custom_ids are appended (fsync-ed) to the run's
+batch journal (``batches-<writer>.jsonl`` in the run folder) as an intent; the moment it exists, its
+id is appended with them, so a session that was killed while a batch was in flight and is resumed
+with ``--aimeasure-resume`` polls that batch for those requests and never submits them again. A kill
+between the create and the journaled id leaves only the intent: the resumed session first looks the
+batch up among the provider's recent batches (:meth:`BatchAPI.find`) and polls it when it is there.
+A create answered without a batch id is refused at once (nothing could ever poll it).
 
 A result that failed:
 
@@ -76,6 +79,10 @@ def custom_id(body: dict[str, Any], sample: str) -> str:
 JOURNAL_GLOB = "batches-*.jsonl"
 """The batch journals of a run folder (one per writing process)."""
 
+FIND_SLACK_S = 300.0
+"""A batch looked up for a journaled intent may have been created this long before the intent was
+written (the provider's clock and ours differ)."""
+
 
 class BatchJournal:
     """The run's record of submitted batches: ``batches-<writer>.jsonl`` in the run folder, one line a
@@ -85,23 +92,59 @@ class BatchJournal:
         self.run_path = run_path
         self.path = run_path / f"batches-{writer}.jsonl"
 
-    def known(self) -> dict[str, str]:
-        """custom_id -> the batch it was last submitted in, over every writer's file of the run."""
-        found: dict[str, tuple[float, str]] = {}
+    def _entries(self) -> list[tuple[float, str | None, list[str]]]:
+        """(at, batch id or None for an intent, custom_ids) of every writer's file of the run."""
+        entries: list[tuple[float, str | None, list[str]]] = []
         for path in sorted(self.run_path.glob(JOURNAL_GLOB)):
             with contextlib.suppress(OSError), path.open(encoding="utf-8") as handle:
                 for line in handle:
                     try:
                         entry = json.loads(line)
-                        batch_id, at, ids = str(entry["batch_id"]), float(entry["at"]), entry["custom_ids"]
-                    except (ValueError, KeyError, TypeError):
+                        batch_id = entry.get("batch_id")
+                        at, ids = float(entry["at"]), [str(cid) for cid in entry["custom_ids"]]
+                    except (ValueError, KeyError, TypeError, AttributeError):
                         continue  # a torn last line of a killed process
-                    for cid in ids:
-                        if cid not in found or found[cid][0] <= at:
-                            found[str(cid)] = (at, batch_id)
+                    entries.append((at, None if batch_id is None else str(batch_id), ids))
+        return entries
+
+    def known(self) -> dict[str, str]:
+        """custom_id -> the batch it was last submitted in, over every writer's file of the run."""
+        found: dict[str, tuple[float, str]] = {}
+        for at, batch_id, ids in self._entries():
+            if batch_id is None:
+                continue
+            for cid in ids:
+                if cid not in found or found[cid][0] <= at:
+                    found[cid] = (at, batch_id)
         return {cid: batch for cid, (_, batch) in found.items()}
 
+    def orphans(self) -> dict[str, float]:
+        """custom_id -> when its batch was about to be created, for the intents whose batch id was
+        never journaled (the process died between the create and the journal): the batch may exist."""
+        entries = self._entries()
+        submitted: dict[str, float] = {}
+        for at, batch_id, ids in entries:
+            if batch_id is not None:
+                for cid in ids:
+                    submitted[cid] = max(submitted.get(cid, at), at)
+        orphaned: dict[str, float] = {}
+        for at, batch_id, ids in entries:
+            if batch_id is None:
+                for cid in ids:
+                    if submitted.get(cid, float("-inf")) < at:
+                        orphaned[cid] = at
+        return orphaned
+
+    def intend(self, custom_ids: list[str]) -> float:
+        """Journal that a batch of ``custom_ids`` is about to be created; returns when (epoch s)."""
+        at = time.time()
+        self._append({"at": at, "custom_ids": custom_ids})
+        return at
+
     def submitted(self, batch_id: str, custom_ids: list[str]) -> None:
+        self._append({"batch_id": batch_id, "at": time.time(), "custom_ids": custom_ids})
+
+    def _append(self, entry: dict[str, Any]) -> None:
         # The store's append file ends a torn line a killed writer left, so this entry stays readable
         # (glued to a fragment, known() would skip it and a resume would pay for the batch again).
         from pytest_aimeasure.store.runs import AppendFile
@@ -109,7 +152,6 @@ class BatchJournal:
         self.run_path.mkdir(parents=True, exist_ok=True)
         journal = AppendFile(self.path)
         try:
-            entry = {"batch_id": batch_id, "at": time.time(), "custom_ids": custom_ids}
             journal.append_line(json.dumps(entry))
         finally:
             journal.close()
@@ -150,6 +192,11 @@ class BatchAPI(Protocol):
 
     async def poll(self, batch_id: str) -> Polled: ...
 
+    async def find(self, custom_ids: set[str], since: float) -> str | None:
+        """A batch created at or after ``since`` (epoch s) that holds ``custom_ids``, if the provider
+        lists one among its recent batches."""
+        ...
+
     def results(self, batch_id: str) -> AsyncIterator[Result]:
         """The ended batch's results."""
         ...
@@ -167,7 +214,19 @@ class AnthropicBatches:
     async def submit(self, bodies: dict[str, dict[str, Any]]) -> str:
         requests = [{"custom_id": cid, "params": body} for cid, body in bodies.items()]
         batch = await self._client().messages.batches.create(requests=requests)
-        return str(batch.id)
+        return _batch_id(self.provider, "POST /v1/messages/batches", batch)
+
+    async def find(self, custom_ids: set[str], since: float) -> str | None:
+        # A Message Batch shows its custom_ids only in its results, once it has ended: one created
+        # after the intent with as many requests is taken (a request it turns out not to hold is
+        # reported missing by its results and retried in a new batch).
+        page = await self._client().messages.batches.list(limit=100)
+        for batch in page.data:
+            counts = batch.request_counts
+            total = counts.processing + counts.succeeded + counts.errored + counts.canceled + counts.expired
+            if batch.created_at.timestamp() >= since - FIND_SLACK_S and total == len(custom_ids):
+                return str(batch.id)
+        return None
 
     async def poll(self, batch_id: str) -> Polled:
         batch = await self._client().messages.batches.retrieve(batch_id)
@@ -217,13 +276,36 @@ class OpenAIBatches:
             json.dumps({"custom_id": cid, "method": "POST", "url": "/v1/chat/completions", "body": body})
             for cid, body in bodies.items()
         ]
-        upload = await self._litellm.acreate_file(
-            file=("aimeasure-batch.jsonl", ("\n".join(lines) + "\n").encode()), purpose="batch", **self._where
-        )
-        batch = await self._litellm.acreate_batch(
-            completion_window="24h", endpoint="/v1/chat/completions", input_file_id=upload.id, **self._where
-        )
-        return str(batch.id)
+        from pydantic import ValidationError
+
+        try:
+            upload = await self._litellm.acreate_file(
+                file=("aimeasure-batch.jsonl", ("\n".join(lines) + "\n").encode()),
+                purpose="batch",
+                **self._where,
+            )
+        except ValidationError:  # litellm validates the reply: one without an id fails here
+            upload = None
+        file_id = _batch_id(self.provider, "POST /v1/files", upload)
+        try:
+            batch = await self._litellm.acreate_batch(
+                completion_window="24h", endpoint="/v1/chat/completions", input_file_id=file_id, **self._where
+            )
+        except ValidationError:
+            batch = None
+        return _batch_id(self.provider, "POST /v1/batches", batch)
+
+    async def find(self, custom_ids: set[str], since: float) -> str | None:
+        # An OpenAI batch names its input file, whose lines carry the custom_ids: an exact match.
+        listed = await self._litellm.alist_batches(limit=100, **self._where)
+        for batch in getattr(listed, "data", None) or []:
+            if float(getattr(batch, "created_at", 0) or 0) < since - FIND_SLACK_S or not batch.input_file_id:
+                continue
+            content = await self._litellm.afile_content(file_id=batch.input_file_id, **self._where)
+            lines = content.content.decode("utf-8").splitlines()
+            if {str(json.loads(line).get("custom_id")) for line in lines if line.strip()} == custom_ids:
+                return str(batch.id)
+        return None
 
     async def poll(self, batch_id: str) -> Polled:
         # litellm's own success logging would download a completed batch's output once more to price
@@ -300,6 +382,8 @@ class Batcher:
         self.linger_s = linger_s
         self.max_requests = max_requests
         self._known = journal.known() if journal is not None else {}
+        self._orphans = journal.orphans() if journal is not None else {}
+        self._lookups: dict[float, dict[str, dict[str, Any]]] = {}
         self._waiting: dict[str, asyncio.Future[Any]] = {}
         self._open = _Open()
         self._resumed_polls: dict[str, asyncio.Task[None]] = {}
@@ -314,8 +398,11 @@ class Batcher:
         if waiting is None:
             waiting = self._waiting[cid] = asyncio.get_running_loop().create_future()
             batch_id = self._known.pop(cid, None)
+            intended = self._orphans.pop(cid, None)
             if batch_id is not None:
                 self._resume(batch_id, cid, body)
+            elif intended is not None:
+                self._look_up(intended, cid, body)
             else:
                 self._add(cid, body)
         return await asyncio.shield(waiting)
@@ -347,6 +434,9 @@ class Batcher:
     # -- one batch -------------------------------------------------------------------------------
     async def _run(self, bodies: dict[str, dict[str, Any]]) -> None:
         try:
+            if self.journal is not None:
+                # Before the create: a kill before its id is journaled leaves a batch to look up.
+                self.journal.intend(list(bodies))
             try:
                 batch_id = await self.api.submit(bodies)
             except Exception as exc:
@@ -367,6 +457,32 @@ class Batcher:
         if poller is None or poller.done():
             # A request of that batch asked for after its results were read is collected anew.
             self._resumed_polls[batch_id] = self._spawn(self._collect_resumed(batch_id))
+
+    def _look_up(self, intended: float, cid: str, body: dict[str, Any]) -> None:
+        """``cid`` was about to be submitted in a batch whose id never reached the journal: look that
+        batch up at the provider (once per intent) before submitting it again."""
+        waiting = self._lookups.get(intended)
+        if waiting is None:
+            waiting = self._lookups[intended] = {}
+            self._spawn(self._adopt(intended))
+        waiting[cid] = body
+
+    async def _adopt(self, intended: float) -> None:
+        await asyncio.sleep(0)  # the other requests of that intent the session asks for join
+        waiting = self._lookups[intended]
+        wanted = {cid for cid, at in self._orphans.items() if at == intended} | set(waiting)
+        try:
+            batch_id = await self.api.find(wanted, intended)
+        except Exception:
+            batch_id = None  # no way to look: paying twice beats judging nothing
+        del self._lookups[intended]
+        for cid, body in waiting.items():
+            if batch_id is not None:
+                self._resume(batch_id, cid, body)
+            else:
+                self._add(cid, body)
+        if batch_id is not None and self.journal is not None:
+            self.journal.submitted(batch_id, sorted(wanted))
 
     async def _collect_resumed(self, batch_id: str) -> None:
         # Let the other requests of this batch that the session is about to ask for join the poll.
@@ -469,6 +585,17 @@ def use_batches(backend: Any, journal: BatchJournal | None, *, poll_s: float) ->
     except BackendError as exc:
         raise ValueError(str(exc)) from None
     return batcher
+
+
+def _batch_id(provider: str, call: str, reply: Any) -> str:
+    """The id a create call answered with; a reply without one is refused now, not at the first poll."""
+    found = getattr(reply, "id", None)
+    if not isinstance(found, str) or not found.strip():
+        raise BackendError(
+            f"{provider} batch API: the reply to {call} has no id; a gateway "
+            "in between may not speak the batch API: check the base URL, or drop --judge-batch"
+        )
+    return found
 
 
 def _transport_error(provider: str, doing: str, exc: Exception) -> BackendError:

@@ -25,6 +25,7 @@ import json
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from email.parser import BytesParser
@@ -106,6 +107,38 @@ class BatchDesk:
         error file)."""
         self.uploads = 0
         """OpenAI input files uploaded."""
+        self.lists = 0
+        """Batch listings (``GET /v1/messages/batches``, ``GET /v1/batches``)."""
+        self.on_create: Callable[[str], None] | None = None
+        """Called with a new batch's id once it exists, before the create is answered (a test kills
+        the client there: the batch exists, its id never reached the client)."""
+        self._drop_id = 0
+
+    def drop_id_next(self) -> None:
+        """The next create is answered 200 without the batch's ``id`` (a gateway that mangles the
+        reply); the batch is created all the same."""
+        with self._lock:
+            self._drop_id += 1
+
+    def _created(self, batch: _Batch, view: dict[str, Any]) -> tuple[int, Any]:
+        """Keep a new batch and answer its create."""
+        with self._lock:
+            self._batches[batch.id] = batch
+            self.created += 1
+            self.requests += len(batch.custom_ids)
+            drop = self._drop_id > 0
+            self._drop_id -= 1 if drop else 0
+        if self.on_create is not None:
+            self.on_create(batch.id)
+        return 200, {k: v for k, v in view.items() if k != "id"} if drop else view
+
+    def _listing(self, views: list[dict[str, Any]]) -> dict[str, Any]:
+        """A first (and only) page of batches, newest first, as both APIs page them."""
+        with self._lock:
+            self.lists += 1
+        views = views[::-1]
+        first, last = (views[0]["id"], views[-1]["id"]) if views else (None, None)
+        return {"object": "list", "data": views, "has_more": False, "first_id": first, "last_id": last}
 
     def refuse_next(self, message: str) -> None:
         """The next batch is refused whole, as an input the API cannot take: a Message Batch's
@@ -146,6 +179,10 @@ class BatchDesk:
         parts = rest.split("/") if rest else []
         if method == "POST" and not parts:
             return self._create(body or {}, base_url)
+        if method == "GET" and not parts:
+            with self._lock:
+                batches = [b for b in self._batches.values() if b.input_file_id is None]
+            return 200, self._listing([self._view(b, base_url) for b in batches])
         batch = self._get(parts[0]) if parts else None
         if batch is None:
             return 404, error_reply("anthropic", 404, f"batch not found: {path}").payload
@@ -198,11 +235,7 @@ class BatchDesk:
             results=results,
             custom_ids=ids,
         )
-        with self._lock:
-            self._batches[batch.id] = batch
-            self.created += 1
-            self.requests += len(ids)
-        return 200, self._view(batch, base_url)
+        return self._created(batch, self._view(batch, base_url))
 
     def _answer(self, params: dict[str, Any], protocol: ProtocolName = "anthropic") -> dict[str, Any]:
         path = PREFIX if protocol == "anthropic" else OPENAI_PREFIXES[1]
@@ -241,6 +274,10 @@ class BatchDesk:
                 except (ValueError, UnicodeDecodeError) as exc:
                     return _bad(f"could not parse the request body: {exc}")
                 return self._create_openai(body if isinstance(body, dict) else {})
+            if method == "GET" and not rest:
+                with self._lock:
+                    batches = [b for b in self._batches.values() if b.input_file_id is not None]
+                return 200, self._listing([self._openai_view(b) for b in batches])
             batch = self._get(rest[0]) if rest else None
             if batch is None or batch.input_file_id is None:
                 return 404, error_reply("openai", 404, f"No batch found: {path}").payload
@@ -331,11 +368,7 @@ class BatchDesk:
             input_file_id=str(body["input_file_id"]),
             failed=refused,
         )
-        with self._lock:
-            self._batches[batch.id] = batch
-            self.created += 1
-            self.requests += len(ids)
-        return 200, self._openai_view(batch)
+        return self._created(batch, self._openai_view(batch))
 
     def _openai_failed(self, batch: _Batch) -> dict[str, Any]:
         """A batch refused at validation: ``failed`` at once, nothing processed."""

@@ -77,9 +77,14 @@ def project(
     return pytester
 
 
-def journaled(path: Path) -> list[dict[str, Any]]:
-    """The entries of a batch journal (``batches-<writer>.jsonl``)."""
+def entries(path: Path) -> list[dict[str, Any]]:
+    """The entries of a batch journal (``batches-<writer>.jsonl``): intents and submitted batches."""
     return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def journaled(path: Path) -> list[dict[str, Any]]:
+    """The submitted batches of a batch journal (each follows its intent, which has no batch id)."""
+    return [entry for entry in entries(path) if "batch_id" in entry]
 
 
 def args(flavour: Flavour, *extra: str) -> list[str]:
@@ -211,9 +216,12 @@ def test_judge_batch_sends_every_sample_through_batches_at_batch_prices(
     assert data["spend"]["cost_usd"] < cost_usd(flavour.priced, usage)  # type: ignore[operator]
     runs = list((project.path / ".aimeasure" / "runs").glob("*/batches-*.jsonl"))
     assert len(runs) == 1
-    journaled = [json.loads(line) for line in runs[0].read_text().splitlines()]
-    assert sorted(e["batch_id"] for e in journaled) == sorted(server.batches.ids)
-    assert [len(e["custom_ids"]) for e in journaled] == per_batch
+    submitted = journaled(runs[0])
+    assert sorted(e["batch_id"] for e in submitted) == sorted(server.batches.ids)
+    assert [len(e["custom_ids"]) for e in submitted] == per_batch
+    # Each batch's intent was journaled too (no id yet: a kill before the id is journaled is looked up).
+    intents = [len(e["custom_ids"]) for e in entries(runs[0]) if "batch_id" not in e]
+    assert sorted(intents) == sorted(per_batch)
 
 
 def test_judge_batch_under_xdist_each_worker_submits_and_journals_its_own_batches(
@@ -343,7 +351,7 @@ def test_sigkill_while_a_batch_is_in_flight_then_resume_polls_it_and_never_resub
     try:
         while time.monotonic() < deadline and proc.poll() is None:
             found = sorted((project.path / ".aimeasure" / "runs").glob("*/batches-*.jsonl"))
-            if found and found[0].read_bytes().count(b"\n") >= 1:
+            if found and journaled(found[0]):
                 journal = found[0]
                 break
             time.sleep(0.01)
@@ -354,7 +362,7 @@ def test_sigkill_while_a_batch_is_in_flight_then_resume_polls_it_and_never_resub
     assert running and journal is not None, "the session ended before it could be killed"
     assert server.batches.created == 1 and server.batches.requests == killed * SAMPLES
     killed_batch = server.batches.ids[0]
-    assert json.loads(journal.read_text().splitlines()[0])["batch_id"] == killed_batch
+    assert [e["batch_id"] for e in journaled(journal)] == [killed_batch]
 
     server.batches.delay = 0.3
     result = project.runpytest_subprocess(*args(flavour, *pipeline, "--aimeasure-resume=latest"))
@@ -382,3 +390,52 @@ def test_dry_run_with_judge_batch_estimates_at_batch_prices(pytester: pytest.Pyt
     assert normal.ret == batched.ret == 0
     batched.stdout.fnmatch_lines(["estimated cost: $* at batch prices (assuming*"])
     assert dollars(batched) == pytest.approx(dollars(normal) / 2, rel=0.01)
+
+
+def test_a_kill_between_the_create_and_the_journaled_id_resumes_by_finding_the_batch(
+    project: pytest.Pytester, server: ProviderServer, flavour: Flavour
+) -> None:
+    # The session dies the moment its batch exists at the provider, before the create is answered:
+    # its journal holds the intent, not the id. The resumed session finds the batch among the
+    # provider's recent ones and polls it; it submits nothing again.
+    server.batches.delay = 3.0
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "pytest", *args(flavour)],
+        cwd=project.path,
+        env=dict(os.environ),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    server.batches.on_create = lambda batch_id: proc.send_signal(signal.SIGKILL)
+    try:
+        proc.wait(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(timeout=30)
+    server.batches.on_create = None
+    assert proc.returncode == -signal.SIGKILL
+    assert (server.batches.created, server.batches.requests) == (1, 2 * SAMPLES)
+    (journal,) = (project.path / ".aimeasure" / "runs").glob("*/batches-*.jsonl")
+    assert [sorted(e) for e in entries(journal)] == [["at", "custom_ids"]]  # the intent alone
+
+    server.batches.delay = 0.3
+    result = project.runpytest_subprocess(*args(flavour, "--aimeasure-resume=latest"))
+    assert result.ret == 0, result.stdout.str()
+    assert server.batches.created == 1 and server.batches.lists == 1
+    assert server.batches.read == server.batches.ids
+    data = results(project)
+    assert [m["n"] for item in data["items"] for m in item["measurements"]] == [SAMPLES, SAMPLES]
+
+
+def test_a_create_answered_without_a_batch_id_is_refused_at_create(
+    project: pytest.Pytester, server: ProviderServer, flavour: Flavour
+) -> None:
+    server.batches.drop_id_next()
+    result = project.runpytest_subprocess(*args(flavour))
+    assert result.ret == 1
+    call = "POST /v1/messages/batches" if flavour is ANTHROPIC else "POST /v1/batches"
+    result.stdout.fnmatch_lines([f"*batch API: the reply to {call} has no id*"])
+    result.assert_outcomes(errors=2)
+    # Refused at create: nothing polled a batch without an id.
+    assert (server.batches.created, server.batches.retrieves) == (1, 0)
