@@ -98,18 +98,10 @@ class Run:
 
 
 def base_env(server: ProviderServer) -> dict[str, str]:
-    env = dict(os.environ)
-    for name in ("ANTHROPIC_AUTH_TOKEN", "OPENAI_API_BASE"):
-        env.pop(name, None)
-    env.update(
-        ANTHROPIC_BASE_URL=server.url,
-        ANTHROPIC_API_KEY="test-key",
-        OPENAI_BASE_URL=server.openai_base_url,
-        OPENAI_API_KEY="test-key",
-        LITELLM_LOCAL_MODEL_COST_MAP="True",
-        INSPECT_DISPLAY="none",
-    )
-    return env
+    """judge_bench's provider environment (both SDKs at the local server), with inspect-ai quiet."""
+    from judge_bench import provider_env  # a sibling script: benchmarks/ is sys.path[0] when run
+
+    return {**provider_env(server), "INSPECT_DISPLAY": "none"}
 
 
 def timed(server: ProviderServer, command: list[str], cwd: Path, env: dict[str, str]) -> Run:
