@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from pytest_aimeasure.measure.models import Fingerprint, Measurement
-from pytest_aimeasure.measure.stats import VAR_FLOOR_DEFAULT, dimension_stats
+from pytest_aimeasure.measure.stats import VAR_FLOOR_DEFAULT, dimension_stats, items_interval
 from pytest_aimeasure.report.charts import TrendPoint
 from pytest_aimeasure.report.results import ResultItem, SessionResults, read_results
 from pytest_aimeasure.store.runs import Run, RunStore, StoreError
@@ -70,6 +70,16 @@ def _measurements(results: SessionResults) -> dict[str, list[Measurement]]:
     return out
 
 
+def _interval(ms: Sequence[Measurement], var_floor: float) -> tuple[float, float, float]:
+    """A run's dimension mean and 95% CI, as its session reported it: from the items' own intervals
+    when an item pooled generation repeats (the judge samples pooled across items leave out the
+    generation variance), else from the samples."""
+    if any(m.repeats is not None for m in ms):
+        return items_interval([(m.mean, m.ci_low, m.ci_high) for m in ms])
+    stats = dimension_stats([[float(s.score) for s in m.samples] for m in ms], var_floor=var_floor)
+    return stats.mean, stats.ci_low, stats.ci_high
+
+
 def trends(
     runs: Sequence[tuple[str, SessionResults]], *, var_floor: float = VAR_FLOOR_DEFAULT
 ) -> dict[str, DimensionTrend]:
@@ -79,7 +89,7 @@ def trends(
     previous: dict[str, Fingerprint] = {}
     for run_id, results in runs:
         for dimension, ms in sorted(_measurements(results).items()):
-            stats = dimension_stats([[float(s.score) for s in m.samples] for m in ms], var_floor=var_floor)
+            mean, low, high = _interval(ms, var_floor)
             current = ms[0].fingerprint.ruler()
             mixed = {m.fingerprint.ruler() for m in ms}
             before = previous.get(dimension)
@@ -89,13 +99,13 @@ def trends(
             previous[dimension] = current
             series = out.setdefault(dimension, DimensionTrend(dimension))
             series.runs.append(run_id)
-            series.items.append(stats.m)
+            series.items.append(len(ms))
             series.points.append(
                 TrendPoint(
                     label=short_run(run_id),
-                    mean=stats.mean,
-                    ci_low=stats.ci_low,
-                    ci_high=stats.ci_high,
+                    mean=mean,
+                    ci_low=low,
+                    ci_high=high,
                     ruler_changed=changed,
                 )
             )

@@ -264,14 +264,15 @@ def test_a_stale_calibration_supplies_no_variance_floor(
     assert stored["dimensions"]["tone"]["repeatability"]["var_floor"] == 0.01
 
     def half_width(data: dict[str, Any]) -> float:
+        # The low side: above the mean 4, a wide interval is cut at the scale's top.
         (m,) = [m for i in data["items"] for m in i["measurements"]]
         assert [s["score"] for s in m["samples"]] == [4, 4]
-        return float(m["ci_high"] - m["ci_low"]) / 2
+        return float(m["mean"] - m["ci_low"])
 
     # The same ruler: the measured noise floor sets the item's error bar.
     _, fresh = calibrated(project, "--judge-samples", "2")
     assert tone(fresh)["status"] == "calibrated"
-    calibrated_half = item_stats([4, 4], var_floor=0.01).ci_high - 4
+    calibrated_half = item_stats([4, 4], var_floor=0.01).half
     assert half_width(fresh) == pytest.approx(calibrated_half)
 
     if change == "rubric":
@@ -285,6 +286,6 @@ def test_a_stale_calibration_supplies_no_variance_floor(
         )
     _, stale = calibrated(project, "--judge-samples", "2")
     assert tone(stale)["status"] == "stale"
-    default_half = item_stats([4, 4], var_floor=VAR_FLOOR_DEFAULT).ci_high - 4
+    default_half = item_stats([4, 4], var_floor=VAR_FLOOR_DEFAULT).half
     assert half_width(stale) == pytest.approx(default_half)
     assert default_half > 2.5 * calibrated_half  # the stale floor made the bar about 3x too narrow

@@ -281,7 +281,7 @@ def test_floor_breach_fails_like_a_dimension_test_and_feeds_the_baseline(project
     result.stdout.fnmatch_lines(
         [
             "*_ demo::cold[[]loud[]] _*",
-            "tone: mean 2.00 ± * (95% CI *, n=2) is below the floor 3",
+            "tone: mean 2.00 (95% CI 1.00–*, n=2) is below the floor 3",
             "samples: 2, 2",
             "lowest sample (#0, score 2): shouting is not curt, it is rude",
             "artifact excerpt:",
