@@ -4,6 +4,8 @@
 from __future__ import annotations
 
 import json
+import os
+import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -15,6 +17,15 @@ if TYPE_CHECKING:
     from pytest_aimeasure.testing import ProviderServer, SeenRequest
 
 pytest_plugins = ["pytester"]
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """The suite starts a few hundred pytest processes (xdist workers, pytester subprocesses). Where the
+    environment forbids bytecode caches (``PYTHONDONTWRITEBYTECODE``, common in containers), each would
+    compile the plugin and rewrite its asserts anew, about 2 s of CPU a process. Set here, before xdist
+    starts its workers, so they and every subprocess inherit it; caches are written atomically."""
+    os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
+    sys.dont_write_bytecode = False
 
 
 @pytest.fixture(autouse=True)

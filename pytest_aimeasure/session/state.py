@@ -270,7 +270,9 @@ class SessionState:
         from pytest_aimeasure.judge.resolve import route
 
         kind = route(self.settings.model) if self.settings.model else "scripted"
-        if kind == "scripted":
+        # xdist's controller runs no test: its workers judge, and an import here would only take a
+        # core from them while they start (the few calls a controller makes at the end import then).
+        if kind == "scripted" or self.config.pluginmanager.has_plugin("dsession"):
             return
 
         def load() -> None:

@@ -13,6 +13,11 @@ def _warm_before_pytester(request: pytest.FixtureRequest) -> None:
     already imported (see :func:`_imported_outside_pytester`); other tests import only what they use."""
     if "pytester" in request.fixturenames:
         request.getfixturevalue("_imported_outside_pytester")
+        # After pytester, which clears PYTEST_ADDOPTS: the runs it starts load no plugin of this
+        # suite's own that they never use (hypothesis's costs each process a third of a second).
+        request.getfixturevalue("pytester")
+        monkeypatch = request.getfixturevalue("monkeypatch")
+        monkeypatch.setenv("PYTEST_ADDOPTS", "-p no:hypothesispytest -p no:anyio -p no:xdist.looponfail")
 
 
 @pytest.fixture(scope="session")
