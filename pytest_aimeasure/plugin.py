@@ -243,7 +243,7 @@ class MeasurePlugin:
             text: str | None = None
             if excinfo is not None and isinstance(excinfo.value, JudgeError):
                 payload["judge_error"] = str(excinfo.value)
-                raw = "\n".join(f"  attempt output: {r}" for r in excinfo.value.raw_outputs[-6:])
+                raw = "\n".join(excinfo.value.output_lines())
                 text = f"judge error: {excinfo.value}\n{raw}".rstrip()
             if excinfo is not None and isinstance(excinfo.value, FloorBreach):
                 # The verdict, not a traceback: the same text whether judge.score waited for it or

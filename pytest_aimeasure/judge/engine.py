@@ -50,6 +50,7 @@ from pytest_aimeasure.judge.backends.base import (
     RateLimited,
 )
 from pytest_aimeasure.judge.errors import (
+    AttemptOutput,
     Interrupted,
     JudgeError,
     NotJudged,
@@ -469,9 +470,18 @@ class JudgeEngine:
         if errors:
             self.spend.judge_errors += 1
             judge_errors = [e for e in errors if isinstance(e, JudgeError)]
+            if len(judge_errors) > 1:
+                # One error for the item, but it accounts for every failed sample and every answer
+                # paid for: the message names the first sample, so the others are counted in it.
+                first, *others = judge_errors
+                outputs = [o for e in judge_errors for o in e.outputs]
+                failed = [f"#{e.sample}" if e.sample is not None else "?" for e in others]
+                names = failed[0] if len(failed) == 1 else f"{', '.join(failed[:-1])} and {failed[-1]}"
+                answers = f" ({len(outputs)} judge answers, none a valid verdict)" if outputs else ""
+                message = f"{first}; sample{'s' if len(others) > 1 else ''} {names} failed too{answers}"
+                raise type(first)(message, outputs=outputs, sample=first.sample)
             if judge_errors:
-                raw = [out for e in judge_errors for out in e.raw_outputs]
-                raise type(judge_errors[0])(str(judge_errors[0]), raw_outputs=raw)
+                raise judge_errors[0]
             raise errors[0]
         return sorted((r for r in results if isinstance(r, Sample)), key=lambda s: s.index)
 
@@ -556,11 +566,29 @@ class JudgeEngine:
     ) -> Sample:
         """Sample ``key[3]`` of the item: from the cache, else judged, with up to
         ``max_invalid_retries`` more turns when the judge's verdict is not valid."""
+        outputs: list[AttemptOutput] = []
+        try:
+            return await self._judged_sample(backend, spec, template, user_text, prefix_chars, key, outputs)
+        except JudgeError as error:
+            # A failed call after invalid answers: those answers were paid for, they stay with it.
+            error.of_sample(key[3], outputs)
+            raise
+
+    async def _judged_sample(
+        self,
+        backend: Backend,
+        spec: ItemSpec,
+        template: JudgePrompt,
+        user_text: str,
+        prefix_chars: int,
+        key: SampleKey,
+        outputs: list[AttemptOutput],
+    ) -> Sample:
+        """:meth:`_one_sample`'s work; ``outputs`` collects the answers that were no valid verdict."""
         stored = self._stored_sample(backend, spec, key)
         if stored is not None:
             return stored
         messages: list[Message] = [Message("user", user_text)]
-        raw_outputs: list[str] = []
         total = Usage()
         started = asyncio.get_running_loop().time()
         attempts = self.settings.max_invalid_retries + 1
@@ -568,7 +596,6 @@ class JudgeEngine:
             request = self._request(spec, template, messages, prefix_chars, index=key[3], attempt=attempt)
             reply = await self._call(backend, request, _prompt_chars(request))
             total = total + reply.usage
-            raw_outputs.append(reply.raw)
             verdict = _validate(reply, spec.dimension)
             if isinstance(verdict, Verdict):
                 latency = asyncio.get_running_loop().time() - started
@@ -576,11 +603,13 @@ class JudgeEngine:
                 if self.sink is not None:
                     self.sink.record(key, item_id=spec.item_id, nodeid=spec.nodeid, sample=sample, sync=False)
                 return sample
+            outputs.append(AttemptOutput(key[3], attempt + 1, reply.raw))
             if attempt + 1 == attempts:
                 raise JudgeError(
                     f"no valid verdict for {spec.item_id} sample #{key[3]} after {attempts} attempts; "
                     f"last problem: {verdict}",
-                    raw_outputs=raw_outputs,
+                    outputs=outputs,
+                    sample=key[3],
                 )
             with self.spend.lock:
                 self.spend.retries += 1

@@ -419,8 +419,8 @@ def test_judge_error_after_repeated_invalid_output(
     out = result.stdout.str()
     assert "judge error: no valid verdict for tone::test_judge_error_after_repeated_invalid_output.py" in out
     assert "after 3 attempts" in out and problem in out
-    raw_lines = [line for line in out.splitlines() if "attempt output:" in line]
-    assert len(raw_lines) == 3 and all(shown in line for line in raw_lines)
+    raw_lines = [line for line in out.splitlines() if "attempt output (sample #0, attempt " in line]
+    assert len(raw_lines) == len(server.requests) == 3 and all(shown in line for line in raw_lines)
 
     item = only_item(results(pytester))
     assert item["outcome"] == "error" and item["judge_error"] is True

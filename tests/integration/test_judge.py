@@ -68,22 +68,33 @@ def test_judge_error_after_repeated_malformed_output_records_no_score(pytester: 
         """
     )
     result = pytester.runpytest(
-        "--ai-judge", "--judge-model", "scripted", "--judge-samples", "2", "--aimeasure-json", "out.json"
+        "--ai-judge", "--judge-model", "scripted", "--judge-samples", "3", "--aimeasure-json", "out.json"
     )
     result.assert_outcomes(errors=2)
     out = result.stdout.str()
     assert (
         "judge error: no valid verdict for broken::"
-        "test_judge_error_after_repeated_malformed_output_records_no_score.py::test_broken" in out
+        "test_judge_error_after_repeated_malformed_output_records_no_score.py::test_broken sample #0 "
+        "after 3 attempts" in out
     )
-    assert "after 3 attempts" in out
-    assert 'attempt output: {"dimension": "broken", "rationale": "not an integer", "score": "five"}' in out
+    assert "samples #1 and #2 failed too (9 judge answers, none a valid verdict)" in out
+    # Every answer the message counts is shown once, labelled with its sample and attempt: the
+    # outputs agree with the calls the judge made.
+    broken = [line for line in out.splitlines() if "attempt output (" in line and '"broken"' in line]
+    assert [line.split(")", 1)[0].split("(", 1)[1] for line in broken] == [
+        f"sample #{sample}, attempt {attempt}" for sample in range(3) for attempt in (1, 2, 3)
+    ]
+    assert all(
+        line.endswith('): {"dimension": "broken", "rationale": "not an integer", "score": "five"}')
+        for line in broken
+    )
     assert "rationale must not be blank" in out or "String should have at least 1 character" in out
     data = read_results(pytester.path / "out.json")
     by_id = {item["nodeid"].split("::")[-1]: item for item in data["items"]}
     assert by_id["test_broken"]["outcome"] == "error"
     assert by_id["test_broken"]["measurements"] == []
     assert by_id["test_broken"]["judge_error"] is True
+    assert data["spend"]["calls"] == 2 * 9  # the two tests' answers, all of them shown above
     assert data["passed"] is False
     assert {f["kind"] for f in data["findings"]} == {"judge_error"}
 

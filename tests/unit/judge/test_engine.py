@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from pytest_aimeasure.judge.backends.base import (
+    BackendError,
     GenerateReply,
     GenerateRequest,
     JudgeReply,
@@ -92,6 +93,48 @@ def test_no_valid_verdict_after_every_attempt_is_a_judge_error_with_the_outputs(
     assert "no valid verdict for tone::test_x.py::test_tone sample #0 after 3 attempts" in str(raised.value)
     assert raised.value.raw_outputs == ["I think it is a 4."] * 3
     assert len(backend.requests) == 3
+
+
+def test_a_judge_error_of_several_samples_counts_and_shows_every_answer() -> None:
+    backend = ScriptedReplies([None] * 9)
+    for engine in engine_with(backend, max_invalid_retries=2):
+        with pytest.raises(JudgeError) as raised:
+            engine.measure(spec(samples=3))
+        assert engine.spend.calls == 9
+    error = raised.value
+    assert str(error).startswith("no valid verdict for tone::test_x.py::test_tone sample #0 after 3 attempts")
+    assert str(error).endswith("; samples #1 and #2 failed too (9 judge answers, none a valid verdict)")
+    assert [(o.sample, o.attempt) for o in error.outputs] == [(s, a) for s in range(3) for a in (1, 2, 3)]
+    lines = error.output_lines()
+    assert len(lines) == len(backend.requests) == 9
+    assert lines[4] == "  attempt output (sample #1, attempt 2): I think it is a 4."
+
+
+def test_a_judge_error_shows_a_limited_number_of_outputs_and_says_how_many_it_left_out() -> None:
+    backend = ScriptedReplies([None] * 15)
+    for engine in engine_with(backend, max_invalid_retries=2):
+        with pytest.raises(JudgeError) as raised:
+            engine.measure(spec(samples=5))
+    lines = raised.value.output_lines(limit=9)
+    assert len(lines) == 10
+    assert lines[-1] == "  (6 more attempt outputs not shown: 15 in all)"
+    assert "samples #1, #2, #3 and #4 failed too (15 judge answers" in str(raised.value)
+
+
+def test_an_answer_before_a_failed_call_stays_with_the_judge_error() -> None:
+    class FailsSecond(ScriptedReplies):
+        async def judge(self, request: JudgeRequest) -> JudgeReply:
+            if len(self.requests) == 1:
+                self.requests.append(request)
+                raise BackendError("fake API error 400: bad request", status=400)
+            return await super().judge(request)
+
+    backend = FailsSecond([None, None])
+    for engine in engine_with(backend, max_invalid_retries=2, retries=0):
+        with pytest.raises(JudgeError) as raised:
+            engine.measure(spec())
+    assert "fake API error 400" in str(raised.value)
+    assert raised.value.output_lines() == ["  attempt output (sample #0, attempt 1): I think it is a 4."]
 
 
 def test_replay_without_a_stored_sample_is_a_miss_that_says_how_to_record_it() -> None:
