@@ -161,19 +161,27 @@ def _spend_line(summary: SessionReport) -> str:
         if spend.get("limit_reached"):
             pressure += f" (limit reached {spend['limit_reached']})"
     if spend.get("rate_limited"):
-        pressure += (
-            f", {spend['rate_limited']} rate-limited (paused {spend['rate_limit_wait_s']:.1f}s, "
-            f"{spend['transport_retries']} calls retried)"
-        )
-    elif spend.get("transport_retries"):
-        pressure += f", {spend['transport_retries']} calls retried"
+        pressure += f", {spend['rate_limited']} rate-limited (paused {spend['rate_limit_wait_s']:.1f}s)"
     models = summary.judges
     judges = f"judge {models[0]}" if len(models) == 1 else f"judges {', '.join(models) or '(none)'}"
     return (
-        f"{judges}: {spend['calls']} calls, {spend['cached']} samples reused, "
-        f"{spend['retries']} retries, {spend['input_tokens']:,} tokens in{cache} / "
-        f"{spend['output_tokens']:,} out, {cost_text}{pressure}"
+        f"{judges}: {spend['calls']} calls, {spend['cached']} samples reused, {_retries_text(spend)}, "
+        f"{spend['input_tokens']:,} tokens in{cache} / {spend['output_tokens']:,} out, {cost_text}{pressure}"
     )
+
+
+def _retries_text(spend: Mapping[str, Any]) -> str:
+    """Every call made again, counted once, with why: a user reading "0 retries" beside "4 calls
+    retried" could not tell which was true."""
+    invalid, transport = spend.get("retries", 0), spend.get("transport_retries", 0)
+    total = invalid + transport
+    text = f"{total} {'retry' if total == 1 else 'retries'}"
+    why = [
+        f"{count} after {cause}"
+        for count, cause in ((invalid, "an invalid verdict"), (transport, "a failed call"))
+        if count
+    ]
+    return f"{text} ({', '.join(why)})" if why else text
 
 
 def _indent(text: str, prefix: str = "      ") -> list[str]:
