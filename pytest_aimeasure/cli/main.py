@@ -245,10 +245,17 @@ def _open(ctx: CliContext, ref: str) -> Run:
 
 
 def _judge_line(meta: RunMeta) -> str:
-    parts = [meta.judge_model or "no judge model recorded"]
-    for fp in meta.fingerprints[:3]:
-        parts.append(f"{fp.provider}/{fp.model} T={fp.temperature}")
-    return "; ".join(parts)
+    """Each judge the run used once: a run has a ruler per dimension (its rubric), most of them the
+    same model at the same temperature."""
+    judges = list(dict.fromkeys(f"{fp.provider}/{fp.model} T={fp.temperature}" for fp in meta.fingerprints))
+    configured = meta.judge_model
+    if not judges:
+        return configured or "no judge model recorded"
+    named = {name for fp in meta.fingerprints for name in (fp.model, f"{fp.provider}/{fp.model}")}
+    if configured is None or configured in named:
+        return ", ".join(judges)
+    # The provider answered as another model (an alias resolved to a dated one): both are facts.
+    return f"{configured} ({', '.join(judges)})"
 
 
 def _run_show(args: argparse.Namespace, ctx: CliContext) -> int:

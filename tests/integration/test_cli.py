@@ -187,6 +187,38 @@ def test_show_a_run(store: RunStore, capsys: pytest.CaptureFixture[str]) -> None
     assert "1 item(s) have journaled samples but no result" in out
 
 
+def test_show_names_each_judge_once(store: RunStore, capsys: pytest.CaptureFixture[str]) -> None:
+    # Three dimensions judged by one model are three rulers (one rubric each), but one judge.
+    rulers = [fingerprint("claude-opus-4-1", rubric) for rubric in ("r1", "r2", "r3")]
+    add_run(
+        store,
+        "20261129T090000Z-cccc",
+        "2026-11-29T09:00:00Z",
+        judge_model="anthropic/claude-opus-4-1",
+        fingerprints=[*rulers, fingerprint("claude-haiku-4-5")],
+    )
+    assert run_cli(store, "show", "latest") == 0
+    (line,) = [line for line in capsys.readouterr().out.splitlines() if line.startswith("judge: ")]
+    judges = "anthropic/claude-opus-4-1 T=0.0, anthropic/claude-haiku-4-5 T=0.0"
+    assert line.startswith(f"judge: {judges}; 0 calls")
+    assert line.count("claude-opus-4-1") == 1
+
+
+def test_show_names_the_configured_judge_when_the_provider_resolved_it(
+    store: RunStore, capsys: pytest.CaptureFixture[str]
+) -> None:
+    add_run(
+        store,
+        "20261129T090000Z-cccc",
+        "2026-11-29T09:00:00Z",
+        judge_model="claude-sonnet-4-5",
+        fingerprints=[fingerprint("claude-sonnet-4-5-20250929", rubric) for rubric in ("r1", "r2")],
+    )
+    assert run_cli(store, "show", "latest") == 0
+    resolved = "anthropic/claude-sonnet-4-5-20250929 T=0.0"
+    assert f"judge: claude-sonnet-4-5 ({resolved}); 0 calls" in capsys.readouterr().out
+
+
 def test_show_by_prefix(store: RunStore, capsys: pytest.CaptureFixture[str]) -> None:
     assert run_cli(store, "show", "20261127") == 0
     assert "run 20261127T090000Z-aaaa" in capsys.readouterr().out
