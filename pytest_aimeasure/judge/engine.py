@@ -34,7 +34,7 @@ import threading
 from collections import Counter
 from collections.abc import Callable, Coroutine, Mapping
 from concurrent.futures import Future
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Protocol, TypeVar
 
 from pydantic import ValidationError
@@ -67,6 +67,7 @@ from pytest_aimeasure.judge.prompt import (
     text_hash,
     verdict_tool,
 )
+from pytest_aimeasure.measure.artifact import replace_lone_surrogates, replace_lone_surrogates_in
 from pytest_aimeasure.measure.models import (
     TOOL_SCHEMA_VERSION,
     Fingerprint,
@@ -242,6 +243,17 @@ def excerpt(text: str, limit: int = EXCERPT_CHARS) -> str:
     if len(text) <= limit:
         return text
     return text[: limit - 1].rstrip() + "…"
+
+
+def _readable(reply: JudgeReply) -> JudgeReply:
+    """The reply with each lone surrogate in what the judge wrote replaced by U+FFFD: JSON may carry
+    one (``"\\ud800"``), and neither pydantic, the run store nor the next request can."""
+    return replace(
+        reply,
+        tool_input=replace_lone_surrogates_in(reply.tool_input),
+        text=replace_lone_surrogates(reply.text),
+        raw=replace_lone_surrogates(reply.raw),
+    )
 
 
 def _validate(reply: JudgeReply, dimension: str) -> Verdict | str:
@@ -757,7 +769,7 @@ class JudgeEngine:
                 raise NotJudged("budget", "not judged: budget")
 
         try:
-            reply = await self._attempts(backend, request)
+            reply = _readable(await self._attempts(backend, request))
         except BaseException:
             if reservation is not None and self.budget is not None:
                 self.budget.settle(reservation, 0.0)

@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from pytest_aimeasure.judge.backends.secrets import redact
+from pytest_aimeasure.measure.artifact import replace_lone_surrogates
 
 __all__ = [
     "SHOWN_OUTPUTS",
@@ -35,6 +36,10 @@ class AttemptOutput:
     text: str
 
 
+def _stored(text: str) -> str:
+    return redact(replace_lone_surrogates(text))
+
+
 class JudgeError(Exception):
     """The judge could not produce a valid verdict for an item; no score is recorded for it.
 
@@ -44,9 +49,10 @@ class JudgeError(Exception):
     def __init__(
         self, message: str, *, outputs: Sequence[AttemptOutput] = (), sample: int | None = None
     ) -> None:
-        # What a provider said is shown and stored with the error: never a key it echoed.
-        super().__init__(redact(message))
-        self.outputs = [AttemptOutput(o.sample, o.attempt, redact(o.text)) for o in outputs]
+        # What a provider said is shown and stored with the error: never a key it echoed, nor a lone
+        # surrogate no file can hold.
+        super().__init__(_stored(message))
+        self.outputs = [AttemptOutput(o.sample, o.attempt, _stored(o.text)) for o in outputs]
         self.sample = sample
         """The sample that failed, when one did (not a whole item given up on)."""
 
@@ -54,7 +60,7 @@ class JudgeError(Exception):
         """This error as sample ``sample``'s, after ``outputs`` (its answers before it)."""
         if self.sample is None:
             self.sample = sample
-            earlier = [AttemptOutput(o.sample, o.attempt, redact(o.text)) for o in outputs]
+            earlier = [AttemptOutput(o.sample, o.attempt, _stored(o.text)) for o in outputs]
             self.outputs = [*earlier, *self.outputs]
         return self
 

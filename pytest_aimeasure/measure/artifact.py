@@ -18,6 +18,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
+import re
 import threading
 import types
 from collections.abc import Callable, Sequence
@@ -83,6 +84,32 @@ def unicode_problem(text: str) -> str | None:
     except UnicodeEncodeError as exc:
         return f"a lone surrogate U+{ord(text[exc.start]):04X} at character {exc.start}"
     return None
+
+
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+REPLACEMENT = "\ufffd"
+"""What a lone surrogate in text a provider sent is stored as: U+FFFD, Unicode's replacement character."""
+
+
+def replace_lone_surrogates(text: str) -> str:
+    """``text`` with each lone surrogate replaced by U+FFFD. For text the plugin did not choose (a
+    judge's reply, a provider's error message): refusing it would lose the verdict or the error the
+    user needs, and keeping it would break every file and request it reaches."""
+    if unicode_problem(text) is None:  # the common case: no copy, no regex pass
+        return text
+    return _LONE_SURROGATE.sub(REPLACEMENT, text)
+
+
+def replace_lone_surrogates_in(value: Any) -> Any:
+    """``value`` (a parsed JSON reply: dicts, lists, strings, as deep as they go) with every string in
+    it, keys too, passed through :func:`replace_lone_surrogates`."""
+    if isinstance(value, str):
+        return replace_lone_surrogates(value)
+    if isinstance(value, dict):
+        return {replace_lone_surrogates_in(k): replace_lone_surrogates_in(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return type(value)(replace_lone_surrogates_in(v) for v in value)
+    return value
 
 
 def value_problem(value: Any, where: str = "") -> tuple[str, str] | None:

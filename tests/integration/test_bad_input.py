@@ -8,7 +8,7 @@ from collections.abc import Callable
 
 import pytest
 
-from pytest_aimeasure.testing import ProviderServer, SeenRequest
+from pytest_aimeasure.testing import Outcome, ProviderServer, SeenRequest
 from tests.conftest import read_results
 
 Serve = Callable[[Callable[[SeenRequest], int]], ProviderServer]
@@ -90,6 +90,67 @@ def test_lone_surrogate_in_facts_or_rubric_fails_that_test_naming_it(
     assert sorted(e.split("::")[-1] for e in baseline["entries"]) == ["test_a_fine", "test_z_fine"]
     (meta,) = (pytester.path / ".aimeasure" / "runs").glob("*/meta.json")
     assert json.loads(meta.read_text())["status"] == "finished"
+
+
+# -- 1b. a lone surrogate in what the judge sends back is stored as U+FFFD; the session is whole --------
+
+JUDGE_SURROGATES = """
+import pytest
+
+@pytest.mark.dimension("tone", rubric="5 = calm")
+def test_a_fine(judge):
+    judge.score("fine a")
+
+@pytest.mark.dimension("tone", rubric="5 = calm")
+def test_odd_rationale(judge):
+    judge.score("odd rationale")
+
+@pytest.mark.dimension("tone", rubric="5 = calm")
+def test_odd_error(judge):
+    judge.score("odd error")
+"""
+
+
+def reply_with_surrogates(seen: SeenRequest) -> Outcome:
+    """The reply JSON carries the escape ``"\\ud800"``, which the SDK decodes to a lone surrogate."""
+    from pytest_aimeasure.testing import Fault
+
+    if "odd rationale" in seen.prompt:
+        return {"dimension": seen.dimension, "score": 4, "rationale": "calm \ud800 enough \udfff"}
+    if "odd error" in seen.prompt:
+        return Fault.reject(400, "cannot read \udc80 this")
+    return 4
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_a_lone_surrogate_in_the_judges_reply_is_stored_as_the_replacement_character(
+    pytester: pytest.Pytester, serve: Serve, mode: tuple[str, ...]
+) -> None:
+    server = serve(lambda seen: 4)
+    server.scorer = reply_with_surrogates
+    pytester.makepyfile(test_surrogate=JUDGE_SURROGATES)
+    # In-process under -n 2 too: the workers inherit the server's URL from the environment.
+    argv = ("--ai-judge", "--judge-model", "anthropic/claude-test", "-p", "no:randomly", *mode)
+    args = ("--judge-samples", "2", "--update-baseline", "--aimeasure-json", "out.json", "--junitxml=j.xml")
+    result = pytester.runpytest(*argv, *args)
+    out = result.stdout.str()
+    assert "INTERNALERROR" not in out and "UnicodeEncodeError" not in out, out
+    result.assert_outcomes(passed=2, errors=1)
+    assert "cannot read \ufffd this" in out  # the provider's error, shown as the judge error
+    data = read_results(pytester.path / "out.json")
+    by_name = {i["nodeid"].split("::")[-1]: i for i in data["items"]}
+    (odd,) = by_name["test_odd_rationale"]["measurements"]
+    assert [s["rationale"] for s in odd["samples"]] == ["calm \ufffd enough \ufffd"] * 2
+    assert odd["mean"] == 4.0
+    assert by_name["test_odd_error"]["judge_error"]
+    assert "cannot read \ufffd this" in by_name["test_odd_error"]["message"]
+    (run_dir,) = (pytester.path / ".aimeasure" / "runs").iterdir()
+    assert json.loads((run_dir / "meta.json").read_text())["status"] == "finished"
+    journal = (run_dir / "items.jsonl").read_text(encoding="utf-8")
+    assert journal.count("calm \ufffd enough \ufffd") == 2 and "cannot read \ufffd this" in journal
+    assert (pytester.path / "j.xml").read_text().count("<testcase") == 3
+    baseline = json.loads((pytester.path / "aimeasure-baseline.json").read_text())
+    assert sorted(e.split("::")[-1] for e in baseline["entries"]) == ["test_a_fine", "test_odd_rationale"]
 
 
 # -- 2. a missing or 0-byte cache.sqlite next to journals is rebuilt from them, and the user is told ------

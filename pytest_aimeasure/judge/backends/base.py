@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, runtime_checkable
 
 from pytest_aimeasure.judge.backends.secrets import redact
+from pytest_aimeasure.measure.artifact import replace_lone_surrogates
 from pytest_aimeasure.measure.models import Usage
 
 ToolMode = Literal["forced", "auto", "scripted"]
@@ -99,8 +100,8 @@ class BackendError(Exception):
     """A call failed for good (after the SDK's own retries). ``status`` is the HTTP status, if any;
     ``unreachable`` is the base URL that could not be connected to (connection refused, DNS failure),
     so the engine can stop calling a provider that is not there. The message is kept without any API
-    key a provider echoed in it (:func:`~pytest_aimeasure.judge.backends.secrets.redact`): this is
-    where every provider error enters the package."""
+    key a provider echoed in it (:func:`~pytest_aimeasure.judge.backends.secrets.redact`) and with
+    each lone surrogate replaced by U+FFFD: this is where every provider error enters the package."""
 
     def __init__(
         self,
@@ -110,7 +111,7 @@ class BackendError(Exception):
         retryable: bool = False,
         unreachable: str | None = None,
     ) -> None:
-        super().__init__(redact(message))
+        super().__init__(redact(replace_lone_surrogates(message)))
         self.status = status
         self.retryable = retryable
         self.unreachable = unreachable
@@ -152,7 +153,7 @@ class ProviderRejection(BackendError):
         self, message: str, *, status: int, provider_message: str, retry_after: float | None = None
     ) -> None:
         super().__init__(message, status=status, retryable=status in (408, 409, 429) or status >= 500)
-        self.provider_message = redact(provider_message)
+        self.provider_message = redact(replace_lone_surrogates(provider_message))
         self.retry_after = retry_after
 
 

@@ -156,3 +156,19 @@ def test_feedback_names_the_problem_and_the_dimension() -> None:
     assistant, user = _feedback(reply, "the score was 7", "tone")
     assert assistant.content == "(empty reply)"
     assert "not accepted: the score was 7" in user.content and "dimension 'tone'" in user.content
+
+
+def test_a_lone_surrogate_the_judge_sends_is_replaced_before_it_is_checked_or_given_back() -> None:
+    class SurrogateText(ScriptedReplies):
+        async def judge(self, request: JudgeRequest) -> JudgeReply:
+            reply = await super().judge(request)
+            return JudgeReply(reply.tool_input, reply.text, raw=reply.raw.replace("4.", "\udfff"))
+
+    backend = SurrogateText([None, {**VALID, "rationale": "warm \udc80", "dimension": "tone"}])
+    for engine in engine_with(backend):
+        m = engine.measure(spec())
+        assert m.samples[0].rationale == "warm \ufffd"
+        assert m.model_dump_json()  # a surrogate would fail here, as in every file the sample reaches
+    given_back = backend.requests[1].messages[1].content
+    assert given_back == "I think it is a \ufffd"
+    given_back.encode("utf-8")  # the next request could be sent
