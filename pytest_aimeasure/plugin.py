@@ -21,7 +21,7 @@ from pytest_aimeasure.measure.runtime import PIPELINE_ASIDE
 from pytest_aimeasure.session import markers, options
 from pytest_aimeasure.session.keys import PAYLOAD, item_nodeid, report_payload
 from pytest_aimeasure.session.linking import ArtifactLinks
-from pytest_aimeasure.session.longrepr import FloorBreach, verdict_longrepr
+from pytest_aimeasure.session.longrepr import FloorBreach, skip_at_the_test, verdict_longrepr
 from pytest_aimeasure.session.markers import (
     declared_dimensions,
     dimension_of,
@@ -221,6 +221,10 @@ class MeasurePlugin:
         self, item: pytest.Item, call: pytest.CallInfo[None]
     ) -> Generator[None, pytest.TestReport, pytest.TestReport]:
         report = yield
+        if report.skipped and call.excinfo is not None:
+            moved = skip_at_the_test(item, call.excinfo, report.longrepr)
+            if moved is not None:
+                report.longrepr = moved
         if not self.state.keeps_results:
             return report  # nothing is judged, kept or reported: no per-test work
         kind = item_kind(item)

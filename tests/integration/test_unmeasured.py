@@ -68,6 +68,53 @@ def test_gate_skipped_dimension_is_not_a_missing_score(pytester: pytest.Pytester
     result.stdout.fnmatch_lines(["*SKIPPED*gate failed: test_dims.py::test_gate*"])
 
 
+BEHIND_GATES = """
+import pytest
+
+@pytest.fixture(scope="module")
+def story():
+    return "A short story."
+
+@pytest.mark.gate
+def test_story_gate(story):
+    assert False, "broken"
+
+@pytest.mark.gate
+def test_draft_gate(aimeasure_artifact):
+    aimeasure_artifact("draft", lambda: "A draft.")
+    assert False, "broken"
+
+@pytest.mark.dimension("tone", rubric="5 = right tone", floor=1.0)
+def test_linked_by_its_fixture(story, judge):
+    judge.score(story)
+
+@pytest.mark.dimension("tone", rubric="5 = right tone", floor=1.0)
+def test_scoring_a_condemned_artifact(judge, aimeasure_artifact):
+    draft = aimeasure_artifact("draft", lambda: "A draft.")
+    judge.score(draft)
+"""
+
+
+def test_a_skip_behind_a_failed_gate_points_at_the_test(pytester: pytest.Pytester) -> None:
+    path = pytester.makepyfile(test_gated=BEHIND_GATES)
+    lines = path.read_text().splitlines()
+    result = pytester.runpytest(*ARGS)
+    result.assert_outcomes(failed=2, skipped=2)
+    # -rs names the test's own line, not the plugin's: for a test skipped before it ran, where pytest
+    # places a test (its decorator, the line above its def); for one skipped in judge.score, that call.
+    linked = lines.index("def test_linked_by_its_fixture(story, judge):")
+    assert lines[linked - 1].startswith("@pytest.mark.dimension")
+    scored = lines.index("    judge.score(draft)") + 1
+    result.stdout.fnmatch_lines(
+        [
+            f"SKIPPED [[]1[]] test_gated.py:{linked}: gate failed: test_gated.py::test_story_gate",
+            f"SKIPPED [[]1[]] test_gated.py:{scored}: gate failed: test_gated.py::test_draft_gate",
+        ],
+        consecutive=False,
+    )
+    assert "pytest_aimeasure" not in "".join(line for line in result.outlines if line.startswith("SKIPPED"))
+
+
 def test_without_ai_judge_nothing_changes(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(test_dims=SOURCE)
     result = pytester.runpytest("-p", "no:randomly")
