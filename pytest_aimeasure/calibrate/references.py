@@ -13,6 +13,7 @@ from typing import Any
 from pytest_aimeasure.calibrate.anchors import Anchor, AnchorError, AnchorSet, load_anchor_file
 from pytest_aimeasure.calibrate.records import Thresholds
 from pytest_aimeasure.calibrate.runner import CalibrationTarget
+from pytest_aimeasure.measure.artifact import MAX_ARTIFACT_CHARS, oversize_message
 
 AnchorRef = dict[str, Any]
 """{"dimension", "files": [absolute paths], "rubric", "min_kappa", "max_abs_bias", "judge", "source"}."""
@@ -68,8 +69,11 @@ def build_targets(
     root: Path,
     min_kappa: float,
     max_abs_bias: float,
+    max_chars: int = MAX_ARTIFACT_CHARS,
 ) -> list[CalibrationTarget]:
-    """Load every referenced file and group the anchors by dimension (raises :class:`AnchorError`)."""
+    """Load every referenced file and group the anchors by dimension (raises :class:`AnchorError`).
+    An anchor text longer than ``max_chars`` is an error here, at collection, like an artifact's in its
+    test: the judge would be sent it whole, once per sample, and a provider refuses it."""
     cache: dict[str, AnchorSet] = {}
 
     def load(path: str) -> AnchorSet:
@@ -84,6 +88,9 @@ def build_targets(
     def add(dimension: str, anchor_set: AnchorSet, anchors: list[Anchor]) -> None:
         bucket = chosen.setdefault(dimension, {})
         for a in anchors:
+            too_long = oversize_message(f"anchor {a.id!r} of dimension {dimension!r}", a.text, max_chars)
+            if too_long is not None:
+                raise AnchorError(f"{a.source}: anchor file: {too_long}")
             key = (dimension, a.id)
             if key in bucket and bucket[key].source.split(":")[0] != a.source.split(":")[0]:
                 raise AnchorError(

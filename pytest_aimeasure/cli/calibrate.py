@@ -19,6 +19,7 @@ from pytest_aimeasure.calibrate.records import MAX_ABS_BIAS_DEFAULT, MIN_KAPPA_D
 from pytest_aimeasure.calibrate.references import build_targets
 from pytest_aimeasure.calibrate.runner import calibrate
 from pytest_aimeasure.cli.subcommand import CliContext, Subcommand, UsageError
+from pytest_aimeasure.measure.artifact import MAX_ARTIFACT_CHARS
 from pytest_aimeasure.store.fileio import atomic_write
 
 __all__ = ["SUBCOMMANDS"]
@@ -36,6 +37,13 @@ def _add(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--min-kappa", type=float, default=MIN_KAPPA_DEFAULT, metavar="KAPPA")
     parser.add_argument("--max-abs-bias", type=float, default=MAX_ABS_BIAS_DEFAULT, metavar="POINTS")
     parser.add_argument("--timeout", type=float, default=60.0, metavar="SECONDS", help="per judge call")
+    parser.add_argument(
+        "--judge-max-artifact-chars",
+        type=int,
+        default=MAX_ARTIFACT_CHARS,
+        metavar="N",
+        help=f"the longest anchor text sent to the judge, in characters ({MAX_ARTIFACT_CHARS:,})",
+    )
 
 
 def _run(args: argparse.Namespace, ctx: CliContext) -> int:
@@ -44,6 +52,8 @@ def _run(args: argparse.Namespace, ctx: CliContext) -> int:
 
     if args.samples < 1:
         raise UsageError(f"--samples {args.samples}: expected a whole number >= 1")
+    if (limit := args.judge_max_artifact_chars) < 1:
+        raise UsageError(f"--judge-max-artifact-chars {limit}: expected a whole number >= 1")
     try:
         route(args.judge_model)
     except ModelError as exc:
@@ -63,6 +73,7 @@ def _run(args: argparse.Namespace, ctx: CliContext) -> int:
             root=cwd,
             min_kappa=args.min_kappa,
             max_abs_bias=args.max_abs_bias,
+            max_chars=limit,
         )
     except AnchorError as exc:
         raise UsageError(str(exc)) from None

@@ -135,6 +135,23 @@ def value_problem(value: Any, where: str = "") -> tuple[str, str] | None:
     return value_problem(str(value), where)
 
 
+MAX_ARTIFACT_CHARS = 1_000_000
+"""The default longest artifact text sent to the judge (``--judge-max-artifact-chars``): a real API
+refuses a prompt much larger, and paying to hear so is no answer."""
+
+
+def oversize_message(what: str, text: str, limit: int) -> str | None:
+    """Why ``text`` (an artifact, an anchor) may not be sent to the judge: longer than ``limit``
+    characters. One sentence for every text the cap covers, naming the option that raises it."""
+    if len(text) <= limit:
+        return None
+    return (
+        f"{what} is {len(text):,} characters, above the limit of {limit:,} sent to the judge (a provider "
+        "refuses a prompt that large); shorten it, or raise the limit with --judge-max-artifact-chars / "
+        "aimeasure_judge_max_artifact_chars"
+    )
+
+
 def invalid_text_message(what: str, problem: str) -> str:
     return (
         f"{what} is not valid Unicode text: {problem}. It can be neither recorded nor sent to the "

@@ -20,6 +20,7 @@ from pytest_aimeasure.measure.artifact import (
     Artifact,
     invalid_text_message,
     join_parts,
+    oversize_message,
     unicode_problem,
     value_problem,
 )
@@ -224,15 +225,10 @@ class Judge:
             text, key, sha = texts[0]
         else:  # the joined prompt text is what is judged: its sha256 is computed from it
             text, key, sha = join_parts([t for t, _, _ in texts]), None, None
-        limit_chars = self._state.settings.max_artifact_chars
-        if len(text) > limit_chars:
-            what = f"artifact {key!r}" if key else "the artifact"
-            pytest.fail(
-                f"{self._item.nodeid}: {what} is {len(text):,} characters, above the limit of "
-                f"{limit_chars:,} sent to the judge (a provider refuses a prompt that large); shorten it, "
-                "or raise the limit with --judge-max-artifact-chars / aimeasure_judge_max_artifact_chars",
-                pytrace=False,
-            )
+        what = f"artifact {key!r}" if key else "the artifact"
+        too_long = oversize_message(what, text, self._state.settings.max_artifact_chars)
+        if too_long is not None:
+            pytest.fail(f"{self._item.nodeid}: {too_long}", pytrace=False)
         nodeid = item_nodeid(self._item)
         iid = item_id(name, nodeid)
         return ItemSpec(

@@ -20,6 +20,7 @@ from typing import Any
 
 import pytest
 
+from pytest_aimeasure.measure.artifact import MAX_ARTIFACT_CHARS
 from pytest_aimeasure.measure.sampling import MAX_SAMPLES
 
 
@@ -404,10 +405,11 @@ OPTIONS: tuple[Option, ...] = (
     Option(
         "--judge-max-artifact-chars",
         "judge_max_artifact_chars",
-        "The longest artifact text sent to the judge, in characters (default 1,000,000): a longer one "
-        "fails its test naming both sizes instead of being sent whole.",
+        "The longest artifact or calibration anchor text sent to the judge, in characters (default "
+        "1,000,000): a longer artifact fails its test, a longer anchor the session at collection, naming "
+        "both sizes instead of being sent whole.",
         positive_int,
-        1_000_000,
+        MAX_ARTIFACT_CHARS,
         "aimeasure_judge_max_artifact_chars",
         metavar="N",
     ),

@@ -195,6 +195,7 @@ class SessionState:
             root=self.config.rootpath,
             min_kappa=s.min_kappa,
             max_abs_bias=s.max_abs_bias,
+            max_chars=s.max_artifact_chars,
         )
 
     def calibrate(self) -> Any:

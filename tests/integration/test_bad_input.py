@@ -326,3 +326,37 @@ def test_an_artifact_above_the_size_limit_fails_its_test_naming_both_sizes(
     raised = run(pytester, (), "--judge-samples", "1", "--judge-max-artifact-chars", "3000000")
     raised.assert_outcomes(passed=2)
     assert server.calls == 2  # the small one came from the cache; the big one was sent
+
+
+def test_an_anchor_text_above_the_size_limit_stops_the_session_naming_the_anchor(
+    pytester: pytest.Pytester, serve: Serve
+) -> None:
+    server = serve(lambda seen: 4)
+    pytester.makepyfile(
+        test_tone="""
+        import pytest
+
+        @pytest.mark.dimension("tone", rubric="5 = calm", anchors="anchors/tone.yaml")
+        def test_tone(judge):
+            judge.score("x")
+        """
+    )
+    (pytester.path / "anchors").mkdir()
+    long_text = "calm " * 600  # 3,000 characters
+    (pytester.path / "anchors" / "tone.yaml").write_text(
+        "dimension: tone\nanchors:\n  - id: short\n    text: hi\n    labels: 3\n"
+        f"  - id: essay\n    text: {long_text.strip()}\n    labels: 4\n"
+    )
+    # Checked at collection whenever the judge runs, not only when calibrating: nothing is sent.
+    result = run(pytester, (), "--judge-samples", "1", "--judge-max-artifact-chars", "2000")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert (
+        "tone.yaml:6: anchor file: anchor 'essay' of dimension 'tone' is 2,999 characters, above the limit "
+        "of 2,000 sent to the judge (a provider refuses a prompt that large); shorten it, or raise the limit "
+        "with --judge-max-artifact-chars / aimeasure_judge_max_artifact_chars" in result.stderr.str()
+    )
+    assert server.calls == 0
+    raised = run(pytester, (), "--judge-samples=1", "--judge-max-artifact-chars", "3000", "--judge-calibrate")
+    raised.assert_outcomes(passed=1)
+    assert server.calls == 3  # the item and both anchors, the essay whole
+    assert any(long_text.strip() in seen.prompt for seen in server.requests)

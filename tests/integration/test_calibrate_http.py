@@ -231,6 +231,12 @@ def test_cli_calibrate_writes_json_and_fails_on_an_uncalibrated_ruler(
     # No rubric anywhere: one clear usage error.
     assert main(["calibrate", anchors, "--judge-model", MODEL]) == 2
     assert "no rubric for dimension 'tone'" in capsys.readouterr().err
+    # The artifacts' size cap holds for anchors too, and the same flag raises it.
+    server = serve(faithful)
+    capped = ["calibrate", anchors, "--judge-model", MODEL, "--rubric=r", "--judge-max-artifact-chars=5"]
+    assert main(capped) == 2
+    assert "characters, above the limit of 5 sent to the judge" in capsys.readouterr().err
+    assert server.calls == 0
 
 
 def ruler_property(pytester: pytest.Pytester) -> list[str]:

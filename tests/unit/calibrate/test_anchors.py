@@ -116,6 +116,23 @@ def test_marker_reference_needs_anchors_of_its_dimension(tmp_path: Path) -> None
     assert target.files == ["tone.yaml"] and len(target.anchors) == 3
 
 
+def test_an_anchor_text_above_the_artifact_cap_is_an_error_naming_file_anchor_sizes_and_option(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "shouty.txt").write_text("W" * 100)  # a path: anchor's text is what the judge reads
+    (tmp_path / "tone.yaml").write_text(GOOD_YAML)
+    files = [tmp_path / "tone.yaml"]
+    with pytest.raises(AnchorError) as raised:
+        build_targets({}, files, root=tmp_path, min_kappa=0.6, max_abs_bias=0.5, max_chars=99)
+    assert str(raised.value) == (
+        f"{tmp_path / 'tone.yaml'}:8: anchor file: anchor 'shouty' of dimension 'tone' is 100 characters, "
+        "above the limit of 99 sent to the judge (a provider refuses a prompt that large); shorten it, or "
+        "raise the limit with --judge-max-artifact-chars / aimeasure_judge_max_artifact_chars"
+    )
+    (target,) = build_targets({}, files, root=tmp_path, min_kappa=0.6, max_abs_bias=0.5, max_chars=100)
+    assert max(len(a.text) for a in target.anchors) == 100  # at the limit is allowed
+
+
 # -- issue 20: one YAML loader; duplicate keys, syntax lines, unencodable text --------------------------
 
 
