@@ -36,6 +36,14 @@ def _no_provider_env(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
 
+def run_session(pytester: pytest.Pytester, *args: str, timeout: float = 300) -> pytest.RunResult:
+    """A pytest run of ``pytester``'s project: in-process (no interpreter to start, no SDK to import
+    again), unless it uses xdist (``-n``), whose workers need a process of their own."""
+    if "-n" in args:
+        return pytester.runpytest_subprocess(*args, timeout=timeout)
+    return pytester.runpytest(*args)
+
+
 def read_results(path: Path) -> dict[str, Any]:
     data: dict[str, Any] = json.loads(path.read_text())
     return data

@@ -16,6 +16,7 @@ from pytest_aimeasure.store.baseline import (
     keep_reason,
     merge_entries,
 )
+from tests.conftest import run_session
 from tests.scripted import SCRIPTED_ARGS, scores_conftest
 
 CONFTEST = scores_conftest(default=[4, 4, 4])
@@ -67,7 +68,7 @@ def recorded(pytester: pytest.Pytester) -> pytest.Pytester:
     pytester.makeconftest(CONFTEST)
     pytester.makepyfile(test_story=STORY, test_clarity=CLARITY, test_old=OLD)
     (pytester.path / "scores.json").write_text("{}")
-    result = pytester.runpytest_subprocess(*ARGS, "--update-baseline")
+    result = run_session(pytester, *ARGS, "--update-baseline")
     assert result.ret == 0, result.stdout.str()
     assert set(entries(pytester)) == {*TONE, CLARITY_ID, DEPTH_ID}
     return pytester
@@ -81,7 +82,7 @@ def test_failed_gate_keeps_the_entries_it_skipped_and_only_a_removed_test_loses_
     (recorded.path / "test_old.py").unlink()  # a test removed on purpose
     (recorded.path / "gate_fails").write_text("")
     (recorded.path / "scores.json").write_text(json.dumps({"test_clarity": [3, 3, 3]}))
-    result = recorded.runpytest_subprocess(*ARGS, *mode, "--update-baseline")
+    result = run_session(recorded, *ARGS, *mode, "--update-baseline")
     out = result.stdout.str()
     assert result.ret == pytest.ExitCode.TESTS_FAILED  # the gate failed
     after = entries(recorded)
@@ -105,7 +106,7 @@ def test_advice_never_recommends_an_update_that_deletes_unasked(
     (recorded.path / "test_old.py").unlink()
     (recorded.path / "gate_fails").write_text("")
     (recorded.path / "scores.json").write_text(json.dumps({"test_clarity": [1, 1, 1]}))
-    result = recorded.runpytest_subprocess(*ARGS, *mode, "--aimeasure-json", "out.json")
+    result = run_session(recorded, *ARGS, *mode, "--aimeasure-json", "out.json")
     data = json.loads((recorded.path / "out.json").read_text())
     missing = sorted(f["subject"] for f in data["findings"] if f["kind"] == "missing")
     assert missing == [DEPTH_ID]  # only the removed test; the gate-skipped ones are not missing
@@ -115,13 +116,13 @@ def test_advice_never_recommends_an_update_that_deletes_unasked(
     for line in advice:
         assert "drops the 1 baseline entries of tests that no longer exist: " + DEPTH_ID in line, line
     # ... and following it removes exactly that entry, keeping the gate-skipped ones.
-    recorded.runpytest_subprocess(*ARGS, *mode, "--update-baseline")
+    run_session(recorded, *ARGS, *mode, "--update-baseline")
     assert set(entries(recorded)) == {*TONE, CLARITY_ID}
 
 
 def test_prune_never_removes_entries_of_tests_that_ran_without_a_value(recorded: pytest.Pytester) -> None:
     (recorded.path / "gate_fails").write_text("")
-    result = recorded.runpytest_subprocess(*ARGS, "test_story.py", "--update-baseline", "--prune-baseline")
+    result = run_session(recorded, *ARGS, "test_story.py", "--update-baseline", "--prune-baseline")
     # Asked to prune: tests outside the selection lose their entries; the gate-skipped ones keep theirs.
     assert set(entries(recorded)) == set(TONE)
     result.stdout.fnmatch_lines(["*: 0 added, 0 updated, 2 removed, 0 unchanged, 3 kept (gate failed)"])
@@ -129,8 +130,8 @@ def test_prune_never_removes_entries_of_tests_that_ran_without_a_value(recorded:
 
 def test_a_file_that_fails_to_collect_keeps_its_entries_even_with_prune(recorded: pytest.Pytester) -> None:
     (recorded.path / "test_story.py").write_text(STORY + "\nthis is not python\n")
-    result = recorded.runpytest_subprocess(
-        *ARGS, "--update-baseline", "--prune-baseline", "--continue-on-collection-errors"
+    result = run_session(
+        recorded, *ARGS, "--update-baseline", "--prune-baseline", "--continue-on-collection-errors"
     )
     assert set(entries(recorded)) == {*TONE, CLARITY_ID, DEPTH_ID}
     result.stdout.fnmatch_lines(["*3 kept (collection error)*"])
@@ -138,7 +139,7 @@ def test_a_file_that_fails_to_collect_keeps_its_entries_even_with_prune(recorded
 
 def test_renamed_dimension_drops_the_old_entry_on_a_whole_suite_update(recorded: pytest.Pytester) -> None:
     recorded.makepyfile(test_clarity=CLARITY.replace('"clarity"', '"lucidity"'))
-    recorded.runpytest_subprocess(*ARGS, "--update-baseline")
+    run_session(recorded, *ARGS, "--update-baseline")
     after = entries(recorded)
     assert CLARITY_ID not in after
     assert "lucidity::test_clarity.py::test_clarity" in after
@@ -150,7 +151,7 @@ def test_merged_shards_follow_the_same_rule(recorded: pytest.Pytester) -> None:
     (recorded.path / "test_old.py").unlink()
     (recorded.path / "gate_fails").write_text("")
     for i, path in enumerate(("test_story.py", "test_clarity.py")):
-        recorded.runpytest_subprocess(*ARGS, path, "--aimeasure-json", f"shard{i}.json")
+        run_session(recorded, *ARGS, path, "--aimeasure-json", f"shard{i}.json")
     shards = [str(recorded.path / f"shard{i}.json") for i in range(2)]
     baseline = str(recorded.path / "aimeasure-baseline.json")
     out = str(recorded.path / "merged.json")

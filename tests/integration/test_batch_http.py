@@ -200,7 +200,7 @@ def test_judge_batch_sends_every_sample_through_batches_at_batch_prices(
     pipeline: list[str],
     per_batch: list[int],
 ) -> None:
-    result = project.runpytest_subprocess(*args(flavour, *pipeline))
+    result = project.runpytest(*args(flavour, *pipeline))
     assert result.ret == 0, result.stdout.str()
     # Pipelined (batch mode's default), the session's calls share one batch; without the pipeline
     # each test waits for its own samples: one batch per item.
@@ -249,7 +249,7 @@ def test_a_transient_errored_result_is_retried_in_the_next_batch(
     project: pytest.Pytester, server: ProviderServer, flavour: Flavour
 ) -> None:
     server.script(Fault.server_error())  # the first request of the first batch errors (a 500)
-    result = project.runpytest_subprocess(*args(flavour))
+    result = project.runpytest(*args(flavour))
     assert result.ret == 0, result.stdout.str()
     assert server.batches.created == 2  # the retried request went out in a batch of its own
     assert server.batches.requests == 2 * SAMPLES + 1
@@ -260,7 +260,7 @@ def test_a_rejected_request_in_a_batch_is_a_judge_error_of_its_item(
     project: pytest.Pytester, server: ProviderServer, flavour: Flavour
 ) -> None:
     server.script(Fault.reject(400, "prompt is too long"))
-    result = project.runpytest_subprocess(*args(flavour))
+    result = project.runpytest(*args(flavour))
     assert result.ret == 1
     assert server.batches.created == 1  # a 400 is not retried
     result.stdout.fnmatch_lines(["*invalid_request_error*prompt is too long*"])
@@ -271,11 +271,11 @@ def test_an_expired_batch_is_a_judge_error_and_resume_submits_it_again(
     project: pytest.Pytester, server: ProviderServer, flavour: Flavour
 ) -> None:
     server.batches.expire_next()
-    first = project.runpytest_subprocess(*args(flavour))
+    first = project.runpytest(*args(flavour))
     assert first.ret == 1
     first.stdout.fnmatch_lines(["*expired*--aimeasure-resume*"])
     assert server.batches.created == 1
-    again = project.runpytest_subprocess(*args(flavour, "--aimeasure-resume=latest"))
+    again = project.runpytest(*args(flavour, "--aimeasure-resume=latest"))
     assert again.ret == 0, again.stdout.str()
     # The expired batch's requests had no result to poll for: they went out once more.
     assert server.batches.created == 2
@@ -288,7 +288,7 @@ def test_adaptive_sampling_in_batch_mode_takes_one_batch_round_trip_a_look(
     # Near the floor: every item takes all its looks (3, 5, 7, 9 samples).
     server.set_scores({"tone": [3, 4, 3, 4, 3, 4, 3, 4, 3]})
     fixed = [a for a in args(flavour) if not a.startswith("--judge-samples=")]
-    result = project.runpytest_subprocess(*fixed, "--judge-samples=auto")
+    result = project.runpytest(*fixed, "--judge-samples=auto")
     assert result.ret == 0, result.stdout.str()
     assert [m["n"] for item in results(project)["items"] for m in item["measurements"]] == [9, 9]
     assert server.batches.requests == 2 * 9
@@ -306,7 +306,7 @@ def test_a_batch_the_provider_refuses_whole_is_a_judge_error_of_every_item_in_it
 ) -> None:
     # Anthropic answers the create 400; OpenAI creates the batch and fails it at validation.
     server.batches.refuse_next("line 1 of the batch is not valid: max_tokens is too large")
-    result = project.runpytest_subprocess(*args(flavour))
+    result = project.runpytest(*args(flavour))
     assert result.ret == 1
     result.stdout.fnmatch_lines(["*batch*line 1 of the batch is not valid: max_tokens is too large*"])
     # Pipelined, both items were in the refused batch.
@@ -321,7 +321,7 @@ def test_a_judge_without_a_batch_api_with_judge_batch_is_a_usage_error(
     pytester: pytest.Pytester, model: str
 ) -> None:
     pytester.makepyfile(test_story=textwrap.dedent(TWO_ITEMS))
-    result = pytester.runpytest_subprocess(
+    result = pytester.runpytest(
         "-p", "no:cacheprovider", "--ai-judge", f"--judge-model={model}", "--judge-batch"
     )
     assert result.ret == pytest.ExitCode.USAGE_ERROR
@@ -365,7 +365,7 @@ def test_sigkill_while_a_batch_is_in_flight_then_resume_polls_it_and_never_resub
     assert [e["batch_id"] for e in journaled(journal)] == [killed_batch]
 
     server.batches.delay = 0.3
-    result = project.runpytest_subprocess(*args(flavour, *pipeline, "--aimeasure-resume=latest"))
+    result = project.runpytest(*args(flavour, *pipeline, "--aimeasure-resume=latest"))
     assert result.ret == 0, result.stdout.str()
     # The killed session's batch was polled, not submitted again: only what it did not hold went out.
     assert server.batches.created == 1 + (killed < 2)
@@ -380,8 +380,8 @@ def test_sigkill_while_a_batch_is_in_flight_then_resume_polls_it_and_never_resub
 def test_dry_run_with_judge_batch_estimates_at_batch_prices(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(test_story=textwrap.dedent(TWO_ITEMS))
     dry = ["-p", "no:cacheprovider", f"--judge-model={ANTHROPIC.model}", "--judge-dry-run"]
-    normal = pytester.runpytest_subprocess(*dry)
-    batched = pytester.runpytest_subprocess(*dry, "--judge-batch")
+    normal = pytester.runpytest(*dry)
+    batched = pytester.runpytest(*dry, "--judge-batch")
 
     def dollars(result: pytest.RunResult) -> float:
         line = next(line for line in result.outlines if line.startswith("estimated cost: $"))
@@ -420,7 +420,7 @@ def test_a_kill_between_the_create_and_the_journaled_id_resumes_by_finding_the_b
     assert [sorted(e) for e in entries(journal)] == [["at", "custom_ids"]]  # the intent alone
 
     server.batches.delay = 0.3
-    result = project.runpytest_subprocess(*args(flavour, "--aimeasure-resume=latest"))
+    result = project.runpytest(*args(flavour, "--aimeasure-resume=latest"))
     assert result.ret == 0, result.stdout.str()
     assert server.batches.created == 1 and server.batches.lists == 1
     assert server.batches.read == server.batches.ids
@@ -432,7 +432,7 @@ def test_a_create_answered_without_a_batch_id_is_refused_at_create(
     project: pytest.Pytester, server: ProviderServer, flavour: Flavour
 ) -> None:
     server.batches.drop_id_next()
-    result = project.runpytest_subprocess(*args(flavour))
+    result = project.runpytest(*args(flavour))
     assert result.ret == 1
     call = "POST /v1/messages/batches" if flavour is ANTHROPIC else "POST /v1/batches"
     result.stdout.fnmatch_lines([f"*batch API: the reply to {call} has no id*"])

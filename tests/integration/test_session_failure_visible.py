@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from pytest_aimeasure.cli import main as cli
-from tests.conftest import read_results
+from tests.conftest import read_results, run_session
 from tests.integration.test_baseline import ARGS, CONFTEST, FIVE_ITEMS, five, scores
 from tests.integration.test_store_session import PRICED_MODEL, Project, long_verdict, module_source
 
@@ -49,8 +49,8 @@ def test_drift_fails_a_junit_case_the_summary_line_and_history(
     recorded: pytest.Pytester, mode: tuple[str, ...], capsys: pytest.CaptureFixture[str]
 ) -> None:
     scores(recorded, five([3, 3, 3]))  # every item drops a point: within the floor, so every test passes
-    result = recorded.runpytest_subprocess(
-        *ARGS, *mode, "-q", "--junitxml", "junit.xml", "--aimeasure-json", "out.json"
+    result = run_session(
+        recorded, *ARGS, *mode, "-q", "--junitxml", "junit.xml", "--aimeasure-json", "out.json"
     )
     assert result.ret == pytest.ExitCode.TESTS_FAILED
     data = read_results(recorded.path / "out.json")
@@ -90,7 +90,7 @@ def test_junit_item_verdict_is_the_session_verdict_after_the_family(
     # One item collapses by three points, the others hold: significant on its own at 95%, but the
     # item starts with a tenth of the dimension's 1% share, and the dimension (Δ −0.6) is not rejected.
     scores(recorded, five([4, 4, 4]) | {"test_tone[a]": [1, 1, 1]})
-    recorded.runpytest_subprocess(*ARGS, *mode, "--junitxml", "junit.xml", "--aimeasure-json", "out.json")
+    run_session(recorded, *ARGS, *mode, "--junitxml", "junit.xml", "--aimeasure-json", "out.json")
     data = read_results(recorded.path / "out.json")
     session = {i["nodeid"].split("::")[-1]: i for i in data["items"]}
     # The case this test is about: a per-item drop that the family-wise correction does not confirm.

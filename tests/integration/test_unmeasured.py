@@ -6,6 +6,8 @@ import json
 
 import pytest
 
+from tests.conftest import run_session
+
 SOURCE = """
 import pathlib
 import pytest
@@ -46,7 +48,7 @@ def test_dimension_test_without_a_score_fails_and_says_how_to_skip(
     pytester: pytest.Pytester, mode: tuple[str, ...]
 ) -> None:
     pytester.makepyfile(test_dims=SOURCE)
-    result = pytester.runpytest_subprocess(*ARGS, *mode, "--aimeasure-json", "out.json")
+    result = run_session(pytester, *ARGS, *mode, "--aimeasure-json", "out.json")
     result.assert_outcomes(passed=3, failed=1, skipped=1)
     result.stdout.fnmatch_lines(
         ["*_ test_forgot_to_score _*", "dimension 'tone': the test passed without calling judge.score*"]
