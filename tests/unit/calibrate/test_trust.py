@@ -29,11 +29,49 @@ def test_kappa_interval_is_the_jackknife_on_fishers_z() -> None:
     se = math.sqrt(14 / 15 * sum((z - mz) ** 2 for z in zs))
     assert ci.se_z == pytest.approx(se)
     assert math.atanh(ci.high) - math.atanh(kappa) == pytest.approx(2.144787 * se, rel=1e-5)  # t(14)
+    assert math.atanh(kappa) - math.atanh(ci.low) == pytest.approx(2.144787 * se, rel=1e-5)
 
 
 def test_a_perfect_table_gets_a_lower_bound_below_one() -> None:
     ci = kappa_ci([1, 2, 3, 4, 5] * 3, [1, 2, 3, 4, 5] * 3)
     assert ci is not None and ci.high == 1.0 and 0.6 < ci.low < 1.0
+
+
+# The adventure example's voice anchors: five leaks both sides put at 2, seven clean lines the judge
+# puts at 5, where the humans say 5 but once 4. Leaving that one anchor out leaves a perfect table.
+ONE_OFF_HUMAN = [2, 2, 2, 2, 2, 5, 5, 4, 5, 5, 5, 5]
+ONE_OFF_JUDGE = [2, 2, 2, 2, 2, 5, 5, 5, 5, 5, 5, 5]
+
+
+def test_one_disagreeing_anchor_gets_an_interval_near_its_kappa() -> None:
+    ci = kappa_ci(ONE_OFF_HUMAN, ONE_OFF_JUDGE)
+    assert ci is not None and ci.kappa == pytest.approx(50 / 51)  # Σw·O = 1/16/12, Σw·E = 51/16/12
+    # The jackknife's SE on κ's scale, carried to z at κ: a leave-one-out κ of 1 has no finite z.
+    leave_out = [
+        weighted_kappa(ONE_OFF_HUMAN[:i] + ONE_OFF_HUMAN[i + 1 :], ONE_OFF_JUDGE[:i] + ONE_OFF_JUDGE[i + 1 :])
+        for i in range(12)
+    ]
+    assert leave_out[7] == 1.0
+    ks = [k for k in leave_out if k is not None]
+    mk = sum(ks) / 12
+    se_kappa = math.sqrt(11 / 12 * sum((k - mk) ** 2 for k in ks))
+    assert ci.se_z == pytest.approx(se_kappa / (1 - ci.kappa**2))
+    half = 2.200985 * ci.se_z  # t(11)
+    assert ci.low == pytest.approx(math.tanh(math.atanh(ci.kappa) - half), rel=1e-5)
+    assert ci.high == pytest.approx(math.tanh(math.atanh(ci.kappa) + half), rel=1e-5)
+    # Narrow (it was [-1.00, 1.00]), yet one seen disagreement leaves more doubt than none.
+    perfect = kappa_ci(ONE_OFF_JUDGE, ONE_OFF_JUDGE)
+    assert perfect is not None and perfect.kappa == 1.0
+    assert 0.8 < ci.low < perfect.low < ci.kappa < ci.high < 1.0
+
+
+def test_one_disagreeing_anchor_decides_the_verdict_at_a_lower_threshold() -> None:
+    ci = kappa_ci(ONE_OFF_HUMAN, ONE_OFF_JUDGE)
+    assert ci is not None
+    unbiased = mean_ci([0.0, 0.1, -0.1, 0.0, 0.05, -0.05])
+    assert verdict(ci, unbiased, min_kappa=0.8, max_abs_bias=0.5).verdict == "trusted"
+    found = verdict(ci, unbiased, min_kappa=0.9, max_abs_bias=0.5)
+    assert found.verdict == "inconclusive" and found.budget is not None and 12 < found.budget < 100
 
 
 def test_verdicts() -> None:
