@@ -8,7 +8,8 @@ is computed exactly from the joint distribution; its true mean human score is E[
 Parts (each prints one table):
 
 1. κ interval coverage: the share of anchor sets (12, 30, 100) whose interval
-   (calibrate.trust.kappa_ci) holds the true κ, per judge; target ≥ 93%.
+   (calibrate.trust.kappa_ci) holds the true κ, per judge; target ≥ 93%. Its last row pools the
+   sets where exactly one anchor disagrees (the delta-method branch near κ = 1).
 2. Label budget: for anchor sets of 12 and 30 whose verdict is inconclusive, label the predicted
    number of anchors in all (the old ones kept, new ones drawn) and count how often the verdict is
    then decided; target 80% ± 10%.

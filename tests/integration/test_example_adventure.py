@@ -328,6 +328,15 @@ def test_calibrate_reports_the_judge_against_the_human_labels_and_keeps_it(tmp_p
     assert c["bias"]["ci_low"] > 0  # generous, significantly...
     assert c["bias"]["mean"] < c["thresholds"]["max_abs_bias"]  # ...but within the default 0.5
     assert c["agreement"]["kappa"] > 0.9 and c["agreement"]["within_one"] == 1.0
+    # Seed 18's Sam (4 by both raters, 5 by the judge) holds all of κ's disagreement: its interval is
+    # narrow (it was [-1.00, 1.00]) and clears min_kappa, so the bias alone leaves the ruler undecided.
+    trust = c["trust"]
+    assert c["thresholds"]["min_kappa"] < trust["kappa_ci_low"] < c["agreement"]["kappa"]
+    assert trust["kappa_ci_low"] > 0.8 and trust["kappa_ci_high"] < 1.0
+    assert trust["reasons"] == ["bias +0.42 [+0.23, +0.60] straddles ±0.5"] and trust["budget"] > 12
+    readme = (EXAMPLE / "README.md").read_text()
+    row = next(line for line in readme.splitlines() if line.startswith(f"{VOICE}  4.62"))
+    assert row in run.stdout  # the README's calibration table is this session's
     assert 0 < c["human_alpha"] < 1  # lee and kim disagree on seven anchors
     assert c["repeatability"]["var_floor"] == 0.01  # every sample repeats: the measured noise is the minimum
     assert {p["probe"]: p["significant"] for p in c["probes"]} == {"length": False, "range": False}
@@ -344,4 +353,4 @@ def test_calibrate_reports_the_judge_against_the_human_labels_and_keeps_it(tmp_p
     assert later.results["calibration_summary"][VOICE]["status"] == "inconclusive"
     assert not later.results["calibration_summary"][VOICE]["fresh"]
     assert later.results["spend"]["calls"] == 0
-    assert "inconclusive (stored)" in later.stdout
+    assert f"inconclusive (~{trust['budget']} anchors) (stored)" in later.stdout
