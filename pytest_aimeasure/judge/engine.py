@@ -30,6 +30,7 @@ import contextlib
 import gc
 import hashlib
 import json
+import math
 import threading
 from collections import Counter
 from collections.abc import Callable, Coroutine, Mapping
@@ -78,6 +79,7 @@ from pytest_aimeasure.measure.models import (
 )
 from pytest_aimeasure.measure.stats import VAR_FLOOR_DEFAULT, item_stats
 from pytest_aimeasure.measure.version import __version__
+from pytest_aimeasure.store.cost import CHARS_PER_TOKEN, TYPICAL_VERDICT_TOKENS, WAIT
 from pytest_aimeasure.store.loop import LoopThread
 
 T = TypeVar("T")
@@ -89,6 +91,10 @@ QUOTA_WAIT_S = 300.0
 """Seconds of nothing but 429/529 from a provider after which it is given up (``--judge-quota-wait``)."""
 NOTICE_EVERY_S = 10.0
 """While a provider answers only 429/529: how often the engine says so (at most)."""
+BUDGET_WAIT_CALL_S = 60.0
+"""For the budget's wait, when no call timeout is set: what one attempt of a call in flight may take."""
+BUDGET_POLL_S = 0.05
+"""How often a call the budget asked to wait checks again whether a call in flight settled."""
 
 SampleKey = tuple[str, str, str, int]
 """(fingerprint digest, prompt hash, artifact sha256, sample index)."""
@@ -116,7 +122,7 @@ class SampleSink(Protocol):
 class BudgetGate(Protocol):
     """Admission control for calls that cost money (see :mod:`pytest_aimeasure.store.cost`)."""
 
-    def reserve(self, estimate_usd: float) -> Any | None: ...
+    def reserve(self, estimate_usd: float, *, may_wait: bool = False) -> Any | None: ...
 
     def settle(self, reservation: Any, actual_usd: float | None) -> None: ...
 
@@ -236,6 +242,7 @@ def merge_spend(parts: list[dict[str, Any]]) -> dict[str, Any]:
 
 CostFn = Callable[[str, str, Usage], "float | None"]
 EstimateFn = Callable[[str, str, int, int], "float | None"]
+"""(provider, model, prompt characters, output tokens) → the call's expected cost, None: no price."""
 
 
 def excerpt(text: str, limit: int = EXCERPT_CHARS) -> str:
@@ -334,6 +341,8 @@ class JudgeEngine:
         # the last notice.
         self._exhausted: dict[str, str] = {}
         self._noticed: dict[str, float] = {}
+        # Per "provider/model": the most output tokens one of its replies took, for the budget.
+        self._longest_verdict: dict[str, int] = {}
         self._loop = LoopThread("aimeasure-judge")
         self._stopped = threading.Event()
         self._frozen = False
@@ -759,14 +768,7 @@ class JudgeEngine:
         self._check_reachable(backend)
         reservation = None
         if self.budget is not None:
-            estimate = (
-                self._estimate(backend.provider, backend.model, prompt_chars, request.max_tokens)
-                if self._estimate
-                else None
-            )
-            reservation = self.budget.reserve(estimate or 0.0)
-            if reservation is None:
-                raise NotJudged("budget", "not judged: budget")
+            reservation = await self._reserve(self.budget, backend, request, prompt_chars)
 
         try:
             reply = _readable(await self._attempts(backend, request))
@@ -774,11 +776,52 @@ class JudgeEngine:
             if reservation is not None and self.budget is not None:
                 self.budget.settle(reservation, 0.0)
             raise
+        if reply.usage.invalid is None and reply.usage.output_tokens > 0:
+            key = f"{backend.provider}/{backend.model}"
+            self._longest_verdict[key] = max(self._longest_verdict.get(key, 0), reply.usage.output_tokens)
         cost = self._cost(backend.provider, backend.model, reply.usage) if self._cost else None
         if reservation is not None and self.budget is not None:
             self.budget.settle(reservation, cost)  # None books the estimate: unknown is never free
         self.spend.add_call(reply.usage, cost)
         return reply
+
+    async def _reserve(
+        self, budget: BudgetGate, backend: Backend, request: JudgeRequest, prompt_chars: int
+    ) -> Any:
+        """The budget's reservation for one call: its prompt as sent, and as many output tokens as
+        the longest verdict this judge gave so far this session (before the first: a typical
+        verdict's). A call that fits the limit but not beside the calls in flight waits for them to
+        settle (they are bounded by their timeouts and retries), so a budget the real calls fit is
+        not stopped by what they reserved."""
+        loop = asyncio.get_running_loop()
+        timeout = self.settings.timeout or BUDGET_WAIT_CALL_S
+        deadline = loop.time() + timeout * (self.settings.retries + 1)
+        while True:
+            # Estimated at each try: the calls waited for may have shown how long a verdict is.
+            seen = self._longest_verdict.get(f"{backend.provider}/{backend.model}")
+            output_tokens = min(request.max_tokens, seen if seen is not None else TYPICAL_VERDICT_TOKENS)
+            estimate = (
+                self._estimate(backend.provider, backend.model, prompt_chars, output_tokens) or 0.0
+                if self._estimate
+                else 0.0
+            )
+            reservation = budget.reserve(estimate, may_wait=loop.time() < deadline)
+            if reservation != WAIT:
+                break
+            self._check_running()
+            await asyncio.sleep(BUDGET_POLL_S)
+        if reservation is None:
+            verdict = "the longest verdict so far" if seen is not None else "a typical verdict's; none yet"
+            tokens_in = math.ceil(prompt_chars / CHARS_PER_TOKEN)
+            raise NotJudged(
+                "budget",
+                "not judged: budget",
+                detail=(
+                    f"the next call would reserve ${estimate:.4f}: its prompt, {prompt_chars:,} characters "
+                    f"≈ {tokens_in:,} tokens in, and {output_tokens:,} tokens out ({verdict})"
+                ),
+            )
+        return reservation
 
     async def _attempts(self, backend: Backend, request: JudgeRequest) -> JudgeReply:
         """One judge call, retried up to ``retries`` times after a transport failure. A 429/529 pauses

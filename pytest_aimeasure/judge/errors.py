@@ -97,9 +97,11 @@ class ReplayMiss(JudgeError):
 class NotJudged(Exception):
     """The item was not judged for a reason that is not the judge's fault (the budget ran out)."""
 
-    def __init__(self, reason: str, message: str) -> None:
+    def __init__(self, reason: str, message: str, *, detail: str = "") -> None:
         super().__init__(message)
         self.reason = reason
+        self.detail = detail
+        """What the user needs to act on it (the budget: what the refused call would have reserved)."""
 
 
 class Interrupted(NotJudged):

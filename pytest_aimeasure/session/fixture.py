@@ -486,7 +486,7 @@ class _Landing:
     def _verdict(self, outcome: Measurement | BaseException) -> BaseException | None:
         spec, record, limit, judge = self.spec, self.record, self.limit, self.judge
         if isinstance(outcome, NotJudged):
-            message = f"not judged: {outcome.reason} ({self.state.budget_text()})"
+            message = f"not judged: {outcome.reason} ({self.state.budget_text(outcome.detail)})"
             runtime.record_finding("budget", message, subject=spec.item_id, severity="fail")
             return pytest.skip.Exception(message)
         if not isinstance(outcome, Measurement):

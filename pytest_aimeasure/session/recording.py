@@ -48,15 +48,18 @@ def _cost_model(provider: str, model: str) -> tuple[str, str | None]:
 
 
 def _estimate(
-    provider: str, model: str, prompt_chars: int, max_tokens: int, *, batch: bool = False
+    provider: str, model: str, prompt_chars: int, output_tokens: int, *, batch: bool = False
 ) -> float | None:
-    """A judge call's expected cost (``batch``: at the Batch API's rates)."""
+    """A judge call's expected cost: ``prompt_chars`` of prompt and ``output_tokens`` out, the
+    engine's reservation (``batch``: at the Batch API's rates)."""
     if provider == "scripted":
         return 0.0
     from pytest_aimeasure.store.cost import estimate_call_usd
 
     name, prov = _cost_model(provider, model)
-    return estimate_call_usd(name, prompt_chars, max_tokens, provider=prov, batch=batch)
+    return estimate_call_usd(
+        name, prompt_chars, output_tokens, provider=prov, batch=batch, output_tokens=output_tokens
+    )
 
 
 @dataclass(frozen=True)
@@ -389,8 +392,8 @@ class Recording:
         name, prov = _cost_model(provider, model)
         return cost_usd(name, usage, provider=prov, batch=self.batch)
 
-    def estimate(self, provider: str, model: str, prompt_chars: int, max_tokens: int) -> float | None:
-        return _estimate(provider, model, prompt_chars, max_tokens, batch=self.batch)
+    def estimate(self, provider: str, model: str, prompt_chars: int, output_tokens: int) -> float | None:
+        return _estimate(provider, model, prompt_chars, output_tokens, batch=self.batch)
 
     @classmethod
     def check_budget_prices(cls, model: str | None) -> None:

@@ -319,10 +319,13 @@ class SessionState:
                 )
             return self._engine
 
-    def budget_text(self) -> str:
+    def budget_text(self, detail: str = "") -> str:
+        """What the budget stands at, then ``detail`` (what a refused call would have reserved)."""
         if self.recording is not None and self.recording.budget is not None:
-            return self.recording.budget_text()
-        return "no budget set"
+            text = self.recording.budget_text()
+        else:
+            text = "no budget set"
+        return f"{text}; {detail}" if detail else text
 
     def spend(self) -> dict[str, Any]:
         """Judge spend of the whole session: this process plus every worker."""

@@ -42,7 +42,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pytest_aimeasure.measure.models import Finding, Measurement, Usage
 from pytest_aimeasure.store.fileio import atomic_write
@@ -50,6 +50,7 @@ from pytest_aimeasure.store.fileio import atomic_write
 __all__ = [
     "CHARS_PER_TOKEN",
     "TYPICAL_VERDICT_TOKENS",
+    "WAIT",
     "Budget",
     "Price",
     "Reservation",
@@ -281,26 +282,37 @@ def cost_usd(model: str, usage: Usage, provider: str | None = None, *, batch: bo
 
 
 def estimate_call_usd(
-    model: str, prompt_chars: int, max_output_tokens: int, provider: str | None = None, *, batch: bool = False
+    model: str,
+    prompt_chars: int,
+    max_output_tokens: int,
+    provider: str | None = None,
+    *,
+    batch: bool = False,
+    output_tokens: int | None = None,
 ) -> float | None:
     """A judge call's expected cost before it is made, for :meth:`Budget.reserve`.
 
-    Input is ~``prompt_chars / CHARS_PER_TOKEN`` tokens; output is counted at
-    ``min(max_output_tokens, TYPICAL_VERDICT_TOKENS)``. None when the price is unknown.
+    Input is ~``prompt_chars / CHARS_PER_TOKEN`` tokens; output is ``output_tokens`` when the caller
+    knows better (the session's longest verdict), else ``min(max_output_tokens,
+    TYPICAL_VERDICT_TOKENS)``. None when the price is unknown.
     """
     price = price_for(model, provider)
     if price is None:
         return None
-    usage = Usage(
-        input_tokens=math.ceil(max(prompt_chars, 0) / CHARS_PER_TOKEN),
-        output_tokens=max(min(max_output_tokens, TYPICAL_VERDICT_TOKENS), 0),
-    )
+    out = output_tokens if output_tokens is not None else min(max_output_tokens, TYPICAL_VERDICT_TOKENS)
+    usage = Usage(input_tokens=math.ceil(max(prompt_chars, 0) / CHARS_PER_TOKEN), output_tokens=max(out, 0))
     return (price.for_batch() if batch else price).cost(usage)
 
 
 # --------------------------------------------------------------------------------------------------
 # Budget
 # --------------------------------------------------------------------------------------------------
+
+
+WAIT: Literal["wait"] = "wait"
+"""What :meth:`Budget.reserve` answers, when asked ``may_wait``, for a call that fits the limit but not
+beside the calls in flight: try again once one of them settled (each usually costs less than it
+reserved), rather than stopping the run while money is left."""
 
 
 @dataclass(frozen=True)
@@ -311,15 +323,44 @@ class Reservation:
     amount_usd: float
 
 
+WaitOrRefuse = Literal["wait"] | None
+"""A reservation not granted: :data:`WAIT` (try again once a call in flight settled) or None (refused
+for good)."""
+
+
+@dataclass
+class _Refusals:
+    refused: int
+    limit_usd: float
+
+
+def _admit(
+    spent: float, in_flight: float, estimate: float, budget: Budget | _Refusals, may_wait: bool
+) -> WaitOrRefuse | Literal[False]:
+    """The one admission rule of :class:`Budget` and :class:`SharedBudget`: False admits the call
+    (the caller books it); None refuses it for good (counted in ``budget.refused``); :data:`WAIT`
+    when it fits what was spent but not beside the calls in flight, and the caller may wait."""
+    if budget.refused or spent + estimate > budget.limit_usd:
+        budget.refused += 1
+        return None
+    if spent + in_flight + estimate > budget.limit_usd:
+        if may_wait and in_flight > 0:
+            return WAIT
+        budget.refused += 1
+        return None
+    return False
+
+
 class Budget:
     """A spending limit shared by every concurrent judge call of a process. Thread-safe.
 
     A call may start only if what was spent, plus what calls in flight reserved, plus its own
-    estimate stays within the limit. The first refusal is final: every later reservation is refused
-    too, so a budget stop is one point in the run (before it everything was judged, after it
-    nothing), not a scatter of small calls squeezed into what in-flight calls left over. Estimates
-    are not exact, so the spend can end above the limit by at most what the calls in flight
-    underestimated.
+    estimate stays within the limit. A call that fits what was spent but not what is in flight too
+    may wait for those calls (``may_wait``); one that does not fit what was spent is refused. The
+    first refusal is final: every later reservation is refused too, so a budget stop is one point
+    in the run (before it everything was judged, after it nothing), not a scatter of small calls
+    squeezed into what in-flight calls left over. Estimates are not exact, so the spend can end
+    above the limit by at most what the calls in flight underestimated.
     """
 
     def __init__(self, limit_usd: float) -> None:
@@ -332,16 +373,16 @@ class Budget:
         self._next = 0
         self.refused = 0
 
-    def reserve(self, estimate_usd: float) -> Reservation | None:
+    def reserve(self, estimate_usd: float, *, may_wait: bool = False) -> Reservation | WaitOrRefuse:
         """Set aside ``estimate_usd`` for a call, or None when it would exceed the limit (or an earlier
-        reservation was refused)."""
+        reservation was refused); with ``may_wait``, :data:`WAIT` when only the calls in flight
+        stand in its way."""
         if not estimate_usd >= 0:
             raise ValueError(f"an estimate must be >= 0 USD, not {estimate_usd}")
         with self._lock:
-            committed = self._spent + sum(self._open.values())
-            if self.refused or committed + estimate_usd > self.limit_usd:
-                self.refused += 1
-                return None
+            verdict = _admit(self._spent, sum(self._open.values()), estimate_usd, self, may_wait)
+            if verdict is not False:
+                return verdict
             self._next += 1
             self._open[self._next] = estimate_usd
             return Reservation(self._next, estimate_usd)
@@ -437,7 +478,7 @@ class SharedBudget:
             return self._read()
 
     # -- the Budget interface --------------------------------------------------------------------
-    def reserve(self, estimate_usd: float) -> Reservation | None:
+    def reserve(self, estimate_usd: float, *, may_wait: bool = False) -> Reservation | WaitOrRefuse:
         if not estimate_usd >= 0:
             raise ValueError(f"an estimate must be >= 0 USD, not {estimate_usd}")
         if self._broken:
@@ -446,10 +487,12 @@ class SharedBudget:
 
         try:
             with self._ledger() as data:
-                committed = float(data["spent"]) + sum(float(v) for v in data["open"].values())
-                if data["refused"] or committed + estimate_usd > self.limit_usd:
-                    data["refused"] = int(data["refused"]) + 1
-                    return None
+                ledger = _Refusals(int(data["refused"]), self.limit_usd)
+                in_flight = sum(float(v) for v in data["open"].values())
+                verdict = _admit(float(data["spent"]), in_flight, estimate_usd, ledger, may_wait)
+                data["refused"] = ledger.refused
+                if verdict is not False:
+                    return verdict
                 self._next += 1
                 data["open"][f"{self._owner}-{self._next}"] = estimate_usd
                 return Reservation(self._next, estimate_usd)

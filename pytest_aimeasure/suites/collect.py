@@ -355,13 +355,9 @@ class SuiteItem(pytest.Item):
         if result.not_judged is not None:
             state = self.config.stash[state_key]
             reason = getattr(result.not_judged, "reason", "budget")
-            runtime.record_finding(
-                "budget",
-                f"not judged: {reason} ({state.budget_text()})",
-                subject=self.plan.nodeid,
-                severity="fail",
-            )
-            pytest.skip(f"not judged: {reason} ({state.budget_text()})")
+            message = f"not judged: {reason} ({state.budget_text(getattr(result.not_judged, 'detail', ''))})"
+            runtime.record_finding("budget", message, subject=self.plan.nodeid, severity="fail")
+            pytest.skip(message)
         breaches = [m for m in result.measurements if m.breached]
         if breaches:
             raise SuiteFloorBreach("\n\n".join(floor_message(m) for m in breaches))

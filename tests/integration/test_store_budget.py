@@ -1,20 +1,25 @@
 """The judge budget shared by xdist workers: one ledger file, one limit for the whole session.
 
-The plugin-level proof (``-n 2`` against the local server, spend within the limit) is in
-``test_plugin_store.py``; here the ledger itself, with several processes reserving at once.
+The plugin-level proof that a budget stops (``-n 2`` against the local server, spend within the
+limit) is in ``test_store_session.py``; here the ledger itself, with several processes reserving at
+once, and a session whose budget fits its real calls.
 """
 
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 import threading
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
-from pytest_aimeasure.store.cost import Budget, SharedBudget
+from pytest_aimeasure.store.cost import WAIT, Budget, SharedBudget
+from pytest_aimeasure.testing import ProviderServer, SeenRequest
+from tests.conftest import read_results
 
 WORKER = """
 import json, sys
@@ -122,3 +127,77 @@ def test_processes_reserving_at_once_stay_within_the_limit(tmp_path: Path) -> No
         alone += 1
     assert sum(admitted) <= alone
     assert sum(admitted) >= alone // 2, admitted  # they did share it: not stopped at the first call
+
+
+@pytest.mark.parametrize("make", [lambda p: Budget(1.0), lambda p: SharedBudget(p / "ledger.json", 1.0)])
+def test_a_call_that_fits_the_spend_but_not_beside_the_calls_in_flight_may_wait(
+    tmp_path: Path, make: Callable[[Path], Budget | SharedBudget]
+) -> None:
+    budget = make(tmp_path)
+    first = budget.reserve(0.6)
+    assert first is not None and first != WAIT
+    assert budget.reserve(0.6, may_wait=True) == WAIT  # 0.6 in flight + 0.6 > 1.0, but 0.6 alone fits
+    assert not budget.exhausted
+    budget.settle(first, 0.2)  # it cost less than it reserved
+    second = budget.reserve(0.6, may_wait=True)
+    assert second is not None and second != WAIT
+    budget.settle(second, 0.2)
+    assert budget.reserve(0.7, may_wait=True) is None  # 0.4 spent + 0.7 > 1.0: no call in flight frees that
+    assert budget.reserve(0.01, may_wait=True) is None  # and the refusal is final
+
+
+ITEMS = """
+import pytest
+
+@pytest.mark.parametrize("n", range(8))
+@pytest.mark.dimension("tone", rubric="5 = calm")
+def test_tone(n, judge):
+    judge.score(f"story {n}: the knight waited by the gate.")
+"""
+Serve = Callable[[Callable[[SeenRequest], int]], ProviderServer]
+PRICED = "anthropic/claude-sonnet-4-5"  # litellm's price map: $3 / $15 a million tokens in / out
+
+
+@pytest.mark.usefixtures("as_controller")
+@pytest.mark.parametrize("mode", [pytest.param((), id="serial"), pytest.param(("-n", "2"), id="xdist")])
+def test_a_budget_the_real_calls_fit_is_not_stopped_by_what_they_reserve(
+    pytester: pytest.Pytester, serve: Serve, mode: tuple[str, ...]
+) -> None:
+    """Eight calls of ~$0.001 each against a budget of $0.012. Each call used to reserve its prompt and
+    300 output tokens (~$0.0053) and 16 started at once, so the third was refused and the run stopped
+    at $0.003. The reservation now takes the longest verdict seen (here ~35 tokens), and a call that
+    fits the spend waits for the calls in flight instead of stopping the run."""
+    server = serve(lambda seen: 4)
+    pytester.makepyfile(test_items=ITEMS)
+    argv = ("--ai-judge", "--judge-model", PRICED, "-p", "no:randomly", "--judge-samples=1", *mode)
+    result = pytester.runpytest(*argv, "--judge-budget-usd=0.012", "--aimeasure-json=out.json")
+    result.assert_outcomes(passed=8)
+    spend = read_results(pytester.path / "out.json")["spend"]
+    assert server.calls == spend["calls"] == 8
+    assert 0.006 < spend["cost_usd"] <= 0.012  # what the eight cost, within the budget
+
+
+def test_a_budget_stop_says_what_the_next_call_would_reserve(pytester: pytest.Pytester, serve: Serve) -> None:
+    server = serve(lambda seen: 4)
+    pytester.makepyfile(test_items=ITEMS)
+    argv = ("--ai-judge", "--judge-model", PRICED, "-p", "no:randomly", "--judge-samples=1")
+    result = pytester.runpytest(*argv, "--judge-budget-usd=0.006", "--aimeasure-json=out.json")
+    data = read_results(pytester.path / "out.json")
+    judged = server.calls
+    outcomes = result.parseoutcomes()
+    assert (outcomes["passed"], outcomes["skipped"]) == (judged, 8 - judged), outcomes
+    assert 4 <= judged < 8 and data["spend"]["cost_usd"] <= 0.006
+    (stopped, *_) = [i for i in data["items"] if i["outcome"] == "skipped"]
+    said = re.fullmatch(
+        r"not judged: budget \(\$(\S+) of \$0\.0060 spent; the next call would reserve \$(\S+): its "
+        r"prompt, ([\d,]+) characters ≈ ([\d,]+) tokens in, and (\d+) tokens out "
+        r"\(the longest verdict so far\)\)",
+        stopped["message"],
+    )
+    assert said is not None, stopped["message"]
+    spent, reserve, chars, tokens_in, tokens_out = said.groups()
+    assert float(spent) + float(reserve) > 0.006  # why it stopped
+    prompt = server.requests[0]
+    assert int(chars.replace(",", "")) > len(prompt.system + prompt.prompt)  # plus the tool definition
+    assert int(tokens_in.replace(",", "")) == -(-int(chars.replace(",", "")) // 4)
+    assert int(tokens_out) < 100  # the local server's verdicts, not the 300 reserved before the first

@@ -77,7 +77,7 @@ class CountingBudget:
         self.left = left
         self.reserved = 0
 
-    def reserve(self, estimate_usd: float) -> Any | None:
+    def reserve(self, estimate_usd: float, *, may_wait: bool = False) -> Any | None:
         if self.left <= 0:
             return None
         self.left -= 1
