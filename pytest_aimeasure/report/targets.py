@@ -413,7 +413,7 @@ def render_tables(tables: dict[str, Any]) -> list[str]:
         lines.append(
             f"Suite {name}: {len(table.rows)} rows, {table.prompts} prompts, "
             f"{len(table.dimensions)} dimension{'s' if len(table.dimensions) != 1 else ''} "
-            "(mean ± 95% CI half-width)"
+            "(mean ± 95% CI half-width, or [low, high] where the 1–5 scale cuts it)"
         )
         headers = ["target", "model", "reliability (gates)", "timed out"]
         headers += table.dimensions if inline else [f"quality ({len(table.dimensions)} dims)"]

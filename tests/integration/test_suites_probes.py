@@ -97,7 +97,8 @@ def test_probes_run_offline_and_compare_reads_the_stored_runs(
     # The verdicts' endings are left open: a "fastest" there would be about this machine's load.
     result.stdout.fnmatch_lines(
         [
-            "Suite behavioural-baseline: 2 rows, 12 prompts, 8 dimensions (mean ± 95% CI half-width)",
+            "Suite behavioural-baseline: 2 rows, 12 prompts, 8 dimensions "
+            "(mean ± 95% CI half-width, or [[]low, high] where the 1–5 scale cuts it)",
             "reference*pytest_aimeasure.suites.probes:reference_answer*12/12*4.00*best quality, reliable*",
             "echo*scripted*5/12*4.00*$0*best quality, but unreliable*",
             "dimension*reference*echo",

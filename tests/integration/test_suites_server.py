@@ -79,7 +79,8 @@ def test_fast_target_is_not_held_back_by_the_slow_one(
 
     result.stdout.fnmatch_lines(
         [
-            "Suite speed: 2 rows, 2 prompts, 1 dimension (mean ± 95% CI half-width)",
+            "Suite speed: 2 rows, 2 prompts, 1 dimension "
+            "(mean ± 95% CI half-width, or [[]low, high] where the 1–5 scale cuts it)",
             "target*model*reliability (gates)*quality*breaches*latency p50/p95*tokens in/out*$/gen*verdict",
             # The verdicts' endings are left open: which row is "fastest" depends on the machine's load
             # (test_suites_compare checks the wording on fixed latencies).

@@ -170,7 +170,10 @@ def test_rows_reliability_dimensions_latency_tokens_cost_and_verdicts() -> None:
 
     lines = render_tables(tables)
     text = "\n".join(lines)
-    assert lines[0] == "Suite s: 3 rows, 3 prompts, 1 dimension (mean ± 95% CI half-width)"
+    assert (
+        lines[0] == "Suite s: 3 rows, 3 prompts, 1 dimension "
+        "(mean ± 95% CI half-width, or [low, high] where the 1–5 scale cuts it)"
+    )
     header = lines[1].split()
     assert header[:8] == ["target", "model", "reliability", "(gates)", "timed", "out", "tone", "breaches"]
     assert "1/3 (1 gen error)" in text
