@@ -779,6 +779,9 @@ class JudgeEngine:
         if reply.usage.invalid is None and reply.usage.output_tokens > 0:
             key = f"{backend.provider}/{backend.model}"
             self._longest_verdict[key] = max(self._longest_verdict.get(key, 0), reply.usage.output_tokens)
+        for lesson in reply.learned:
+            # Once a backend (a model, a session): the 400 behind it is not paid for again.
+            self._say(f"the judge {backend.model} ({backend.provider}) {lesson}")
         cost = self._cost(backend.provider, backend.model, reply.usage) if self._cost else None
         if reservation is not None and self.budget is not None:
             self.budget.settle(reservation, cost)  # None books the estimate: unknown is never free

@@ -325,6 +325,29 @@ def test_forced_tool_rejection_falls_back_to_auto(kind: str, server: ProviderSer
 
 
 @pytest.mark.parametrize("kind", KINDS)
+def test_a_refused_forced_tool_is_learned_once_by_calls_sent_together(
+    kind: str, server: ProviderServer
+) -> None:
+    # Three samples go out at once: one 400 teaches the model's quirk, the others wait for it.
+    server.reject_forced_tool_models.add(model_name(kind))
+    server.script(5, 4, 3)
+    backend = make_backend(kind, server)
+
+    async def together() -> list[JudgeReply]:
+        try:
+            return list(await asyncio.gather(*(backend.judge(judge_request()) for _ in range(3))))
+        finally:
+            await backend.aclose()
+
+    replies = asyncio.run(together())
+    assert [r.mode for r in replies] == ["auto"] * 3
+    assert sorted(r.tool_input["score"] for r in replies if r.tool_input is not None) == [3, 4, 5]
+    assert [(seen.forced, seen.status) for seen in server.requests] == [(True, 400)] + [(False, 200)] * 3
+    lessons = [lesson for r in replies for lesson in r.learned]
+    assert len(lessons) == 1 and "refuses forced tool use" in lessons[0]
+
+
+@pytest.mark.parametrize("kind", KINDS)
 def test_both_rejections_at_once(kind: str, server: ProviderServer) -> None:
     server.reject_temperature_models.add(model_name(kind))
     server.reject_forced_tool_models.add(model_name(kind))
@@ -476,7 +499,11 @@ def test_concurrent_calls_overlap(kind: str) -> None:
 
         replies = asyncio.run(many())
         assert len(replies) == n and all(r.tool_input is not None for r in replies)
-        assert server.max_in_flight == n  # all n were in flight at once
+        # The model's first call goes alone (its answer tells what the model refuses); the others
+        # were all in flight at once after it.
+        assert server.max_in_flight == n - 1
+        first, *others = sorted(server.requests, key=lambda seen: seen.started)
+        assert all(first.finished <= seen.started for seen in others)
 
 
 @pytest.mark.parametrize("kind", KINDS)

@@ -444,7 +444,11 @@ def test_judge_error_after_repeated_invalid_output(
 @pytest.mark.parametrize("model", BACKENDS)
 @pytest.mark.parametrize("quirk", ["temperature", "forced-tool"])
 def test_fallback_is_recorded_in_the_fingerprint(
-    pytester: pytest.Pytester, provider_env: ProviderServer, model: str, quirk: str
+    pytester: pytest.Pytester,
+    provider_env: ProviderServer,
+    model: str,
+    quirk: str,
+    capfd: pytest.CaptureFixture[str],
 ) -> None:
     server = provider_env
     rejects = server.reject_temperature_models if quirk == "temperature" else server.reject_forced_tool_models
@@ -457,7 +461,14 @@ def test_fallback_is_recorded_in_the_fingerprint(
     fingerprint = measurement["fingerprint"]
     accepted = [s for s in server.requests if s.status == 200]
     assert len(accepted) == 2
-    assert {s.status for s in server.requests} <= {200, 400}
+    # Learned from one 400 for the session (the second sample waited for the first's answer), and
+    # said once.
+    assert [s.status for s in server.requests] == [400, 200, 200]
+    lesson = "rejects temperature (HTTP 400)" if quirk == "temperature" else "refuses forced tool use"
+    # (The judge's notices go to the terminal's standard error at once, past pytest's capture.)
+    terminal = capfd.readouterr().err.splitlines()
+    said = [line for line in terminal if line.startswith("aimeasure: the judge") and lesson in line]
+    assert len(said) == 1
     if quirk == "temperature":
         assert (fingerprint["temperature"], fingerprint["tool_mode"]) == (None, "forced")
         assert all("temperature" not in s.body and s.forced for s in accepted)

@@ -200,3 +200,26 @@ def test_a_model_that_rejects_cache_control_is_called_again_without_it(
         engine.close()
     marked = ["cache_control" in r.body["tools"][0] for r in server.requests]
     assert marked == [True, False, False]  # rejected once, then never sent again
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_a_refused_forced_tool_is_learned_once_a_session_and_said_once(
+    kind: str, server: ProviderServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Four items of three samples, all sent together: the model's refusal of a forced tool call is
+    # one 400 for the session, not one per sample in flight, and one line says what it means.
+    server.reject_forced_tool_models.add("claude-test" if kind == "anthropic" else "gpt-test")
+    engine = engine_for(kind, server, monkeypatch, concurrency=8)
+    said: list[str] = []
+    engine.notice = said.append
+    try:
+        measured = measure_all(engine, [spec(i) for i in range(4)])
+    finally:
+        engine.close()
+    assert [(r.forced, r.status) for r in server.requests if r.status != 200] == [(True, 400)]
+    assert sum(1 for r in server.requests if r.status == 200 and not r.forced) == 12
+    assert {m.fingerprint.tool_mode for m in measured} == {"auto"}
+    (line,) = said
+    model = "claude-test" if kind == "anthropic" else "openai/gpt-test"
+    assert line.startswith(f"aimeasure: the judge {model} (")
+    assert "refuses forced tool use (HTTP 400 on tool_choice)" in line

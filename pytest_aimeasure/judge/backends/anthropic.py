@@ -38,6 +38,7 @@ import asyncio
 import inspect
 import json
 import os
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from pytest_aimeasure.judge.backends.base import (
@@ -289,10 +290,13 @@ class AnthropicBackend(LearnsQuirks):
             sample = f"{request.context.get('index', 0)}" if self.batch is not None else None
             return await self._create(kwargs, params, request.timeout, sample=sample)
 
-        attempt = await call_judge(self.quirks, request, call, who="anthropic API", model=self.model)
-        return self._judge_reply(
+        attempt = await call_judge(
+            self.quirks, request, call, who="anthropic API", model=self.model, batched=self.batch is not None
+        )
+        reply = self._judge_reply(
             attempt.response, tool.name, attempt.latency_s, attempt.mode, attempt.temperature_sent
         )
+        return replace(reply, learned=attempt.learned) if attempt.learned else reply
 
     def _judge_reply(
         self,

@@ -12,10 +12,13 @@ one fallback path after a model rejects ``temperature`` or forced tool use (:fun
 
 from __future__ import annotations
 
+import asyncio
+import concurrent.futures
 import datetime
 import email.utils
 import math
 import socket
+import threading
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -76,6 +79,9 @@ class JudgeReply:
     latency_s: float = 0.0
     mode: ToolMode = "forced"
     temperature_sent: float | None = None
+    learned: tuple[str, ...] = ()
+    """What this call taught the backend about the model (a 400 it will not pay for again), once
+    a backend: e.g. ``refuses forced tool use (HTTP 400 on tool_choice): …``."""
 
 
 @dataclass(frozen=True)
@@ -355,14 +361,64 @@ def _read_usage(response: Any, input_field: str, output_field: str) -> Usage:
     )
 
 
+LESSONS = {
+    "sends_temperature": "rejects temperature (HTTP 400): judged without it from now on (the fingerprint "
+    "records temperature null)",
+    "forces_tool": "refuses forced tool use (HTTP 400 on tool_choice): judged with tool_choice auto and "
+    "an instruction to call the verdict tool from now on (the fingerprint records tool_mode auto)",
+    "caches_prompt": "rejects prompt-cache markers (HTTP 400): called without them from now on",
+}
+"""What each switch of :class:`Quirks` means once a model turned it off, said once a session."""
+
+
 @dataclass
 class Quirks:
     """What a backend learned from a model's 400s, kept for its lifetime so later calls don't pay for
-    the same rejection again."""
+    the same rejection again.
+
+    Until the model's first judge call has ended, the quirks are unknown: that call goes out alone
+    and the calls sent with it wait for it (:meth:`first_call`), so a model that refuses a forced tool
+    costs one 400 a session, not one per call in flight. The wait is one call, once: whatever ended
+    the first call (an answer, or a timeout or 429 that teaches nothing), the others go then, so a
+    slow or failing provider is never called one call at a time. Thread-safe: the switches turn off
+    under a lock, and the wait is on a thread-safe future."""
 
     sends_temperature: bool = True
     forces_tool: bool = True
     caches_prompt: bool = True
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
+    _known: bool = field(default=False, repr=False, compare=False)
+    _first: concurrent.futures.Future[None] | None = field(default=None, repr=False, compare=False)
+
+    def turn_off(self, switch: str) -> bool:
+        """Turn ``switch`` off; True for the one call that turned it off (it says so)."""
+        with self._lock:
+            if not getattr(self, switch):
+                return False
+            setattr(self, switch, False)
+            return True
+
+    async def first_call(self) -> bool:
+        """Wait while another call is the model's first; True when the caller's call is the first
+        (it then calls :meth:`first_call_done`)."""
+        with self._lock:
+            if self._known:
+                return False
+            if self._first is None:
+                self._first = concurrent.futures.Future()
+                return True
+            first = self._first
+        # Shielded: a waiter that is cancelled must not cancel the future the others wait on.
+        await asyncio.shield(asyncio.wrap_future(first))
+        return False
+
+    def first_call_done(self) -> None:
+        """The first call ended: the calls waiting for it go."""
+        with self._lock:
+            first, self._first = self._first, None
+            self._known = True
+        if first is not None and not first.done():
+            first.set_result(None)
 
 
 class LearnsQuirks:
@@ -389,6 +445,7 @@ class JudgeAttempt:
     latency_s: float
     mode: ToolMode
     temperature_sent: float | None
+    learned: tuple[str, ...] = ()
 
 
 async def call_judge(
@@ -398,6 +455,7 @@ async def call_judge(
     *,
     who: str,
     model: str,
+    batched: bool = False,
 ) -> JudgeAttempt:
     """Make one judge call through the fallback path shared by the HTTP backends.
 
@@ -406,34 +464,45 @@ async def call_judge(
     instruction to call the tool. A 400 that rejects the temperature turns it off, one that rejects
     forced tool use turns that off, one that rejects prompt-cache markers turns caching off (a backend
     that marks its prompt reads ``quirks.caches_prompt``; all remembered in ``quirks``); at most four
-    attempts.
-    ``who`` and ``model`` name the API and model in the error raised when the model keeps rejecting.
+    attempts. Until the model's first answer the calls wait for it (:meth:`Quirks.first_call`), except
+    in batch mode (``batched``), where an answer takes a whole batch: waiting would make the first
+    batch a batch of one.
+    ``who`` and ``model`` name the API and model in the error raised when the model keeps rejecting;
+    the reply's ``learned`` says what this call turned off, once a backend.
     """
-    for _ in range(4):
-        send_temperature = request.temperature is not None and quirks.sends_temperature
-        forced = quirks.forces_tool
-        system = request.system
-        if not forced:
-            instruction = auto_tool_instruction(request.tool.name)
-            system = f"{system}\n\n{instruction}" if system else instruction
-        temperature = request.temperature if send_temperature else None
-        started = time.perf_counter()
-        try:
-            response = await call(temperature, forced, system)
-        except BackendError as error:
-            if send_temperature and is_rejection(error, rejects_temperature):
-                quirks.sends_temperature = False
+    first = not batched and await quirks.first_call()
+    learned: list[str] = []
+    try:
+        for _ in range(4):
+            send_temperature = request.temperature is not None and quirks.sends_temperature
+            forced = quirks.forces_tool
+            system = request.system
+            if not forced:
+                instruction = auto_tool_instruction(request.tool.name)
+                system = f"{system}\n\n{instruction}" if system else instruction
+            temperature = request.temperature if send_temperature else None
+            started = time.perf_counter()
+            try:
+                response = await call(temperature, forced, system)
+            except BackendError as error:
+                if send_temperature and is_rejection(error, rejects_temperature):
+                    switch = "sends_temperature"
+                elif forced and is_rejection(error, rejects_forced_tool):
+                    switch = "forces_tool"
+                elif quirks.caches_prompt and is_rejection(error, rejects_cache_control):
+                    switch = "caches_prompt"
+                else:
+                    raise
+                if quirks.turn_off(switch):
+                    learned.append(LESSONS[switch])
                 continue
-            if forced and is_rejection(error, rejects_forced_tool):
-                quirks.forces_tool = False
-                continue
-            if quirks.caches_prompt and is_rejection(error, rejects_cache_control):
-                quirks.caches_prompt = False
-                continue
-            raise
-        latency = time.perf_counter() - started
-        return JudgeAttempt(response, latency, "forced" if forced else "auto", temperature)
-    raise BackendError(f"{who} kept rejecting the judge call for {model}", status=400)
+            latency = time.perf_counter() - started
+            mode: ToolMode = "forced" if forced else "auto"
+            return JudgeAttempt(response, latency, mode, temperature, tuple(learned))
+        raise BackendError(f"{who} kept rejecting the judge call for {model}", status=400)
+    finally:
+        if first:
+            quirks.first_call_done()
 
 
 async def call_generate(

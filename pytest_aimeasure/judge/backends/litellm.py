@@ -35,6 +35,7 @@ import importlib.util
 import json
 import os
 import re
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from pytest_aimeasure.judge.backends.base import (
@@ -300,10 +301,13 @@ class LitellmBackend(LearnsQuirks):
             sample = f"{request.context.get('index', 0)}" if self.batch is not None else None
             return await self._complete(kwargs, request.timeout, sample=sample)
 
-        attempt = await call_judge(self.quirks, request, call, who="litellm", model=self.model)
-        return self._judge_reply(
+        attempt = await call_judge(
+            self.quirks, request, call, who="litellm", model=self.model, batched=self.batch is not None
+        )
+        reply = self._judge_reply(
             attempt.response, tool.name, attempt.latency_s, attempt.mode, attempt.temperature_sent
         )
+        return replace(reply, learned=attempt.learned) if attempt.learned else reply
 
     def _judge_reply(
         self, response: Any, tool_name: str, latency: float, mode: ToolMode, temperature_sent: float | None
