@@ -47,6 +47,11 @@ class Held:
     record: runtime.ItemRecord | None
     reports: list[pytest.TestReport] = field(default_factory=list)
     calls: dict[str, pytest.CallInfo[None]] = field(default_factory=dict)
+    settled: bool = False
+    logged: int = -1
+    """How far logging got: -1 not started, k in 0..len(reports) the log start and k reports sent,
+    len(reports) + 1 finished. A Ctrl-C may land while the item is being logged; the abandon goes on
+    from here, so no report is lost or sent twice."""
 
     def done(self) -> bool:
         return self.record is None or all(d.done() for d in self.record.deferred)
@@ -173,9 +178,10 @@ class Pipeline:
                 if not wait:
                     return
                 head.wait()
-            self.queue.popleft()
+            # Popped only once logged: a Ctrl-C while it is settled or logged leaves it for abandon().
             self._settle(head)
             self._log(head)
+            self.queue.popleft()
 
     def drain(self) -> None:
         """Wait for every pending verdict and log every held report (the end of the run, -x, an
@@ -209,7 +215,7 @@ class Pipeline:
 
     def _settle(self, held: Held) -> None:
         record = held.record
-        if record is None or not record.deferred:
+        if held.settled or record is None or not record.deferred:
             return
         item = held.item
         with runtime.attached(record):
@@ -234,6 +240,7 @@ class Pipeline:
                     remade.longrepr = (location[0], location[1], remade.longrepr[2])
                 reports.append(remade)
             held.reports = reports
+            held.settled = True
 
     def _log(self, held: Held) -> None:
         item, ihook = held.item, held.item.ihook
@@ -244,10 +251,15 @@ class Pipeline:
             running = worker.item_index
             worker.item_index = self._item_index(item)
         try:
-            ihook.pytest_runtest_logstart(nodeid=item.nodeid, location=item.location)
-            for report in held.reports:
+            if held.logged < 0:
+                ihook.pytest_runtest_logstart(nodeid=item.nodeid, location=item.location)
+                held.logged = 0
+            for report in held.reports[held.logged :]:
                 ihook.pytest_runtest_logreport(report=report)
-            ihook.pytest_runtest_logfinish(nodeid=item.nodeid, location=item.location)
+                held.logged += 1
+            if held.logged == len(held.reports):
+                ihook.pytest_runtest_logfinish(nodeid=item.nodeid, location=item.location)
+                held.logged += 1
         finally:
             if worker is not None:
                 worker.item_index = running
