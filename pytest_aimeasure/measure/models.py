@@ -284,6 +284,7 @@ FindingKind = Literal[
     "repair",
     "retry",
     "budget",
+    "interrupted",
     "gate_failed",
     "self_preference",
     "generation_error",

@@ -11,7 +11,7 @@ import pytest
 
 from pytest_aimeasure.attribution.split import RUBRICS_KEY
 from pytest_aimeasure.judge.engine import JudgeEngine
-from pytest_aimeasure.judge.errors import NotJudged
+from pytest_aimeasure.judge.errors import Interrupted, NotJudged
 from pytest_aimeasure.judge.families import family_clash, model_families
 from pytest_aimeasure.judge.item import ItemSpec
 from pytest_aimeasure.judge.pending import PendingMeasurement
@@ -485,6 +485,12 @@ class _Landing:
 
     def _verdict(self, outcome: Measurement | BaseException) -> BaseException | None:
         spec, record, limit, judge = self.spec, self.record, self.limit, self.judge
+        if isinstance(outcome, Interrupted):
+            # Not a budget stop: the run already ends interrupted and says how to resume it, so the
+            # item is noted, not counted as one more reason the run failed.
+            message = str(outcome)
+            runtime.record_finding("interrupted", message, subject=spec.item_id, severity="info")
+            return pytest.skip.Exception(message)
         if isinstance(outcome, NotJudged):
             message = f"not judged: {outcome.reason} ({self.state.budget_text(outcome.detail)})"
             runtime.record_finding("budget", message, subject=spec.item_id, severity="fail")

@@ -169,6 +169,13 @@ def test_an_interrupted_session_reports_what_landed_says_so_under_q_and_history_
     assert landed <= junit_cases(project.path / "junit.xml")
     reported = {i["nodeid"] for i in json.loads((project.path / "out.json").read_text())["items"]}
     assert landed <= reported
+    # What was given up is noted, not failed as a budget stop: the run already says it was interrupted.
+    cases = junit_cases(project.path / "junit.xml")
+    assert not [c for c in cases if "budget" in c], sorted(cases)[:5]
+    findings = json.loads((project.path / "out.json").read_text())["findings"]
+    given_up = [f for f in findings if f["kind"] == "interrupted"]
+    assert given_up and all(f["severity"] == "info" for f in given_up)
+    assert not [f for f in findings if f["kind"] == "budget"]
     history = subprocess.run(
         [
             sys.executable,
