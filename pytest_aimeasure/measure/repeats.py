@@ -26,7 +26,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from pytest_aimeasure.measure.stats import VAR_FLOOR_DEFAULT, scale_interval, t_ppf
+from pytest_aimeasure.measure.stats import VAR_FLOOR_DEFAULT, items_interval, scale_interval, t_ppf
 
 if TYPE_CHECKING:
     from pytest_aimeasure.measure.models import Measurement
@@ -176,3 +176,12 @@ def gate_counts(extra: dict[str, Any]) -> list[dict[str, Any]]:
     (``ItemResult.extra``)."""
     value = extra.get("repeats")
     return [r for r in value if isinstance(r, dict)] if isinstance(value, list) else []
+
+
+def repeats_interval(measurements: Sequence[Measurement]) -> tuple[float, float, float] | None:
+    """A dimension's (mean, low, high) from its items' own intervals when one of them pooled
+    generation repeats (the judge samples pooled across items leave out the generation variance), or
+    None when none did and the samples' interval stands. Every report of a dimension reads this."""
+    if not any(m.repeats is not None for m in measurements):
+        return None
+    return items_interval([(m.mean, m.ci_low, m.ci_high) for m in measurements])

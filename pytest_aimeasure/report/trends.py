@@ -12,7 +12,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from pytest_aimeasure.measure.models import Fingerprint, Measurement
-from pytest_aimeasure.measure.stats import VAR_FLOOR_DEFAULT, dimension_stats, items_interval
+from pytest_aimeasure.measure.repeats import repeats_interval
+from pytest_aimeasure.measure.stats import VAR_FLOOR_DEFAULT, dimension_stats
 from pytest_aimeasure.report.charts import TrendPoint
 from pytest_aimeasure.report.results import ResultItem, SessionResults, read_results
 from pytest_aimeasure.store.runs import Run, RunStore, StoreError
@@ -71,11 +72,10 @@ def _measurements(results: SessionResults) -> dict[str, list[Measurement]]:
 
 
 def _interval(ms: Sequence[Measurement], var_floor: float) -> tuple[float, float, float]:
-    """A run's dimension mean and 95% CI, as its session reported it: from the items' own intervals
-    when an item pooled generation repeats (the judge samples pooled across items leave out the
-    generation variance), else from the samples."""
-    if any(m.repeats is not None for m in ms):
-        return items_interval([(m.mean, m.ci_low, m.ci_high) for m in ms])
+    """A run's dimension mean and 95% CI, as its session reported it."""
+    pooled = repeats_interval(ms)
+    if pooled is not None:
+        return pooled
     stats = dimension_stats([[float(s.score) for s in m.samples] for m in ms], var_floor=var_floor)
     return stats.mean, stats.ci_low, stats.ci_high
 

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from pytest_aimeasure.measure.models import Finding, ItemResult, Measurement
-from pytest_aimeasure.measure.stats import items_interval
+from pytest_aimeasure.measure.repeats import repeats_interval
 from pytest_aimeasure.session.outcome import (
     Outcome,
     SessionFailure,
@@ -383,9 +383,9 @@ def one_interval_per_item(
     out = dict(comparison.dimensions)
     for name, d in out.items():
         ms = [m for m in by_dim.get(name, []) if (comparison.items[m.item_id].verdict == "new") == (not d.m)]
-        if d.now_mean is not None and ms and any(m.repeats is not None for m in ms):
-            _, low, high = items_interval([(m.mean, m.ci_low, m.ci_high) for m in ms])
-            out[name] = d.model_copy(update={"now_ci": (low, high)})
+        pooled = repeats_interval(ms) if d.now_mean is not None else None
+        if pooled is not None:
+            out[name] = d.model_copy(update={"now_ci": pooled[1:]})
     return out
 
 

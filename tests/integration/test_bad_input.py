@@ -9,7 +9,7 @@ from collections.abc import Callable
 import pytest
 
 from pytest_aimeasure.testing import Outcome, ProviderServer, SeenRequest
-from tests.conftest import read_results
+from tests.conftest import read_results, run_session
 
 Serve = Callable[[Callable[[SeenRequest], int]], ProviderServer]
 pytestmark = pytest.mark.usefixtures("as_controller")  # an outer xdist worker's id must not leak in
@@ -18,7 +18,7 @@ MODES = [pytest.param((), id="serial"), pytest.param(("-n", "2"), id="xdist")]
 
 def run(pytester: pytest.Pytester, mode: tuple[str, ...], *args: str) -> pytest.RunResult:
     argv = ("--ai-judge", "--judge-model", "anthropic/claude-test", "-p", "no:randomly", *mode, *args)
-    return pytester.runpytest_subprocess(*argv) if mode else pytester.runpytest(*argv)
+    return run_session(pytester, *argv)
 
 
 # -- 1. a lone surrogate in facts= or rubric=: the test fails naming it; the session is whole -----------

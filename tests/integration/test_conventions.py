@@ -8,6 +8,7 @@ import re
 import pytest
 
 from pytest_aimeasure.session import options
+from tests.conftest import run_session
 
 JUDGE = ("--ai-judge", "--judge-model", "scripted", "-p", "no:randomly")
 
@@ -69,8 +70,7 @@ def test_the_header_names_the_instrument_when_the_judge_is_on(pytester: pytest.P
     pytester.makeconftest(SCORER)
     pytester.makepyfile(test_story=ONE_GOOD_DIMENSION)
     args = [*JUDGE, "--judge-samples=5", "--aimeasure-store=runs"] + (["-n", "2"] if xdist else [])
-    run = pytester.runpytest_subprocess if xdist else pytester.runpytest
-    result = run(*args)
+    result = run_session(pytester, *args)
     result.assert_outcomes(passed=1)
     result.stdout.fnmatch_lines(
         ["aimeasure: judge scripted, 5 samples, baseline aimeasure-baseline.json (none yet), store runs"]

@@ -13,12 +13,12 @@ import sys
 import textwrap
 import time
 from collections.abc import Iterator
-from datetime import datetime, timezone
 from pathlib import Path
 from xml.etree import ElementTree
 
 import pytest
 
+from pytest_aimeasure.store.runs import utc_now
 from pytest_aimeasure.testing import ProviderServer
 
 ITEMS = 40
@@ -131,10 +131,6 @@ def journaled_items(run: Path, before: str | None = None) -> set[str]:
     return {nodeid for nodeid, indices in samples.items() if len(indices) >= SAMPLES}
 
 
-def utc_iso() -> str:
-    return datetime.now(timezone.utc).isoformat(timespec="microseconds").replace("+00:00", "Z")
-
-
 def junit_cases(path: Path) -> set[str]:
     root = ElementTree.parse(path).getroot()
     return {
@@ -152,7 +148,7 @@ def test_an_interrupted_session_reports_what_landed_says_so_under_q_and_history_
     # leaving the run "running", no summary and no JUnit.
     proc = start(project, "-q", *workers)
     signal_when_busy(proc, server, sig, calls=12 * max(1, len(workers)))
-    signalled = utc_iso()
+    signalled = utc_now()  # the journal's own clock and format
     code, out = finish(proc)
     assert code == pytest.ExitCode.INTERRUPTED, out
     (run,) = (project.path / ".aimeasure" / "runs").iterdir()
