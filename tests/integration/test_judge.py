@@ -78,9 +78,11 @@ def test_judge_error_after_repeated_malformed_output_records_no_score(pytester: 
         "after 3 attempts" in out
     )
     assert "samples #1 and #2 failed too (9 judge answers, none a valid verdict)" in out
-    # Every answer the message counts is shown once, labelled with its sample and attempt: the
-    # outputs agree with the calls the judge made.
-    broken = [line for line in out.splitlines() if "attempt output (" in line and '"broken"' in line]
+    # Every answer the message counts is shown once in the test's error report, labelled with its
+    # sample and attempt: the outputs agree with the calls the judge made. Only that section counts:
+    # on CI (env CI set) pytest's short summary repeats the whole message.
+    errors = out.split("= ERRORS =", 1)[1].split("_ ERROR at call of test_silent _", 1)[0]
+    broken = [line for line in errors.splitlines() if "attempt output (" in line and '"broken"' in line]
     assert [line.split(")", 1)[0].split("(", 1)[1] for line in broken] == [
         f"sample #{sample}, attempt {attempt}" for sample in range(3) for attempt in (1, 2, 3)
     ]
