@@ -7,13 +7,15 @@ inspect-ai is not a dependency of the plugin nor of its tests: ``pip install ins
 environment first (without it its columns say "not installed").
 
 Every process runs as a subprocess against one :class:`pytest_aimeasure.testing.ProviderServer` in this
-process that answers each call after ``--latency`` seconds (0.2). Each tool runs at its defaults:
-ours is ``pytest --ai-judge --judge-model M`` with no concurrency or pipeline flag (a fresh store
-per run, so nothing is cached); inspect-ai is ``inspect eval`` of a task with one ``generate()`` per
-sample and ``epochs=3`` (300 × 3 = 900 model calls, as ours makes 900 judge calls), through its
-OpenAI provider pointed at the same server (``-M responses_api=false``: the local server speaks Chat
-Completions, not the Responses API). The rounds are interleaved (ours, inspect, ours, ...), so a
-change in the machine's load hits every column alike, and the load average is printed before and after.
+process that answers each call after ``--latency`` seconds (0.2). Each tool runs at its defaults: ours
+is ``pytest --ai-judge --judge-model M`` with no concurrency or pipeline flag (a fresh store per run, so
+nothing is cached: each run's folder has its own ``pytest.ini``, so that pytest does not take the
+project around ``--dir`` as the rootdir, with its run store, sample cache and conftest); inspect-ai is
+``inspect eval`` of a task with one ``generate()`` per sample and ``epochs=3`` (300 × 3 = 900 model
+calls, as ours makes 900 judge calls), through its OpenAI provider pointed at the same server (``-M
+responses_api=false``: the local server speaks Chat Completions, not the Responses API). The rounds are
+interleaved (ours, inspect, ours, ...), so a change in the machine's load hits every column alike, and
+the load average is printed before and after.
 
 The table (medians over the rounds, min..max in brackets):
 
@@ -77,6 +79,12 @@ def bench():
     return Task(dataset=samples, solver=generate(), scorer=includes(), epochs={epochs})
 """
 
+# Each run's folder is its own pytest rootdir. Without it a folder inside a pytest project (the default
+# --dir is the current directory, e.g. this repository) gets that project as rootdir: every run then
+# shares its .aimeasure store, and a run whose stories an earlier run judged (W is the first 20 of the
+# big workload) is served from the sample cache, so the server saw 0 calls.
+OWN_ROOTDIR = "[pytest]\n"
+
 TRIVIAL_TESTS = """
 import pytest
 
@@ -127,6 +135,7 @@ def timed(server: ProviderServer, command: list[str], cwd: Path, env: dict[str, 
 def ours(server: ProviderServer, root: Path, route: str, items: int, samples: int) -> Run:
     folder = Path(tempfile.mkdtemp(prefix=f"ours-{route}-", dir=root))
     (folder / "test_bench.py").write_text(textwrap.dedent(TEST_MODULE.format(items=items)))
+    (folder / "pytest.ini").write_text(OWN_ROOTDIR)
     env = base_env(server)
     env["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"  # only pytest's own plugins and ours are billed
     out = folder / "out.json"
@@ -137,9 +146,12 @@ def ours(server: ProviderServer, root: Path, route: str, items: int, samples: in
     ]  # fmt: skip
     run = timed(server, command, folder, env)
     expected = items * samples
+    spend = json.loads(out.read_text())["spend"] if out.exists() else {}
     if run.calls != expected:
-        raise SystemExit(f"ours ({route}): the server saw {run.calls} calls, expected {expected}")
-    spend = json.loads(out.read_text())["spend"]
+        raise SystemExit(
+            f"ours ({route}): the server saw {run.calls} calls, expected {expected} "
+            f"(our JSON: {spend.get('calls')} calls, {spend.get('cached')} from the sample cache)"
+        )
     run.limit_reached = spend.get("limit_reached")
     shutil.rmtree(folder, ignore_errors=True)
     return run
@@ -168,6 +180,7 @@ def inert(root: Path, count: int, plugin: bool) -> float:
     if not folder.exists():
         folder.mkdir()
         (folder / "test_trivial.py").write_text(textwrap.dedent(TRIVIAL_TESTS.format(count=count)))
+        (folder / "pytest.ini").write_text(OWN_ROOTDIR)  # nor the surrounding project's conftest/addopts
     env = dict(os.environ, PYTEST_DISABLE_PLUGIN_AUTOLOAD="1")
     plugins = ["-p", "pytest_aimeasure.plugin"] if plugin else []
     command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *plugins]
