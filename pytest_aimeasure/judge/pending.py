@@ -1,8 +1,9 @@
 """A measurement on its way: what ``judge.score`` returns when the session pipelines its judging.
 
-The judge's samples run on the engine's event loop while pytest goes on with the next tests. The
-handle reads like the :class:`~pytest_aimeasure.measure.models.Measurement` it stands for: reading any of
-its values (``m.mean``, ``m.scores``...) waits for the judge and then behaves exactly as if
+The judge's samples run on the engine's event loop while pytest goes on with the next tests. What
+the test gets is a real :class:`~pytest_aimeasure.measure.models.Measurement` whose values arrive
+with the verdict (a subclass, :class:`PendingMeasurement`): reading any of them (``m.mean``,
+``m.scores``, ``m.model_dump()``...) waits for the judge and then behaves exactly as if
 ``judge.score`` had waited (a floor breach or a judge error is raised right there, in the test).
 When the test never reads it, the pipeline settles it after the test's protocol ran.
 """
@@ -14,18 +15,28 @@ import threading
 from collections.abc import Callable
 from concurrent.futures import CancelledError, Future
 from concurrent.futures import TimeoutError as WaitTimeout
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+from pydantic import PrivateAttr
 
 from pytest_aimeasure.measure.models import Measurement
+
+if TYPE_CHECKING:
+    from pydantic.main import TupleGenerator
+    from typing_extensions import Self  # typing's from Python 3.11
 
 Landing = Callable[["Measurement | BaseException"], "BaseException | None"]
 """Applies a landed outcome (the measurement, or why there is none) to the test's record and
 returns the exception that decides the test (None when it passes)."""
 
+_NEVER_WAIT = frozenset({"done", "wait", "cancel", "settle", "settled", "result", "model_post_init"})
+"""Public names that read no value: the pipeline's side of the object (``runtime.Deferred``), and
+the hook pydantic calls while building it."""
 
-class PendingMeasurement:
-    """A :class:`Measurement` still being judged. Attribute reads wait for it; ``isinstance(m,
-    Measurement)`` is true (it waits too).
+
+class PendingMeasurement(Measurement):
+    """A :class:`Measurement` still being judged: its values arrive with the verdict, and reading
+    any of them waits for it. ``isinstance(m, Measurement)`` is true: it is one (a subclass).
 
     Example::
 
@@ -33,15 +44,22 @@ class PendingMeasurement:
         assert m.mean >= 2          # waits for the verdict, then reads it
     """
 
-    __slots__ = ("_future", "_landing", "_lock", "_measurement", "_settled", "_verdict")
+    _future: Future[Measurement] = PrivateAttr()
+    _landing: Landing = PrivateAttr()
+    _lock: threading.Lock = PrivateAttr(default_factory=threading.Lock)
+    _settled: bool = PrivateAttr(default=False)
+    _verdict: BaseException | None = PrivateAttr(default=None)
+    _measurement: Measurement | None = PrivateAttr(default=None)
 
-    def __init__(self, future: Future[Measurement], landing: Landing) -> None:
-        self._future = future
-        self._landing = landing
-        self._lock = threading.Lock()
-        self._settled = False
-        self._verdict: BaseException | None = None
-        self._measurement: Measurement | None = None
+    @classmethod
+    def submitted(cls, future: Future[Measurement], landing: Landing) -> PendingMeasurement:
+        """The measurement ``future`` will bring; ``landing`` applies it to the test once."""
+        pending = cls.model_construct()
+        # No value is known yet, not even a default (a default would read as the judge's answer):
+        # every field is filled from the landed measurement in settle().
+        pending.__dict__.clear()
+        pending._future, pending._landing = future, landing
+        return pending
 
     # -- the pipeline's side (runtime.Deferred) --------------------------------------------------
     def done(self) -> bool:
@@ -59,7 +77,8 @@ class PendingMeasurement:
         return self._settled
 
     def settle(self) -> BaseException | None:
-        """Wait for the verdict and apply it once; later calls return the same exception."""
+        """Wait for the verdict, take its values and apply it once; later calls return the same
+        exception."""
         with self._lock:
             if self._settled:
                 return self._verdict
@@ -71,15 +90,16 @@ class PendingMeasurement:
                 outcome = exc
             if isinstance(outcome, Measurement):
                 self._measurement = outcome
+                self.__dict__.update(outcome.__dict__)
+                self.__pydantic_fields_set__.update(outcome.__pydantic_fields_set__)
             self._verdict = self._landing(outcome)
             self._settled = True
             return self._verdict
 
     # -- the test's side -------------------------------------------------------------------------
     def result(self) -> Measurement:
-        """The measurement, once the judge answered; raises what ``judge.score`` would have raised
-        without the pipeline (a floor breach, a judge error, a skip) when the verdict decides the
-        test."""
+        """The landed measurement itself; raises what ``judge.score`` would have raised without the
+        pipeline (a floor breach, a judge error, a skip) when the verdict decides the test."""
         __tracebackhide__ = True
         verdict = self.settle()
         if verdict is not None:
@@ -87,21 +107,39 @@ class PendingMeasurement:
         assert self._measurement is not None
         return self._measurement
 
-    # isinstance(m, Measurement) holds (and waits), as for unittest.mock's spec'd mocks.
-    __class__ = property(lambda self: Measurement)
+    if not TYPE_CHECKING:  # mypy keeps checking attribute names against Measurement's
 
-    def __getattr__(self, name: str) -> Any:
-        __tracebackhide__ = True
-        if name.startswith("__") and name.endswith("__") and not name.startswith("__pydantic"):
-            raise AttributeError(name)
-        return getattr(self.result(), name)
+        def __getattribute__(self, name: str) -> Any:
+            __tracebackhide__ = True
+            # Every public name (fields, properties, pydantic's model_* methods) reads values.
+            if name[0] != "_" and name not in _NEVER_WAIT:
+                self.result()
+            return super().__getattribute__(name)
 
+    # Dunders are looked up on the class, past __getattribute__: the ones that read values wait too.
     def __eq__(self, other: object) -> bool:
         return self.result() == other
 
-    __hash__ = None  # type: ignore[assignment]
+    def __iter__(self) -> TupleGenerator:
+        return self.result().__iter__()
+
+    def __copy__(self) -> Self:
+        self.result()  # a copy is of the landed values; it shares the settled verdict, never lands again
+        return super().__copy__()
+
+    def __deepcopy__(self, memo: dict[int, Any] | None = None) -> Self:
+        self.result()
+        memo = {} if memo is None else memo
+        # The handle is shared, not copied: a lock and a future cannot be, and the verdict landed once.
+        for handle in (self.__pydantic_private__ or {}).values():
+            memo[id(handle)] = handle
+        return super().__deepcopy__(memo)
 
     def __repr__(self) -> str:
+        # Never waits: a debugger or pytest's assertion report may show it before it lands.
         if self._measurement is not None:
             return repr(self._measurement)
         return f"<PendingMeasurement {'landed' if self.done() else 'being judged'}>"
+
+    def __str__(self) -> str:
+        return str(self._measurement) if self._measurement is not None else repr(self)

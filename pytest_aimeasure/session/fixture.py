@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import sys
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any, NoReturn, cast
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import pytest
 
@@ -272,9 +272,9 @@ class Judge:
             assert record is not None
             # The pipeline runs this test: hand the samples to the engine and return; the verdict
             # is applied when they land (or when the test reads the measurement).
-            pending = PendingMeasurement(engine.submit(work), landing)
+            pending = PendingMeasurement.submitted(engine.submit(work), landing)
             record.deferred.append(pending)
-            return cast(Measurement, pending)  # it reads as one (and isinstance agrees)
+            return pending
         outcome: Measurement | BaseException
         try:
             outcome = engine.run(work)
