@@ -55,6 +55,10 @@ def pytest_configure(config: pytest.Config) -> None:
 
     state = SessionState.from_config(config)
     config.stash[state_key] = state
+    if state.judging:
+        from pytest_aimeasure.judge.backends.sdk_warnings import quiet_sdk_schema_warnings
+
+        quiet_sdk_schema_warnings()
     measure = MeasurePlugin(config, state)
     config.pluginmanager.register(measure, "aimeasure-session")
     xmlpath = getattr(config.option, "xmlpath", None)
