@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import json
 import sys
-from dataclasses import replace
+from contextlib import nullcontext
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, NoReturn
 
 import pytest
@@ -266,8 +267,7 @@ class Judge:
         group = parts[0] if len(parts) == 1 and isinstance(parts[0], Artifact) and parts[0].repeats else None
         # (A repeated artifact's gates are read now: a repeat a gate condemned is not judged.)
         work = self._repeats_work(engine, spec, group) if group is not None else engine.ameasure(spec)
-        keys = [k for _, k, _ in texts if k]
-        landing = _Landing(self, spec, record, spec.dimension, rubric, limit, parts, texts, keys)
+        landing = ScoreCall.made_now(self, spec, record, rubric, limit, parts, texts).land
         if defer:
             assert record is not None
             # The pipeline runs this test: hand the samples to the engine and return; the verdict
@@ -394,77 +394,92 @@ def _caller_location() -> tuple[str, int]:
     return frame.f_code.co_filename, frame.f_lineno
 
 
-class _Landing:
-    """Applies a landed outcome to the test: the same steps whether ``judge.score`` waited for it
-    or the pipeline settles it later, so reports are the same either way."""
+def _move_back(entries: list[Any], since: int, at: int, *, drop_later: bool) -> None:
+    """Move ``entries[since:]`` (what the verdict recorded) to index ``at`` (where the test was when
+    it called judge.score); ``drop_later`` drops what the test recorded after that call."""
+    own = entries[since:]
+    del entries[since:]
+    if drop_later:
+        del entries[at:]
+    entries[at:at] = own
 
-    def __init__(
-        self,
+
+@dataclass
+class ScoreCall:
+    """One ``judge.score`` call, as its verdict needs it: what was asked, and where the test was when
+    it asked. :meth:`land` applies the verdict the same way whether ``score`` waited for it or the
+    pipeline settles it later, so reports are the same either way."""
+
+    judge: Judge
+    spec: ItemSpec
+    record: runtime.ItemRecord | None
+    rubric: str
+    limit: float | None
+    parts: tuple[Any, ...]
+    texts: list[tuple[str, str | None, str | None]]
+    properties_at: int
+    """How many user properties the test had at the call: the verdict's go there."""
+    findings_at: int
+    """How many findings the test had at the call: the verdict's go there."""
+    location: tuple[str, int]
+    """The test's line that called ``judge.score``: a verdict raised later is reported there."""
+
+    @classmethod
+    def made_now(
+        cls,
         judge: Judge,
         spec: ItemSpec,
         record: runtime.ItemRecord | None,
-        name: str,
         rubric: str,
         limit: float | None,
         parts: tuple[Any, ...],
         texts: list[tuple[str, str | None, str | None]],
-        keys: list[str],
-    ) -> None:
-        self.judge, self.state, self.item = judge, judge._state, judge._item
-        self.spec, self.record, self.name, self.rubric, self.limit = spec, record, name, rubric, limit
-        self.parts, self.texts, self.keys = parts, texts, keys
-        # What the test records after judge.score (user properties, findings) comes after the
-        # verdict's entries, as it does when judge.score waits.
-        self.properties_at = len(self.item.user_properties)
-        self.findings_at = len(record.findings) if record is not None else 0
-        self.location = _caller_location()
-        self.properties: list[tuple[str, object]] = []
-        self.own_findings = 0
+    ) -> ScoreCall:
+        findings_at = len(record.findings) if record is not None else 0
+        properties_at = len(judge._item.user_properties)
+        return cls(
+            judge, spec, record, rubric, limit, parts, texts, properties_at, findings_at, _caller_location()
+        )
 
-    def __call__(self, outcome: Measurement | BaseException) -> BaseException | None:
-        if self.record is None:
-            verdict = self._apply(outcome)
-        else:
-            with runtime.attached(self.record):
-                verdict = self._apply(outcome)
+    @property
+    def item(self) -> pytest.Item:
+        return self.judge._item
+
+    @property
+    def state(self) -> SessionState:
+        return self.judge._state
+
+    def land(self, outcome: Measurement | BaseException) -> BaseException | None:
+        """Apply ``outcome`` to the test; the exception that decides it (None when it passes)."""
+        properties = self.item.user_properties
+        findings = self.record.findings if self.record is not None else []
+        properties_before, findings_before = len(properties), len(findings)
+        verdict: BaseException | None = None
+        try:
+            with runtime.attached(self.record) if self.record is not None else nullcontext():
+                verdict = self._verdict(outcome)
+        finally:
+            # A verdict that decides the test ends it where judge.score was called: what a pipelined
+            # test recorded after the call is dropped, as it never happens when score waits.
+            ended = verdict is not None
+            _move_back(properties, properties_before, self.properties_at, drop_later=ended)
+            _move_back(findings, findings_before, self.findings_at, drop_later=ended)
         if verdict is not None:
             # Reported where judge.score was called (the pipeline raises it elsewhere, later).
             verdict.aimeasure_location = self.location  # type: ignore[attr-defined]
-            # The verdict ends the test where judge.score was called: what a pipelined test went
-            # on to record after that call is dropped, as it never happens when score waits.
-            del self.item.user_properties[self.properties_at :]
-            self.item.user_properties += self.properties
-            if self.record is not None:
-                del self.record.findings[self.findings_at + self.own_findings :]
         return verdict
-
-    def _apply(self, outcome: Measurement | BaseException) -> BaseException | None:
-        record, item = self.record, self.item
-        # Findings and properties this verdict records go where the test was when it called score.
-        findings_before = len(record.findings) if record is not None else 0
-        properties_before = len(item.user_properties)
-        try:
-            return self._verdict(outcome)
-        finally:
-            if record is not None:
-                mine = record.findings[findings_before:]
-                del record.findings[findings_before:]
-                record.findings[self.findings_at : self.findings_at] = mine
-                self.own_findings = len(mine)
-            self.properties = item.user_properties[properties_before:]
-            del item.user_properties[properties_before:]
-            item.user_properties[self.properties_at : self.properties_at] = self.properties
 
     def _human_floor(self, m: Measurement, limit: float) -> BaseException | None:
         """``floor_scale="human"``: the floor against the item's mean on the human scale, from the
         stored calibration of this ruler (calibrate/ppi.py); without one, on the judge's, said so."""
         from pytest_aimeasure.calibrate.ppi import slope, to_human
 
+        name = self.spec.dimension
         c = self.state.current_calibration(m)
         if c is None:
             runtime.record_finding(
                 "floor_warning",
-                f"{self.name}: floor_scale='human' but no current calibration of {self.name!r} for this "
+                f"{name}: floor_scale='human' but no current calibration of {name!r} for this "
                 f"judge: the floor {limit:g} was checked on the judge's scale. Calibrate it: pytest "
                 "--ai-judge --judge-calibrate (with its anchors=)",
                 subject=self.spec.item_id,
@@ -476,7 +491,7 @@ class _Landing:
         self.item.user_properties.append(("aimeasure.human_mean", round(score, 4)))
         if score < limit:
             return FloorBreach(
-                f"{self.name}: on the human scale {score:.2f} is below the floor {limit:g} (judge mean "
+                f"{name}: on the human scale {score:.2f} is below the floor {limit:g} (judge mean "
                 f"{m.mean:.2f}, corrected by the calibration against {c.anchors} anchors: slope "
                 f"{slope(human, judge):.2f}, humans' mean {sum(human) / len(human):.2f} where the judge's "
                 f"is {sum(judge) / len(judge):.2f})\nsamples: {', '.join(str(s) for s in m.scores)}"
@@ -501,14 +516,14 @@ class _Landing:
         if record is not None:
             record.measurements.append(measurement)
             # --aimeasure-attribute re-judges the baseline's artifacts at session end, with this rubric.
-            record.extra.setdefault(RUBRICS_KEY, {})[self.name] = self.rubric
-            record.artifact_keys += [k for k in self.keys if k not in record.artifact_keys]
+            record.extra.setdefault(RUBRICS_KEY, {})[self.spec.dimension] = self.rubric
+            record.artifact_keys += [k for _, k, _ in self.texts if k and k not in record.artifact_keys]
         judge._warn_self_preference(self.parts, spec)
         if len(self.parts) > 1 and self.state.settings.judge_bias:
             judge._order_probe(spec, [t for t, _, _ in self.texts], measurement, record)
         self.item.config.hook.pytest_aimeasure_measured(measurement=measurement, item=self.item)
         for prop, value in (
-            ("aimeasure.dimension", self.name),
+            ("aimeasure.dimension", self.spec.dimension),
             ("aimeasure.mean", round(measurement.mean, 4)),
             ("aimeasure.sd", round(measurement.sd, 4)),
             ("aimeasure.n", measurement.n),

@@ -27,8 +27,13 @@ def landed(scores: list[int] = [4, 5, 3]) -> Measurement:  # noqa: B006 (never m
         ci_low=mean - 1,
         ci_high=mean + 1,
         fingerprint=Fingerprint(
-            provider="p", model="m", temperature=0.0, samples=len(scores), prompt_hash="h", rubric_hash="r",
-                plugin_major=0,
+            provider="p",
+            model="m",
+            temperature=0.0,
+            samples=len(scores),
+            prompt_hash="h",
+            rubric_hash="r",
+            plugin_major=0,
         ),
     )
 
