@@ -586,6 +586,8 @@ def _model_plan(plan: _Plan) -> list[str]:
 def _plan_cost(settings: ReportSettings, plan: _Plan, rejudge: Mapping[str, int]) -> str:
     unpriced = sorted(m for m, one in plan.prices.items() if one is None)
     if unpriced:
+        from pytest_aimeasure.store.cost import no_price_reason
+
         return f"unknown ({no_price_reason(unpriced if len(plan.prices) > 1 else None)})"
     cheapest = sum(plan.cost(m)[0] for m in plan.per_model)
     dearest = sum(plan.cost(m)[1] for m in plan.per_model)
@@ -599,17 +601,6 @@ def _plan_cost(settings: ReportSettings, plan: _Plan, rejudge: Mapping[str, int]
     return cost
 
 
-def no_price_reason(models: Sequence[str] | None = None) -> str:
-    """Why a cost is unknown: no price in litellm's price map, or no litellm (a core install) to ask."""
-    import importlib.util
-
-    what = "this model" if not models else ", ".join(models)
-    if importlib.util.find_spec("litellm") is None:
-        extra = "pip install 'pytest-aimeasure[litellm]'"
-        return f"no price for {what}: prices come with the [litellm] extra, {extra}"
-    return f"no price for {what} in litellm's price map"
-
-
 def _span(a: float, b: float, fmt: str = "{}") -> str:
     return fmt.format(a) if a == b else f"{fmt.format(a)}..{fmt.format(b)}"
 
@@ -619,7 +610,7 @@ def estimated_cost(
 ) -> str:
     """What ``low`` (to ``high``) judge calls, and ``rejudge`` attribution calls at most, would cost, as
     a dry run says it (``batch``: at the Batch API's rates, ``--judge-batch``)."""
-    from pytest_aimeasure.store.cost import estimate_call_usd
+    from pytest_aimeasure.store.cost import estimate_call_usd, no_price_reason
 
     one = None if model is None else _estimate_one(model, partial(estimate_call_usd, batch=batch))
     if one is None:

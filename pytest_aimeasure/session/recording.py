@@ -406,16 +406,11 @@ class Recording:
         if kind == "scripted":
             return
         if _estimate(kind, model, 1000, 1024) is None:
-            from pytest_aimeasure.store.cost import price_map_path
+            from pytest_aimeasure.store.cost import no_price_reason
 
-            if price_map_path() is None:
-                raise pytest.UsageError(
-                    "--judge-budget-usd: prices come from the price map that litellm ships, and litellm "
-                    "is not installed: pip install 'pytest-aimeasure[litellm]', or drop the budget"
-                )
             raise pytest.UsageError(
-                f"--judge-budget-usd: litellm's price map has no price for {model!r}, so spend cannot be "
-                "bounded; choose a priced model or drop the budget"
+                f"--judge-budget-usd: {no_price_reason([repr(model)])}, so spend cannot be bounded; "
+                "choose a priced model or drop the budget"
             )
 
     def budget_text(self) -> str:

@@ -17,6 +17,10 @@ How a model name is looked up (the keys litellm uses):
    the prefix (``bedrock`` also matches ``bedrock_converse``).
 5. Entries that are aliases (``alias_of``) are followed.
 
+6. An Anthropic model (``anthropic/...``, or a bare name served by ``anthropic`` or by no named
+   provider) that the map lacks, or every one when litellm is not installed (a core install): the
+   rates genai-prices ships (:mod:`pytest_aimeasure.store.anthropic_prices`).
+
 Anything else is unknown: :func:`price_for` returns None and :func:`cost_usd` returns None, never
 0.0, so an unknown price can't pass for a free call. Input above a tier threshold
 (``input_cost_per_token_above_200k_tokens`` and the like) is priced at that tier, input and output,
@@ -38,13 +42,15 @@ import os
 import re
 import secrets
 import threading
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 from typing import Any, Literal
 
 from pytest_aimeasure.measure.models import Finding, Measurement, Usage
+from pytest_aimeasure.store.anthropic_prices import PROVIDER as ANTHROPIC
+from pytest_aimeasure.store.anthropic_prices import anthropic_entry, genai_prices_installed
 from pytest_aimeasure.store.fileio import atomic_write
 
 __all__ = [
@@ -57,6 +63,7 @@ __all__ = [
     "SharedBudget",
     "cost_usd",
     "estimate_call_usd",
+    "no_price_reason",
     "price_for",
     "price_map_path",
     "supports_prompt_caching",
@@ -260,8 +267,34 @@ def price_for(model: str, provider: str | None = None) -> Price | None:
         return found
     if "/" in model:
         prefix, rest = model.split("/", 1)
-        return _lookup(rest, providers=(prefix,))
-    return None
+        found = _lookup(rest, providers=(prefix,))
+        return found if found is not None or prefix != ANTHROPIC else _anthropic_price(rest)
+    return _anthropic_price(model) if provider in (None, ANTHROPIC) else None
+
+
+def _anthropic_price(model: str) -> Price | None:
+    # Without litellm (a core install), or for a model its map lacks: genai-prices' Anthropic rates.
+    entry = anthropic_entry(model)
+    return (
+        None if entry is None else _entry_price(f"genai-prices anthropic/{entry['genai_prices_id']}", entry)
+    )
+
+
+def no_price_reason(models: Sequence[str] | None = None) -> str:
+    """Why ``models`` (None: "this model") have no price, naming the price sources this install has
+    and the extra that brings litellm's map when it is missing."""
+    what = "this model" if not models else ", ".join(models)
+    extra = "pip install 'pytest-aimeasure[litellm]'"
+    if price_map_path() is None:
+        if genai_prices_installed():
+            return (
+                f"no price for {what} in genai-prices' Anthropic prices, the only ones a core install has: "
+                f"the [litellm] extra brings litellm's price map, {extra}"
+            )
+        return f"no price for {what}: prices come with the [litellm] extra, {extra}"
+    if genai_prices_installed():
+        return f"no price for {what} in litellm's price map or genai-prices' Anthropic prices"
+    return f"no price for {what} in litellm's price map"
 
 
 def supports_prompt_caching(model: str, provider: str | None = None) -> bool:

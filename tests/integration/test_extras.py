@@ -116,14 +116,23 @@ def test_the_backend_import_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> 
     assert excinfo.value.name == "litellm"
 
 
-def test_budget_without_litellm_prices_names_the_extra(no_litellm: pytest.Pytester) -> None:
+def test_a_core_install_prices_an_anthropic_judge_and_names_the_extra_for_the_rest(
+    no_litellm: pytest.Pytester,
+) -> None:
     no_litellm.makepyfile(test_tone=DIMENSION_TEST)
-    result = no_litellm.runpytest_subprocess(
-        "-p", "no:cacheprovider", "--ai-judge", "--judge-model", "anthropic/claude-sonnet-4-6",
+    priced = no_litellm.runpytest_subprocess(
+        "-p", "no:cacheprovider", "--judge-dry-run", "--judge-model", "anthropic/claude-sonnet-4-6",
         "--judge-budget-usd", "1",
     )  # fmt: skip
-    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert priced.ret == pytest.ExitCode.OK, priced.stderr.str()
+    priced.stdout.re_match_lines([r"^estimated cost: \$0\.0\d{3} \(assuming"])
+    unpriced = no_litellm.runpytest_subprocess(
+        "-p", "no:cacheprovider", "--ai-judge", "--judge-model", "anthropic/claude-test",
+        "--judge-budget-usd", "1",
+    )  # fmt: skip
+    assert unpriced.ret == pytest.ExitCode.USAGE_ERROR
     assert (
-        "ERROR: --judge-budget-usd: prices come from the price map that litellm ships, and litellm is not "
-        f"installed: {EXTRA}, or drop the budget"
-    ) in result.stderr.str()
+        "ERROR: --judge-budget-usd: no price for 'anthropic/claude-test' in genai-prices' Anthropic prices, "
+        "the only ones a core install has: the [litellm] extra brings litellm's price map, "
+        f"{EXTRA}, so spend cannot be bounded; choose a priced model or drop the budget"
+    ) in unpriced.stderr.str()

@@ -673,7 +673,10 @@ def test_budget_with_an_unpriced_model_is_a_usage_error_before_any_call(project:
     result, calls = project.calls_during("--judge-budget-usd=1", json_name=None)
     assert result.ret == pytest.ExitCode.USAGE_ERROR and calls == 0
     result.stderr.fnmatch_lines(
-        [f"*--judge-budget-usd: litellm's price map has no price for '{UNPRICED_MODEL}'*"]
+        [
+            f"*--judge-budget-usd: no price for '{UNPRICED_MODEL}' in litellm's price map or genai-prices' "
+            "Anthropic prices, so spend cannot be bounded*"
+        ]
     )
 
 

@@ -87,14 +87,3 @@ def test_an_interrupted_run_is_told_to_resume_and_only_then() -> None:
         results=report().results, settings=report().settings, args=ARGS, interrupted=True, live=True
     )
     assert any("--aimeasure-resume=20261201T120000Z-abcd" in s for s in next_steps(interrupted, 0))
-
-
-def test_a_core_install_is_told_that_the_litellm_extra_brings_prices(monkeypatch: Any) -> None:
-    import importlib.util
-
-    from pytest_aimeasure.report.terminal import no_price_reason
-
-    assert no_price_reason() == "no price for this model in litellm's price map"  # litellm installed
-    real = importlib.util.find_spec
-    monkeypatch.setattr(importlib.util, "find_spec", lambda name: None if name == "litellm" else real(name))
-    assert "[litellm] extra" in no_price_reason() and "price map" not in no_price_reason()
