@@ -28,6 +28,7 @@ NOW = "#0072B2"
 BASE = "#7f7f7f"
 FLOOR = "#D55E00"
 RULER = "#CC79A7"
+MAX_AXIS_LABELS = 10
 
 
 class ReportDependencyError(ImportError):
@@ -62,7 +63,7 @@ class DimensionPoint:
 class TrendPoint:
     """One run's estimate of a dimension."""
 
-    label: str  # what the x axis shows (a short run id)
+    label: str  # what the x axis shows (the run's time; its date where the day changes)
     mean: float
     ci_low: float
     ci_high: float
@@ -192,7 +193,10 @@ def trend(chart_id: str, dimension: str, points: Sequence[TrendPoint], floor: fl
             label="judge changed",
         )
         marks.set_gid(f"{chart_id}-ruler")
-    ax.set_xticks(xs, [p.label for p in points], rotation=20 if len(points) > 4 else 0, ha="right")
+    # Level labels, at most MAX_AXIS_LABELS of them: rotated or crowded run ids were unreadable.
+    step = -(-len(points) // MAX_AXIS_LABELS)
+    labels = [p.label if x % step == 0 else "" for x, p in zip(xs, points, strict=True)]
+    ax.set_xticks(xs, labels, fontsize=7)
     ax.set_xlim(-0.6, max(len(points) - 0.4, 0.6))
     ax.set_ylim(SCORE_MIN - 0.2, SCORE_MAX + 0.3)
     ax.set_ylabel(dimension, fontsize=9)

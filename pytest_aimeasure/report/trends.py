@@ -53,21 +53,25 @@ def results_of_run(run: Run) -> SessionResults:
 
 @dataclass
 class DimensionTrend:
-    """One dimension across runs, oldest first."""
+    """One dimension across runs, oldest first (of one suite target, when the items have targets)."""
 
     dimension: str
     runs: list[str] = field(default_factory=list)
     points: list[TrendPoint] = field(default_factory=list)
     items: list[int] = field(default_factory=list)
     floor: float | None = None
+    target: str | None = None
 
 
-def _measurements(results: SessionResults) -> dict[str, list[Measurement]]:
-    out: dict[str, list[Measurement]] = {}
+def _measurements(results: SessionResults) -> dict[tuple[str, str | None], list[Measurement]]:
+    """A run's measurements per (dimension, suite target): two targets answer the same probes, and a
+    line pooling them would move with whichever target drifted and say of neither."""
+    out: dict[tuple[str, str | None], list[Measurement]] = {}
     for item in results.items:
+        target = item.extra.get("target")
         for m in item.measurements:
             if m.samples:
-                out.setdefault(m.dimension, []).append(m)
+                out.setdefault((m.dimension, target if isinstance(target, str) else None), []).append(m)
     return out
 
 
@@ -80,45 +84,73 @@ def _interval(ms: Sequence[Measurement], var_floor: float) -> tuple[float, float
     return stats.mean, stats.ci_low, stats.ci_high
 
 
+def series_name(dimension: str, target: str | None) -> str:
+    return dimension if target is None else f"{dimension} · {target}"
+
+
+@dataclass
+class _Rulers:
+    """The rulers one series has used: a point is marked as a judge change only when the ruler that
+    judged most of its items differs from the one at the point before, or when one of its items was
+    judged by a ruler the series never used before (an escalation judge's first appearance). An
+    escalation judge seen before is the dimension's configured second opinion, not a change."""
+
+    primary: Fingerprint | None = None
+    seen: list[Fingerprint] = field(default_factory=list)
+
+    def changes(self, ms: Sequence[Measurement]) -> list[str]:
+        rulers = [m.fingerprint.ruler() for m in ms]
+        primary = max(rulers, key=rulers.count)  # ties: the first item's, as the session lists them
+        fields: set[str] = set()
+        if self.primary is not None:
+            fields.update(self.primary.differences(primary))
+            for ruler in rulers:
+                if ruler not in self.seen:
+                    fields.update(primary.differences(ruler) or self.primary.differences(ruler))
+        self.primary = primary
+        self.seen.extend(r for r in dict.fromkeys(rulers) if r not in self.seen)
+        return sorted(fields)
+
+
 def trends(
     runs: Sequence[tuple[str, SessionResults]], *, var_floor: float = VAR_FLOOR_DEFAULT
 ) -> dict[str, DimensionTrend]:
-    """Per dimension, one point per run that measured it (``runs`` oldest first): the mean of the item
-    means with its 95% CI, and the fingerprint fields that changed since the previous point."""
+    """Per dimension (and suite target), one point per run that measured it (``runs`` oldest first):
+    the mean of the item means with its 95% CI, and the ruler fields that changed (see _Rulers)."""
     out: dict[str, DimensionTrend] = {}
-    previous: dict[str, Fingerprint] = {}
+    rulers: dict[str, _Rulers] = {}
+    labels = axis_labels([run_id for run_id, _ in runs])
     for run_id, results in runs:
-        for dimension, ms in sorted(_measurements(results).items()):
+        for (dimension, target), ms in sorted(_measurements(results).items(), key=lambda kv: str(kv[0])):
             mean, low, high = _interval(ms, var_floor)
-            current = ms[0].fingerprint.ruler()
-            mixed = {m.fingerprint.ruler() for m in ms}
-            before = previous.get(dimension)
-            changed = before.differences(current) if before is not None else []
-            if len(mixed) > 1:
-                changed = sorted({f for fp in mixed for f in current.differences(fp)}) or ["mixed in run"]
-            previous[dimension] = current
-            series = out.setdefault(dimension, DimensionTrend(dimension))
+            name = series_name(dimension, target)
+            changed = rulers.setdefault(name, _Rulers()).changes(ms)
+            series = out.setdefault(name, DimensionTrend(dimension, target=target))
             series.runs.append(run_id)
             series.items.append(len(ms))
             series.points.append(
-                TrendPoint(
-                    label=short_run(run_id),
-                    mean=mean,
-                    ci_low=low,
-                    ci_high=high,
-                    ruler_changed=changed,
-                )
+                TrendPoint(label=labels[run_id], mean=mean, ci_low=low, ci_high=high, ruler_changed=changed)
             )
             series.floor = max(m.floor for m in ms)
     return out
 
 
-def short_run(run_id: str) -> str:
-    """``20261129T232400Z-3fa2`` → ``11-29 23:24 3fa2``: what fits under a chart's x axis."""
-    stamp, _, suffix = run_id.partition("-")
-    if len(stamp) == 16 and stamp[8] == "T":
-        return f"{stamp[4:6]}-{stamp[6:8]} {stamp[9:11]}:{stamp[11:13]} {suffix}".strip()
-    return run_id
+def axis_labels(run_ids: Sequence[str]) -> dict[str, str]:
+    """What a chart's x axis shows for each run (oldest first): its time, with the date on a second
+    line at the first run and wherever the day changes (``14:05``, ``14:05\n12-01``). The run id's
+    random suffix is left to the table under the chart: on the axis it only crowded the labels."""
+    out: dict[str, str] = {}
+    day = None
+    for run_id in run_ids:
+        stamp, _, _ = run_id.partition("-")
+        if not (len(stamp) == 16 and stamp[8] == "T"):
+            out[run_id] = run_id
+            continue
+        when = f"{stamp[9:11]}:{stamp[11:13]}"
+        date = f"{stamp[4:6]}-{stamp[6:8]}"
+        out[run_id] = when if date == day else f"{when}\n{date}"
+        day = date
+    return out
 
 
 def load_runs(store: RunStore, run_ids: Sequence[str]) -> tuple[list[tuple[str, SessionResults]], list[str]]:
