@@ -370,3 +370,62 @@ def test_observatory_sized_report_renders(three_runs: pytest.Pytester) -> None:
     html = (three_runs.path / "report.html").read_text()
     assert html.count("<svg") == 3  # baseline vs now, two trends
     assert os.path.getsize(three_runs.path / "report.html") < 400_000
+
+
+RED_FIRST = """
+import pytest
+
+@pytest.fixture(scope="module")
+def reply(aimeasure_artifact):
+    return aimeasure_artifact("reply", lambda: "a reply")
+
+@pytest.mark.gate
+def test_gate(reply):
+    assert "walk" in reply.text, "1 of 6 walks failed on seed5"
+
+@pytest.mark.dimension("tone", rubric="5 = right tone", floor=3.0)
+def test_tone(judge):
+    judge.score("a tone")
+
+@pytest.mark.dimension("clarity", rubric="5 = clear", floor=3.0)
+def test_clarity(judge):
+    judge.score("clear")
+"""
+
+
+def test_the_report_a_user_believes_in_a_real_browser(
+    pytester: pytest.Pytester, browser: Any, tmp_path: Path
+) -> None:
+    """Issue 22 as a reader sees it: error bars inside the chart, one interval per item in every table,
+    the failed gate a FAIL finding with its assertion, and "no baseline yet" said once."""
+    from tests.scripted import SCRIPTED_ARGS, scores_conftest
+
+    pytester.makeconftest(scores_conftest())
+    # tone's 4, 2, 5: a t interval of 3.67 ± 3.79 that runs off both ends of the 1-5 scale.
+    (pytester.path / "scores.json").write_text('{"test_tone": [4, 2, 5], "test_clarity": [3, 3, 4]}')
+    pytester.makepyfile(test_subject=RED_FIRST)
+    pytester.runpytest(*SCRIPTED_ARGS, "--aimeasure-html", "report.html").assert_outcomes(passed=2, failed=1)
+    page, problems, _ = open_report(browser, pytester.path / "report.html")
+    try:
+        assert problems == []
+        area = page.locator("#dims-area").bounding_box()
+        bars = page.locator("#dims-now-bars path").all()
+        assert area is not None and len(bars) >= 1
+        for bar in bars:
+            box = bar.bounding_box()
+            assert box is not None
+            assert area["x"] - 1 <= box["x"] and box["x"] + box["width"] <= area["x"] + area["width"] + 1
+        cells = page.locator("#items tr.item td.num").all_inner_texts()
+        for name in ("tone", "clarity"):
+            (item_cell,) = [c for c in cells if c.startswith(name)]
+            row = page.locator("#dimensions tr", has=page.locator("td", has_text=name)).first
+            now_cell = row.locator("td.num").nth(1).inner_text()
+            assert item_cell.removeprefix(f"{name} ") == now_cell, (item_cell, now_cell)
+        assert "[1.00, 5.00]" in next(c for c in cells if c.startswith("tone"))
+        gate = page.locator('.finding.fail[data-kind="gate_failed"]')
+        assert gate.count() == 1 and gate.first.is_visible()
+        assert "1 of 6 walks failed on seed5" in gate.first.inner_text()
+        assert page.locator('.finding[data-kind="new"]').count() == 1
+        assert page.locator("#findings").inner_text().lower().count("no baseline") <= 1
+    finally:
+        page.close()
