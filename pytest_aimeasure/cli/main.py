@@ -49,8 +49,7 @@ from pytest_aimeasure.cli.subcommand import (
     Subcommand,
     UsageError,
 )
-from pytest_aimeasure.measure.models import Fingerprint, ItemResult, Measurement, RunMeta
-from pytest_aimeasure.measure.stats import dimension_stats
+from pytest_aimeasure.measure.models import ItemResult, Measurement, RunMeta
 from pytest_aimeasure.store.rootdir import ConfigFileError, locate
 from pytest_aimeasure.store.runs import Run, StoreError
 
@@ -362,63 +361,45 @@ def _add_trend(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--limit", type=int, default=0, help="only the newest N runs (default: all)")
 
 
-def _dimension_measurements(run: Run) -> dict[str, list[Measurement]]:
-    out: dict[str, list[Measurement]] = {}
-    for item in run.items():
-        for m in item.measurements:
-            out.setdefault(m.dimension, []).append(m)
-    return out
-
-
-def _ruler_change(previous: Fingerprint | None, current: Fingerprint, mixed: bool) -> str:
-    if mixed:
-        return "mixed in run"
-    if previous is None:
-        return ""
-    diff = previous.differences(current)
-    return f"changed: {', '.join(diff)}" if diff else ""
-
-
 def _run_trend(args: argparse.Namespace, ctx: CliContext) -> int:
+    from pytest_aimeasure.report.model import interval_text
+    from pytest_aimeasure.report.trends import load_runs, trends
+
     store = ctx.store()
     metas, _ = store.list_runs()
     if not metas:
         ctx.print(f"no runs in {ctx.store_path} yet; run pytest with the aimeasure plugin to record one")
         return EXIT_OK
     chosen = metas if args.limit <= 0 else metas[: args.limit]
-    rows: list[list[str]] = []
-    known: set[str] = set()
-    previous: Fingerprint | None = None
-    for meta in reversed(chosen):  # oldest first
-        per_dim = _dimension_measurements(store.open_run(meta.run_id))
-        known.update(per_dim)
-        measurements = per_dim.get(args.dimension)
-        if not measurements:
-            continue
-        scores = [[float(s.score) for s in m.samples] or [m.mean] for m in measurements]
-        stats = dimension_stats(scores)
-        half = max(stats.mean - stats.ci_low, stats.ci_high - stats.mean)
-        prints = {m.fingerprint.ruler() for m in measurements}
-        current = measurements[0].fingerprint.ruler()
-        rows.append(
-            [
-                meta.run_id,
-                _when(meta.started_at),
-                f"{stats.mean:.2f} ± {half:.2f}",
-                str(stats.m),
-                current.model,
-                _ruler_change(previous, current, len(prints) > 1),
-            ]
-        )
-        previous = current
-    if not rows:
-        names = ", ".join(sorted(known)) or "none recorded yet"
+    started = {m.run_id: _when(m.started_at) for m in chosen}
+    runs, problems = load_runs(store, [m.run_id for m in chosen])
+    for problem in problems:
+        ctx.print(f"skipped: {problem}")
+    every = trends(runs)
+    lines = sorted((s for s in every.values() if s.dimension == args.dimension), key=lambda s: s.target or "")
+    if not lines:
+        names = ", ".join(sorted({s.dimension for s in every.values()})) or "none recorded yet"
         raise UsageError(f"no run measured dimension {args.dimension!r}; known dimensions: {names}")
     ctx.print(f"{args.dimension}: mean of item means per run, oldest first")
-    ctx.print(_table(rows, ["run", "started (UTC)", "mean ± 95% CI", "items", "judge", "ruler"]))
+    for line in lines:
+        if line.target is not None:  # a suite's targets answer the same probes: one line each
+            ctx.print(f"target {line.target}:")
+        rows = [
+            [
+                run_id,
+                started[run_id],
+                interval_text(p.mean, (p.ci_low, p.ci_high)),
+                str(m),
+                p.judge,
+                f"changed: {', '.join(p.ruler_changed)}" if p.ruler_changed else "",
+            ]
+            for run_id, p, m in zip(line.runs, line.points, line.items, strict=True)
+        ]
+        ctx.print(_table(rows, ["run", "started (UTC)", "mean, 95% CI", "items", "judge", "ruler"]))
     ctx.print(
-        "CI: t interval of the dimension mean (the larger of measurement noise and item spread). "
-        "Rows after a ruler change are measured with a different instrument: compare with care."
+        "CI: t interval of the dimension mean (the larger of measurement noise and item spread), cut to "
+        "the 1-5 scale. Rows after a ruler change are measured with a different instrument: compare "
+        "with care."
     )
     return EXIT_OK
 

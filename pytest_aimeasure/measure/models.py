@@ -342,6 +342,14 @@ class ItemResult(BaseModel):
         """The item's measurement (a dimension test measures one; a suite item one per dimension)."""
         return self.measurements[0] if self.measurements else None
 
+    @property
+    def target(self) -> str | None:
+        """The suite target whose output this item judged (``extra["suite"]["target"]``); None for a
+        plain pytest test."""
+        suite = self.extra.get("suite")
+        target = suite.get("target") if isinstance(suite, dict) else None
+        return target if isinstance(target, str) else None
+
 
 class RunMeta(BaseModel):
     """A run's metadata file. Written at start, rewritten at the end; never holds samples."""

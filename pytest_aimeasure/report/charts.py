@@ -68,6 +68,7 @@ class TrendPoint:
     ci_low: float
     ci_high: float
     ruler_changed: list[str] = field(default_factory=list)  # fingerprint fields changed since the run before
+    judge: str = ""  # the model that judged most of the run's items
 
 
 def _svg(fig: Any, salt: str) -> str:

@@ -91,7 +91,7 @@ def _items(results: SessionResults) -> list[dict[str, Any]]:
                 "comparison": item.comparison,
                 "message": item.message,
                 "measurements": item.measurements,
-                "target": item.extra.get("target"),
+                "target": item.target,
             }
         )
     order = {"error": 0, "failed": 1, "passed": 2, "skipped": 3}

@@ -68,10 +68,9 @@ def _measurements(results: SessionResults) -> dict[tuple[str, str | None], list[
     line pooling them would move with whichever target drifted and say of neither."""
     out: dict[tuple[str, str | None], list[Measurement]] = {}
     for item in results.items:
-        target = item.extra.get("target")
         for m in item.measurements:
             if m.samples:
-                out.setdefault((m.dimension, target if isinstance(target, str) else None), []).append(m)
+                out.setdefault((m.dimension, item.target), []).append(m)
     return out
 
 
@@ -124,12 +123,20 @@ def trends(
         for (dimension, target), ms in sorted(_measurements(results).items(), key=lambda kv: str(kv[0])):
             mean, low, high = _interval(ms, var_floor)
             name = series_name(dimension, target)
-            changed = rulers.setdefault(name, _Rulers()).changes(ms)
+            ruler = rulers.setdefault(name, _Rulers())
+            changed = ruler.changes(ms)
             series = out.setdefault(name, DimensionTrend(dimension, target=target))
             series.runs.append(run_id)
             series.items.append(len(ms))
             series.points.append(
-                TrendPoint(label=labels[run_id], mean=mean, ci_low=low, ci_high=high, ruler_changed=changed)
+                TrendPoint(
+                    label=labels[run_id],
+                    mean=mean,
+                    ci_low=low,
+                    ci_high=high,
+                    ruler_changed=changed,
+                    judge=ruler.primary.model if ruler.primary is not None else "",
+                )
             )
             series.floor = max(m.floor for m in ms)
     return out

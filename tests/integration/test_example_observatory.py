@@ -264,16 +264,23 @@ def test_history_lists_the_three_runs_newest_first(runs: Runs) -> None:
     assert results[0].startswith("failed: 9 test(s) failed")
 
 
-def test_trend_shows_three_run_means_and_the_drop_on_the_third(runs: Runs) -> None:
+def test_trend_shows_each_targets_three_run_means_and_the_drop_on_the_third(runs: Runs) -> None:
     out = aimeasure(runs.path, "trend", "reasoning_under_uncertainty")
-    rows = [line for line in out.splitlines() if RUN_ID.match(line)]
-    assert [RUN_ID.match(r).group(0) for r in rows] == [  # type: ignore[union-attr]
-        runs.first.run_id,
-        runs.second.run_id,
-        runs.updated.run_id,
+    drifting, steady = out.split("target drifting:")[1].split("target steady:")
+    for table in (drifting, steady):
+        rows = [line for line in table.splitlines() if RUN_ID.match(line)]
+        assert [RUN_ID.match(r).group(0) for r in rows] == [  # type: ignore[union-attr]
+            runs.first.run_id,
+            runs.second.run_id,
+            runs.updated.run_id,
+        ]
+    means = [
+        re.search(r"(\d\.\d\d) ± \d\.\d\d +(\d+)", r).groups()  # type: ignore[union-attr]
+        for r in drifting.splitlines()
+        if RUN_ID.match(r)
     ]
-    means = [re.search(r"(\d\.\d\d) ± \d\.\d\d +(\d+)", r).groups() for r in rows]  # type: ignore[union-attr]
-    assert means == [("4.50", "4"), ("4.50", "4"), ("3.50", "4")]
+    assert means == [("4.00", "2"), ("4.00", "2"), ("2.00", "2")]
+    assert steady.count("5.00 [4.67, 5.00]  2") == 3
 
 
 def test_compare_shows_the_drifting_target_before_and_after_the_update(runs: Runs) -> None:

@@ -36,7 +36,7 @@ def item(name: str, score: int, *, target: str | None = None, ruler: Fingerprint
         ci_high=score + 0.5,
         fingerprint=ruler,
     )
-    extra = {"target": target} if target else {}
+    extra = {"suite": {"suite": "probes", "target": target}} if target else {}
     return ResultItem(nodeid=nodeid, kind="dimension", outcome="passed", measurements=[m], extra=extra)
 
 
