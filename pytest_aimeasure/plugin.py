@@ -55,14 +55,27 @@ def pytest_configure(config: pytest.Config) -> None:
 
     state = SessionState.from_config(config)
     config.stash[state_key] = state
+    if state.keeps_results:
+        register_measuring(config, state)
+
+
+MEASURING = "aimeasure-session"
+"""The name of the measuring plugin object (:class:`MeasurePlugin`) in pytest's plugin manager."""
+
+
+def register_measuring(config: pytest.Config, state: SessionState) -> None:
+    """Register the hooks that measure and record, as pytest's stepwise and xdist's DSession do:
+    only in a session that judges or keeps results (``--ai-judge``, ``--aimeasure-json``...). Without
+    them the plugin only registers its markers and options, checks the markers, skips dimension
+    tests and keeps the ``judge`` fixture's message."""
     if state.judging:
         from pytest_aimeasure.judge.backends.sdk_warnings import quiet_sdk_schema_warnings
 
         quiet_sdk_schema_warnings()
     measure = MeasurePlugin(config, state)
-    config.pluginmanager.register(measure, "aimeasure-session")
+    config.pluginmanager.register(measure, MEASURING)
     xmlpath = getattr(config.option, "xmlpath", None)
-    if xmlpath and state.keeps_results and not state.is_worker:
+    if xmlpath and not state.is_worker:
         config.pluginmanager.register(JUnitVerdicts(measure, xmlpath), "aimeasure-junit")
     pipeline = state.open_pipeline()
     if pipeline is not None:
@@ -100,8 +113,65 @@ def pytest_collect_file(file_path: Any, parent: pytest.Collector) -> pytest.Coll
     return None
 
 
+# -- markers, whether or not the session measures ---------------------------------------------------
+def _model_check(config: pytest.Config) -> Callable[[str], str | None] | None:
+    """A dimension's judge=/escalate= models are checked like --judge-model, when judging."""
+    state = config.stash[state_key]
+    return state.model_problem if state.judging else None
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_pycollect_makeitem(
+    collector: pytest.Collector, name: str, obj: object
+) -> Generator[None, Any, Any]:
+    result = yield
+    made = result if isinstance(result, list) else [result]
+    for item in made:
+        if isinstance(item, pytest.Item):
+            problem = marker_problem(item, _model_check(collector.config))
+            if problem:
+                raise pytest.Collector.CollectError(f"{item.nodeid}: {problem}")
+    return result
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_collection_modifyitems(
+    config: pytest.Config, items: list[pytest.Item]
+) -> Generator[None, None, None]:
+    for item in items:
+        problem = marker_problem(item, _model_check(config))  # non-Python collectors' items too
+        if problem:
+            raise pytest.UsageError(f"{item.nodeid}: {problem}")
+        dimension_of(item)  # parsed once, here
+    yield
+    if not config.stash[state_key].judging:
+        for item in items:
+            dim = dimension_of(item)
+            if dim is not None:
+                item.add_marker(
+                    pytest.mark.skip(
+                        reason=f"dimension {dim.name!r} is judged only with --ai-judge "
+                        "(pytest --ai-judge --judge-model MODEL, or set ANTHROPIC_API_KEY)"
+                    )
+                )
+    return None
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(
+    item: pytest.Item, call: pytest.CallInfo[None]
+) -> Generator[None, pytest.TestReport, pytest.TestReport]:
+    report = yield
+    if report.skipped and call.excinfo is not None:
+        moved = skip_at_the_test(item, call.excinfo, report.longrepr)
+        if moved is not None:
+            report.longrepr = moved
+    return report
+
+
 class MeasurePlugin:
-    """The session's hooks. Registered once per process in pytest_configure."""
+    """The hooks that measure and record. Registered once per process, in sessions that judge or
+    keep results (:func:`register_measuring`)."""
 
     def __init__(self, config: pytest.Config, state: SessionState) -> None:
         self.config = config
@@ -111,46 +181,13 @@ class MeasurePlugin:
         self._logging_failures = False
 
     # -- collection ------------------------------------------------------------------------------
-    @property
-    def _model_check(self) -> Callable[[str], str | None] | None:
-        """A dimension's judge=/escalate= models are checked like --judge-model, when judging."""
-        return self.state.model_problem if self.state.judging else None
-
-    @pytest.hookimpl(wrapper=True)
-    def pytest_pycollect_makeitem(
-        self, collector: pytest.Collector, name: str, obj: object
-    ) -> Generator[None, Any, Any]:
-        result = yield
-        made = result if isinstance(result, list) else [result]
-        for item in made:
-            if isinstance(item, pytest.Item):
-                problem = marker_problem(item, self._model_check)
-                if problem:
-                    raise pytest.Collector.CollectError(f"{item.nodeid}: {problem}")
-        return result
-
     @pytest.hookimpl(wrapper=True)
     def pytest_collection_modifyitems(
         self, config: pytest.Config, items: list[pytest.Item]
     ) -> Generator[None, None, None]:
-        for item in items:
-            problem = marker_problem(item, self._model_check)  # non-Python collectors' items too
-            if problem:
-                raise pytest.UsageError(f"{item.nodeid}: {problem}")
-            dimension_of(item)  # parsed once, here
         yield
         # After every other plugin (pytest's fixture reordering included): gates first.
         order_gates_first(items)
-        if not self.state.judging:
-            for item in items:
-                dim = dimension_of(item)
-                if dim is not None:
-                    item.add_marker(
-                        pytest.mark.skip(
-                            reason=f"dimension {dim.name!r} is judged only with --ai-judge "
-                            "(pytest --ai-judge --judge-model MODEL, or set ANTHROPIC_API_KEY)"
-                        )
-                    )
         self.state.note_collected(items)
         return None
 
@@ -176,8 +213,6 @@ class MeasurePlugin:
     def pytest_runtest_protocol(
         self, item: pytest.Item, nextitem: pytest.Item | None
     ) -> Generator[None, Any, Any]:
-        if not self.state.keeps_results:
-            return (yield)
         with runtime.running(item_nodeid(item)):
             return (yield)
 
@@ -214,7 +249,7 @@ class MeasurePlugin:
             pytest.fail(
                 f"dimension {name!r}: the test passed without calling judge.score, so nothing was "
                 "measured. Call judge.score(artifact) in a @pytest.mark.dimension test; a test that "
-                "measures only under some condition calls pytest.skip(\"why it does not measure\") "
+                'measures only under some condition calls pytest.skip("why it does not measure") '
                 "when it does not.",
                 pytrace=False,
             )
@@ -224,13 +259,7 @@ class MeasurePlugin:
     def pytest_runtest_makereport(
         self, item: pytest.Item, call: pytest.CallInfo[None]
     ) -> Generator[None, pytest.TestReport, pytest.TestReport]:
-        report = yield
-        if report.skipped and call.excinfo is not None:
-            moved = skip_at_the_test(item, call.excinfo, report.longrepr)
-            if moved is not None:
-                report.longrepr = moved
-        if not self.state.keeps_results:
-            return report  # nothing is judged, kept or reported: no per-test work
+        report = yield  # (its skip already moved to the test by the module's wrapper, inside this one)
         kind = item_kind(item)
         record = runtime.current()
         payload: dict[str, Any] = {"kind": kind, "nodeid": item_nodeid(item)}
@@ -272,8 +301,7 @@ class MeasurePlugin:
         self, fixturedef: pytest.FixtureDef[Any], request: pytest.FixtureRequest
     ) -> Generator[None, Any, Any]:
         value = yield
-        if self.state.keeps_results:
-            self.links.fixture_set_up(fixturedef, value)
+        self.links.fixture_set_up(fixturedef, value)
         return value
 
     def pytest_fixture_post_finalizer(

@@ -26,10 +26,21 @@ GATE_AND_DIMENSION = """
 
 
 def test_without_ai_judge_dimensions_skip_with_how_to_and_gates_run(pytester: pytest.Pytester) -> None:
-    pytester.makepyfile(GATE_AND_DIMENSION)
+    source = (
+        GATE_AND_DIMENSION
+        + """
+    def test_plain_judge(judge):
+        judge.score("text", dimension="tone", rubric="r")
+    """
+    )
+    pytester.makepyfile(test_off=source)
+    written = (pytester.path / "test_off.py").read_text().splitlines()
+    line = written.index("def test_plain_judge(judge):") + 1
     result = pytester.runpytest("-rs", "--strict-markers")
-    result.assert_outcomes(passed=1, skipped=1)
+    result.assert_outcomes(passed=1, skipped=2)
     result.stdout.fnmatch_lines(["*dimension 'tone' is judged only with --ai-judge*"])
+    # the judge fixture's skip is placed at the test that asked for it, not in the plugin
+    result.stdout.fnmatch_lines([f"SKIPPED [[]1[]] test_off.py:{line}: the judge fixture needs --ai-judge"])
     # inert: no aimeasure section in the terminal summary
     assert not any(line.startswith("=") and " aimeasure " in line for line in result.outlines)
 
@@ -48,6 +59,21 @@ def test_no_judge_code_is_imported_without_ai_judge(pytester: pytest.Pytester) -
     )
     result = pytester.runpytest_subprocess("-s")
     result.stdout.re_match_lines([r".*HEAVY=$"])  # nothing heavy was imported
+
+
+def test_the_measuring_hooks_are_registered_only_in_a_session_that_measures(
+    pytester: pytest.Pytester,
+) -> None:
+    off = pytester.parseconfigure()
+    assert off.pluginmanager.get_plugin("aimeasure-session") is None
+    registered = [
+        name for name, _ in off.pluginmanager.list_name_plugin() if str(name).startswith("aimeasure-")
+    ]
+    assert registered == []
+    on = pytester.parseconfigure("--ai-judge", "--judge-model", "scripted")
+    assert type(on.pluginmanager.get_plugin("aimeasure-session")).__name__ == "MeasurePlugin"
+    kept = pytester.parseconfigure("--aimeasure-json", "out.json")  # gates are recorded without a judge
+    assert kept.pluginmanager.get_plugin("aimeasure-session") is not None
 
 
 def test_plugin_import_pulls_in_no_sdk() -> None:
