@@ -182,6 +182,27 @@ def _fmt(value: float | None, spec: str = ".2f") -> str:
     return "n/a" if value is None else format(value, spec)
 
 
+CALIBRATION_HEADERS = (
+    "dimension",
+    "score now",
+    "anchors",
+    "κ [95% CI]",
+    "α",
+    "bias [95% CI]",
+    "within SD / all agree",
+    "human α",
+    "ruler",
+)
+
+_RULER = {
+    "calibrated": "trusted",
+    "uncalibrated": "UNTRUSTED",
+    "inconclusive": "inconclusive",
+    "stale": "stale: re-calibrate",
+}
+"""A calibration status as the table's ruler column says it."""
+
+
 def calibration_lines(summary: Mapping[str, Any], *, var_floor: float = VAR_FLOOR_DEFAULT) -> list[str]:
     """The terminal section: each dimension's κ and bias beside its scores this session."""
     if not summary:
@@ -196,68 +217,60 @@ def calibration_lines(summary: Mapping[str, Any], *, var_floor: float = VAR_FLOO
             rows.append([name, "", "", "", "", "", "", "", entry["message"]])
             continue
         c = DimensionCalibration.model_validate(entry["calibration"])
-        bias = f"{c.bias.mean:+.2f}"
-        if c.bias.ci_low is not None and c.bias.ci_high is not None:
-            bias += f" [{c.bias.ci_low:+.2f}, {c.bias.ci_high:+.2f}]"
-        status = {
-            "calibrated": "trusted",
-            "uncalibrated": "UNTRUSTED",
-            "inconclusive": "inconclusive",
-            "stale": "stale: re-calibrate",
-        }[entry["status"]]
-        if entry["status"] == "inconclusive" and c.trust is not None and c.trust.budget is not None:
-            status += f" (~{c.trust.budget} anchors)"
-        kappa = _fmt(c.agreement.kappa)
-        if c.trust is not None and c.trust.kappa_ci_low is not None and c.trust.kappa_ci_high is not None:
-            kappa += f" [{c.trust.kappa_ci_low:.2f}, {c.trust.kappa_ci_high:.2f}]"
-        rows.append(
-            [
-                name,
-                _fmt(entry["score_mean"]) + (f" ({entry['items']} items)" if entry["items"] else ""),
-                str(c.anchors),
-                kappa,
-                _fmt(c.agreement.alpha),
-                bias,
-                f"{c.repeatability.within_sd:.2f} / {c.repeatability.all_agree:.0%}",
-                _fmt(c.human_alpha),
-                status + ("" if entry["fresh"] else " (stored)"),
-            ]
-        )
-        if c.repeatability.var_floor is not None and not entry["stale_because"]:
-            notes.append(
-                f"{name}: variance floor {c.repeatability.var_floor:.4f} measured on {c.anchors} anchors × "
-                f"{c.repeatability.samples} samples replaces the fixed {var_floor:.4f}"
-            )
-        for p in c.probes if entry["fresh"] else ():
-            notes.append(f"{name}: {p.message}")
-        if (hs := entry.get("human_scale")) is not None:
-            notes.append(
-                f"{name}: on the human scale {hs['mean']:.2f} [{hs['ci_low']:.2f}, {hs['ci_high']:.2f}] "
-                f"beside the judge's {hs['judge_mean']:.2f} "
-                f"(PPI++, λ {hs['lambda']:.2f}, {hs['anchors']} anchors)"
-            )
+        rows.append(_calibration_row(name, entry, c))
+        notes += _calibration_notes(name, entry, c, var_floor)
     lines = [""]
     if not rows:
         return [*lines, "Judge bias probes:", *notes]
     lines.append("Calibration (judge vs human anchors):")
-    lines += tabulate(
-        rows,
-        headers=[
-            "dimension",
-            "score now",
-            "anchors",
-            "κ [95% CI]",
-            "α",
-            "bias [95% CI]",
-            "within SD / all agree",
-            "human α",
-            "ruler",
-        ],
-        tablefmt="simple",
-        disable_numparse=True,
-    ).splitlines()
-    lines += notes
-    return lines
+    table = tabulate(rows, headers=CALIBRATION_HEADERS, tablefmt="simple", disable_numparse=True)
+    return [*lines, *table.splitlines(), *notes]
+
+
+def _calibration_row(name: str, entry: Mapping[str, Any], c: DimensionCalibration) -> list[str]:
+    """A calibrated dimension's row: its score now, κ and bias with their intervals, its ruler."""
+    bias = f"{c.bias.mean:+.2f}"
+    if c.bias.ci_low is not None and c.bias.ci_high is not None:
+        bias += f" [{c.bias.ci_low:+.2f}, {c.bias.ci_high:+.2f}]"
+    status = _RULER[entry["status"]]
+    if entry["status"] == "inconclusive" and c.trust is not None and c.trust.budget is not None:
+        status += f" (~{c.trust.budget} anchors)"
+    kappa = _fmt(c.agreement.kappa)
+    if c.trust is not None and c.trust.kappa_ci_low is not None and c.trust.kappa_ci_high is not None:
+        kappa += f" [{c.trust.kappa_ci_low:.2f}, {c.trust.kappa_ci_high:.2f}]"
+    return [
+        name,
+        _fmt(entry["score_mean"]) + (f" ({entry['items']} items)" if entry["items"] else ""),
+        str(c.anchors),
+        kappa,
+        _fmt(c.agreement.alpha),
+        bias,
+        f"{c.repeatability.within_sd:.2f} / {c.repeatability.all_agree:.0%}",
+        _fmt(c.human_alpha),
+        status + ("" if entry["fresh"] else " (stored)"),
+    ]
+
+
+def _calibration_notes(
+    name: str, entry: Mapping[str, Any], c: DimensionCalibration, var_floor: float
+) -> list[str]:
+    """The lines under the table for a calibrated dimension: its measured variance floor, its fresh
+    probes, its mean on the human scale."""
+    notes: list[str] = []
+    if c.repeatability.var_floor is not None and not entry["stale_because"]:
+        notes.append(
+            f"{name}: variance floor {c.repeatability.var_floor:.4f} measured on {c.anchors} anchors × "
+            f"{c.repeatability.samples} samples replaces the fixed {var_floor:.4f}"
+        )
+    for p in c.probes if entry["fresh"] else ():
+        notes.append(f"{name}: {p.message}")
+    if (hs := entry.get("human_scale")) is not None:
+        notes.append(
+            f"{name}: on the human scale {hs['mean']:.2f} [{hs['ci_low']:.2f}, {hs['ci_high']:.2f}] "
+            f"beside the judge's {hs['judge_mean']:.2f} "
+            f"(PPI++, λ {hs['lambda']:.2f}, {hs['anchors']} anchors)"
+        )
+    return notes
 
 
 def _verdict_note(c: DimensionCalibration) -> str:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import glob
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -74,72 +75,84 @@ def build_targets(
     """Load every referenced file and group the anchors by dimension (raises :class:`AnchorError`).
     An anchor text longer than ``max_chars`` is an error here, at collection, like an artifact's in its
     test: the judge would be sent it whole, once per sample, and a provider refuses it."""
-    cache: dict[str, AnchorSet] = {}
-
-    def load(path: str) -> AnchorSet:
-        if path not in cache:
-            cache[path] = load_anchor_file(Path(path))
-        return cache[path]
-
-    chosen: dict[str, dict[tuple[str, str], Anchor]] = {}
-    files: dict[str, set[str]] = {}
-    rubrics: dict[str, str] = {}
-
-    def add(dimension: str, anchor_set: AnchorSet, anchors: list[Anchor]) -> None:
-        bucket = chosen.setdefault(dimension, {})
-        for a in anchors:
-            too_long = oversize_message(f"anchor {a.id!r} of dimension {dimension!r}", a.text, max_chars)
-            if too_long is not None:
-                raise AnchorError(f"{a.source}: anchor file: {too_long}")
-            key = (dimension, a.id)
-            if key in bucket and bucket[key].source.split(":")[0] != a.source.split(":")[0]:
-                raise AnchorError(
-                    f"{a.source}: anchor id {a.id!r} of dimension {dimension!r} is also defined at "
-                    f"{bucket[key].source}; ids must be unique across a dimension's anchor files"
-                )
-            bucket[key] = a
-        files.setdefault(dimension, set()).add(_display(anchor_set.path, root))
-        if anchor_set.rubric and dimension not in rubrics:
-            rubrics[dimension] = anchor_set.rubric
-
+    chosen = _Chosen(root=root, max_chars=max_chars)
     for path in extra_files:
-        s = load(str(path))
+        s = chosen.load(str(path))
         for dimension in s.dimensions():
-            add(dimension, s, [a for a in s.anchors if a.dimension == dimension])
+            chosen.add(dimension, s, [a for a in s.anchors if a.dimension == dimension])
     for dimension, ref in sorted(refs.items()):
         for path in ref["files"]:
-            s = load(path)
+            s = chosen.load(path)
             mine = [a for a in s.anchors if a.dimension == dimension]
             if not mine:
                 raise AnchorError(
                     f"{path}: {ref.get('source', 'a reference')} takes anchors for dimension {dimension!r} "
                     f"from this file, but it has none (it holds: {', '.join(s.dimensions())})"
                 )
-            add(dimension, s, mine)
-    targets: list[CalibrationTarget] = []
-    for dimension in sorted(chosen):
-        ref = refs.get(dimension, {})
+            chosen.add(dimension, s, mine)
+    return [
+        chosen.target(dimension, refs.get(dimension, {}), min_kappa=min_kappa, max_abs_bias=max_abs_bias)
+        for dimension in sorted(chosen.anchors)
+    ]
+
+
+@dataclass
+class _Chosen:
+    """The anchors chosen so far for each dimension, the files they came from and the first rubric
+    a file gave; each anchor file is read once."""
+
+    root: Path
+    max_chars: int
+    anchors: dict[str, dict[str, Anchor]] = field(default_factory=dict)
+    """Dimension -> anchor id -> anchor."""
+    files: dict[str, set[str]] = field(default_factory=dict)
+    rubrics: dict[str, str] = field(default_factory=dict)
+    loaded: dict[str, AnchorSet] = field(default_factory=dict)
+
+    def load(self, path: str) -> AnchorSet:
+        if path not in self.loaded:
+            self.loaded[path] = load_anchor_file(Path(path))
+        return self.loaded[path]
+
+    def add(self, dimension: str, anchor_set: AnchorSet, anchors: list[Anchor]) -> None:
+        bucket = self.anchors.setdefault(dimension, {})
+        for a in anchors:
+            too_long = oversize_message(f"anchor {a.id!r} of dimension {dimension!r}", a.text, self.max_chars)
+            if too_long is not None:
+                raise AnchorError(f"{a.source}: anchor file: {too_long}")
+            if a.id in bucket and bucket[a.id].source.split(":")[0] != a.source.split(":")[0]:
+                raise AnchorError(
+                    f"{a.source}: anchor id {a.id!r} of dimension {dimension!r} is also defined at "
+                    f"{bucket[a.id].source}; ids must be unique across a dimension's anchor files"
+                )
+            bucket[a.id] = a
+        self.files.setdefault(dimension, set()).add(_display(anchor_set.path, self.root))
+        if anchor_set.rubric and dimension not in self.rubrics:
+            self.rubrics[dimension] = anchor_set.rubric
+
+    def target(
+        self, dimension: str, ref: AnchorRef, *, min_kappa: float, max_abs_bias: float
+    ) -> CalibrationTarget:
+        """The dimension's target: its reference's rubric and thresholds over the files' and the
+        session's."""
         kappa, bias = ref.get("min_kappa"), ref.get("max_abs_bias")
-        rubric = ref.get("rubric") or rubrics.get(dimension)
+        rubric = ref.get("rubric") or self.rubrics.get(dimension)
         if not rubric:
             raise AnchorError(
-                f"{', '.join(sorted(files[dimension]))}: no rubric for dimension {dimension!r}: add "
+                f"{', '.join(sorted(self.files[dimension]))}: no rubric for dimension {dimension!r}: add "
                 "rubric: to the anchor file, or anchors= to a @pytest.mark.dimension that has rubric="
             )
-        targets.append(
-            CalibrationTarget(
-                dimension=dimension,
-                rubric=rubric,
-                anchors=sorted(chosen[dimension].values(), key=lambda a: a.id),
-                files=sorted(files[dimension]),
-                thresholds=Thresholds(
-                    min_kappa=float(kappa) if kappa is not None else min_kappa,
-                    max_abs_bias=float(bias) if bias is not None else max_abs_bias,
-                ),
-                judge=ref.get("judge"),
-            )
+        return CalibrationTarget(
+            dimension=dimension,
+            rubric=rubric,
+            anchors=sorted(self.anchors[dimension].values(), key=lambda a: a.id),
+            files=sorted(self.files[dimension]),
+            thresholds=Thresholds(
+                min_kappa=float(kappa) if kappa is not None else min_kappa,
+                max_abs_bias=float(bias) if bias is not None else max_abs_bias,
+            ),
+            judge=ref.get("judge"),
         )
-    return targets
 
 
 def _display(path: Path, root: Path) -> str:

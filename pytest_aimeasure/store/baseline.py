@@ -623,11 +623,7 @@ def merge_entries(
     """
     if pool < 1:
         raise ValueError(f"pool must be >= 1, got {pool}")
-    old = dict(old)
-    for item_id, entry in (rejudged or {}).items():
-        was = old.get(item_id)
-        if was is not None and was.sources == entry.sources and was.pooled == entry.pooled:
-            old[item_id] = entry
+    old = _with_rejudged(old, rejudged or {})
     errors = set(judge_error_ids) | {m.item_id for m in measurements if not m.samples}
     measured = {m.item_id: m for m in measurements if m.item_id not in errors}
     moved = set(moved)
@@ -635,20 +631,7 @@ def merge_entries(
     summary = UpdateSummary()
     for item_id, measurement in measured.items():
         run = run_id.get(item_id) if isinstance(run_id, Mapping) else run_id
-        entry = entry_from_measurement(measurement, run_id=run)
-        previous = old.get(item_id)
-        if previous is None:
-            summary.added.append(item_id)
-            merged[item_id] = entry
-            continue
-        pooling = pool > 1 and item_id not in moved and previous.fingerprint == entry.fingerprint
-        if pooling:
-            entry = pool_entry(previous, measurement, pool=pool, run_id=run)
-        if _same_value(previous, entry):
-            summary.unchanged.append(item_id)
-        else:
-            (summary.pooled if pooling else summary.updated).append(item_id)
-            merged[item_id] = entry
+        _take_measurement(merged, summary, old.get(item_id), measurement, run, pool=pool, moved=moved)
     coverage = coverage or SessionCoverage(whole_suite=whole_suite)
     coverage = coverage.model_copy(
         update={
@@ -658,21 +641,72 @@ def merge_entries(
         }
     )
     for item_id, entry in old.items():
-        if item_id in measured:
-            continue
-        reason = keep_reason(item_id, entry, coverage)
-        if reason is None:
-            summary.removed.append(item_id)
-            del merged[item_id]
-        else:
-            summary.kept_because.setdefault(reason, []).append(item_id)
+        if item_id not in measured:
+            _keep_or_drop(merged, summary, item_id, keep_reason(item_id, entry, coverage))
+    return dict(sorted(merged.items())), _sorted(summary)
+
+
+def _with_rejudged(
+    old: dict[str, BaselineEntry], rejudged: Mapping[str, BaselineEntry]
+) -> dict[str, BaselineEntry]:
+    """``old`` with each re-judged entry in place of the one it was made from, while the file still
+    holds that one (the same sources): a concurrent update wins over it."""
+    old = dict(old)
+    for item_id, entry in rejudged.items():
+        was = old.get(item_id)
+        if was is not None and was.sources == entry.sources and was.pooled == entry.pooled:
+            old[item_id] = entry
+    return old
+
+
+def _take_measurement(
+    merged: dict[str, BaselineEntry],
+    summary: UpdateSummary,
+    previous: BaselineEntry | None,
+    measurement: Measurement,
+    run: str | None,
+    *,
+    pool: int,
+    moved: set[str],
+) -> None:
+    """The entry a measurement makes (pooled with ``previous`` when the rule allows), put in
+    ``merged`` unless its value is unchanged, and counted in ``summary``."""
+    item_id = measurement.item_id
+    entry = entry_from_measurement(measurement, run_id=run)
+    if previous is None:
+        summary.added.append(item_id)
+        merged[item_id] = entry
+        return
+    pooling = pool > 1 and item_id not in moved and previous.fingerprint == entry.fingerprint
+    if pooling:
+        entry = pool_entry(previous, measurement, pool=pool, run_id=run)
+    if _same_value(previous, entry):
+        summary.unchanged.append(item_id)
+    else:
+        (summary.pooled if pooling else summary.updated).append(item_id)
+        merged[item_id] = entry
+
+
+def _keep_or_drop(
+    merged: dict[str, BaselineEntry], summary: UpdateSummary, item_id: str, reason: str | None
+) -> None:
+    """An entry without a new value: kept for ``reason``, dropped when there is none."""
+    if reason is None:
+        summary.removed.append(item_id)
+        del merged[item_id]
+    else:
+        summary.kept_because.setdefault(reason, []).append(item_id)
+
+
+def _sorted(summary: UpdateSummary) -> UpdateSummary:
+    """The summary with every list of item ids sorted, and the kept entries split by reason."""
     summary.kept = [i for reason, ids in summary.kept_because.items() if reason != "judge error" for i in ids]
     for ids in (summary.added, summary.updated, summary.pooled, summary.removed, summary.unchanged):
         ids.sort()
     summary.kept.sort()
     summary.kept_because = {reason: sorted(ids) for reason, ids in sorted(summary.kept_because.items())}
     summary.kept_judge_error = summary.kept_because.get("judge error", [])
-    return dict(sorted(merged.items())), summary
+    return summary
 
 
 # --------------------------------------------------------------------------------------------------
