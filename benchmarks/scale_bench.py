@@ -17,7 +17,8 @@ one session writes a baseline of every item
 (``--update-baseline``), so the timed ones compare with a ``--items``-entry baseline at their end, as
 a real suite does; the conftest times that ``compare()`` call on its own (``comparison with the
 baseline``). ``--profile MODE`` runs that mode once more under cProfile (the test loop only)
-and prints the ``--top`` functions by own time and by cumulative time.
+and prints the ``--top`` functions by own time and by cumulative time; ``--profile-end MODE`` does
+the same for the session's end (``pytest_sessionfinish`` to the last ``pytest_unconfigure``).
 """
 
 from __future__ import annotations
@@ -94,13 +95,29 @@ def pytest_runtestloop(session):
             profile.dump_stats(os.environ["SCALE_PROFILE"])
 
 
+END_PROFILE = []
+
+
 def pytest_runtest_logfinish(nodeid, location):
     # The pipeline logs an item when its verdict lands, after the loop's own hooks may have
     # returned (the drain): the loop ends when the last item is logged.
     TIMES["last"], TIMES["end"] = time.perf_counter(), time.time()
 
 
+@pytest.hookimpl(wrapper=True, tryfirst=True)
+def pytest_sessionfinish(session):
+    # The session's end under cProfile (SCALE_PROFILE_END): from here to the last unconfigure hook.
+    if os.environ.get("SCALE_PROFILE_END"):
+        END_PROFILE.append(cProfile.Profile())
+        END_PROFILE[0].enable()
+    return (yield)
+
+
+@pytest.hookimpl(trylast=True)
 def pytest_unconfigure(config):
+    if END_PROFILE:
+        END_PROFILE[0].disable()
+        END_PROFILE[0].dump_stats(os.environ["SCALE_PROFILE_END"])
     if "last" in TIMES:
         with open(os.environ["SCALE_OUT"], "w") as f:
             loop = TIMES["last"] - TIMES["started"]
@@ -125,8 +142,9 @@ def run(
     if mode != "plain":  # (pytest alone compares nothing)
         env["SCALE_COMPARE"] = str(compared)
     env.pop("SCALE_PROFILE", None)
+    env.pop("SCALE_PROFILE_END", None)
     if profile is not None:
-        env["SCALE_PROFILE"] = str(profile)
+        env["SCALE_PROFILE_END" if profile.name.startswith("end") else "SCALE_PROFILE"] = str(profile)
     env["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"
     store = folder / f".aimeasure-{mode}-{time.monotonic_ns()}"
     command = [
@@ -180,6 +198,9 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=1)
     parser.add_argument("--dir", type=Path, default=None)
     parser.add_argument("--profile", choices=["plain", "off", "on"], default=None)
+    parser.add_argument(
+        "--profile-end", choices=["off", "on"], default=None, help="profile the session's end in this mode"
+    )
     parser.add_argument("--top", type=int, default=30)
     args = parser.parse_args()
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
@@ -223,12 +244,14 @@ def main() -> None:
             f"one append + fsync on this disk: {fsync_ms(folder):.2f} ms (median of 50); an item's "
             "samples are fsync-ed once before its verdict, so without the pipeline each item waits for one"
         )
-        if args.profile:
-            stats_file = folder / "profile.out"
-            run(folder, args.items, args.samples, args.profile, stats_file)
-            stats = pstats.Stats(str(stats_file))
-            stats.sort_stats("tottime").print_stats(args.top)
-            stats.sort_stats("cumulative").print_stats(args.top)
+        for mode, name in ((args.profile, "profile.out"), (args.profile_end, "end-profile.out")):
+            if mode:
+                stats_file = folder / name
+                run(folder, args.items, args.samples, mode, stats_file)
+                print(f"cProfile of the {'session end' if name.startswith('end') else 'test loop'}, {mode}")
+                stats = pstats.Stats(str(stats_file))
+                stats.sort_stats("tottime").print_stats(args.top)
+                stats.sort_stats("cumulative").print_stats(args.top)
 
 
 if __name__ == "__main__":

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import threading
 from collections.abc import Callable
 from difflib import get_close_matches
 from functools import lru_cache
@@ -161,6 +162,33 @@ def build_backend(
     from pytest_aimeasure.judge.backends.litellm import LitellmBackend
 
     return LitellmBackend(model, timeout=timeout, max_retries=retries)
+
+
+_import_lock = threading.Lock()
+
+
+def import_transport(model: str, *, batch: bool = False) -> None:
+    """Import what ``model``'s built-in backend sends its calls through, so that a caller can pay for
+    it off the event loop or in the background: httpx (about 0.2 s) for ``anthropic/`` and the
+    native ``openai/`` route, litellm (seconds) for other providers, the SDK of the batch API under
+    ``batch``; nothing for the scripted judge or a string that is no model. Serialised: importing one
+    package graph in two threads at once can hand a thread a partially initialised module (openai's
+    has import cycles)."""
+    try:
+        kind = route(model)
+    except ModelError:
+        return
+    if kind == "scripted":
+        return
+    from pytest_aimeasure.judge.backends.litellm import NATIVE_PREFIXES, import_litellm
+
+    with _import_lock:
+        if kind == "anthropic" and batch:
+            import anthropic  # noqa: F401
+        elif (kind == "anthropic" or model.partition("/")[0] in NATIVE_PREFIXES) and not batch:
+            import httpx  # noqa: F401
+        else:
+            import_litellm()
 
 
 BackendFactory = Callable[[str], Backend]

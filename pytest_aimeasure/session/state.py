@@ -7,6 +7,7 @@ Workers (xdist) judge and journal; only the controller reads or writes the basel
 
 from __future__ import annotations
 
+import contextlib
 import signal
 import threading
 from typing import TYPE_CHECKING, Any
@@ -266,26 +267,20 @@ class SessionState:
         )
 
     def _warm_sdk(self) -> None:
-        """Import the judge's SDK in the background while pytest collects: anthropic takes ~1 s and
-        litellm ~3 s to import, time the first judged test would otherwise wait for."""
-        from pytest_aimeasure.judge.resolve import route
+        """Import the judge's transport in the background while pytest collects (litellm takes
+        seconds), time the first judged test would otherwise wait for."""
+        from pytest_aimeasure.judge.resolve import import_transport
 
-        kind = route(self.settings.model) if self.settings.model else "scripted"
+        model = self.settings.model
         # xdist's controller runs no test: its workers judge, and an import here would only take a
         # core from them while they start (the few calls a controller makes at the end import then).
-        if kind == "scripted" or self.config.pluginmanager.has_plugin("dsession"):
+        if model is None or self.config.pluginmanager.has_plugin("dsession"):
             return
 
         def load() -> None:
-            try:
-                if kind == "anthropic":
-                    import anthropic  # noqa: F401
-                else:
-                    from pytest_aimeasure.judge.backends.litellm import import_litellm
-
-                    import_litellm()
-            except Exception:  # the backend's own import reports the problem where it matters
-                pass
+            # The backend's own import reports a problem where it matters.
+            with contextlib.suppress(Exception):
+                import_transport(model, batch=self.settings.batch)
 
         self._warm_thread = threading.Thread(target=load, name="aimeasure-warm-sdk", daemon=True)
         self._warm_thread.start()

@@ -458,8 +458,10 @@ class SuiteRunner:
             from pytest_aimeasure.judge.backends.base import GenerateRequest
 
             if target.kind in ("litellm", "anthropic"):
-                # Import the SDK (seconds, once) off the loop and outside the timed call.
-                await asyncio.to_thread(_import_sdk_once, target.kind)
+                # Import the transport (litellm: seconds, once) off the loop and outside the timed call.
+                from pytest_aimeasure.judge.resolve import import_transport
+
+                await asyncio.to_thread(import_transport, target.model)
             backend = self._backend(target)
             request = GenerateRequest(
                 prompt=plan.text, system=plan.system, params=target.generation_params(), timeout=timeout
@@ -567,22 +569,6 @@ class SuiteRunner:
                 result.errors.append((spec.dimension, outcome))
             else:
                 result.measurements.append(outcome)
-
-
-_import_lock = threading.Lock()
-
-
-def _import_sdk_once(kind: str) -> None:
-    # Two targets starting together would import the SDK in two threads at once, and importing one
-    # package graph (openai's has import cycles) concurrently can hand a thread a partially
-    # initialised module.
-    with _import_lock:
-        if kind == "anthropic":
-            import anthropic  # noqa: F401
-        else:
-            from pytest_aimeasure.judge.backends.litellm import import_litellm
-
-            import_litellm()
 
 
 def judge_rubric(rubric: str, prompt: str, system: str | None) -> str:

@@ -7,6 +7,7 @@ import json
 import subprocess
 import sys
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -517,14 +518,26 @@ def test_backend_survives_a_new_event_loop(kind: str, server: ProviderServer) ->
     assert server.calls == 2
 
 
-def test_importing_backends_does_not_import_sdks() -> None:
+def test_importing_backends_does_not_import_sdks_nor_does_judging_on_the_native_routes() -> None:
+    # The session's first judge request must not wait for an SDK's import (anthropic ~2 s of CPU,
+    # litellm ~6 s): anthropic/ and openai/ judge calls go out through httpx alone.
     code = (
-        "import sys\n"
-        "import pytest_aimeasure.judge.backends.anthropic\n"
-        "import pytest_aimeasure.judge.backends.litellm\n"
-        "print(sorted({'anthropic', 'litellm', 'openai', 'httpx', 'httpx2'} & set(sys.modules)))\n"
+        "import asyncio, sys\n"
+        "import pytest_aimeasure.judge.backends.anthropic as a\n"
+        "import pytest_aimeasure.judge.backends.litellm as l\n"
+        "SDKS = {'anthropic', 'litellm', 'openai', 'httpx', 'httpx2'}\n"
+        "print(sorted(SDKS & set(sys.modules)))\n"
+        "from pytest_aimeasure.testing import ProviderServer\n"
+        "from tests.integration.test_backends_http import judge_request\n"
+        "with ProviderServer() as server:\n"
+        "    for b in (a.AnthropicBackend('claude-x', base_url=server.url, api_key='k'),\n"
+        "              l.LitellmBackend('openai/gpt-x', api_base=server.openai_base_url, api_key='k')):\n"
+        "        reply = asyncio.run(b.judge(judge_request()))\n"
+        "        assert reply.tool_input is not None, reply\n"
+        "    print(server.calls, sorted(SDKS & set(sys.modules)))\n"
     )
+    root = Path(__file__).resolve().parents[2]  # `tests` importable from the child
     result = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True, cwd=root
     )
-    assert result.stdout.strip() == "[]"
+    assert result.stdout.split("\n")[:2] == ["[]", "2 ['httpx']"]

@@ -1,13 +1,14 @@
-"""The Anthropic judge backend: one Messages API call per request, through the official ``anthropic`` SDK.
+"""The Anthropic judge backend: one Messages API call per request, a JSON POST through httpx
+(:mod:`~pytest_aimeasure.judge.backends.http`): the official ``anthropic`` SDK takes about 2 s of CPU
+to import, which the session's first judge request waited for. The SDK serves the batch API only.
 
-The SDK is imported when a backend is built, never at module import, so loading the plugin stays cheap.
+As the SDK did (verified against :mod:`pytest_aimeasure.testing.server`):
 
-What the SDK does by itself (verified against :mod:`pytest_aimeasure.testing.server`):
-
-* it reads ``ANTHROPIC_API_KEY`` (then ``ANTHROPIC_AUTH_TOKEN``) and ``ANTHROPIC_BASE_URL``;
+* it reads ``ANTHROPIC_API_KEY`` (sent as ``x-api-key``; else ``ANTHROPIC_AUTH_TOKEN``, sent as a
+  bearer token) and ``ANTHROPIC_BASE_URL`` when the call is made;
 * it retries 408/409/429/5xx (529 included) and timeouts up to ``max_retries`` times, waiting for a
   ``retry-after`` header when there is one and otherwise backing off exponentially from 0.5 s;
-* ``timeout`` applies to each attempt.
+* ``timeout`` applies to each attempt (default 600 s).
 
 The judge engine builds its backends with ``max_retries=0`` and retries itself, so a 429 or 529 reaches
 it as :class:`~pytest_aimeasure.judge.backends.base.RateLimited` (with the ``retry-after`` the
@@ -35,7 +36,6 @@ engine stops calling a provider that is not there.
 from __future__ import annotations
 
 import asyncio
-import inspect
 import json
 import os
 from dataclasses import replace
@@ -63,10 +63,16 @@ from pytest_aimeasure.judge.backends.base import (
     rejects_temperature,
     retry_after_of,
 )
+from pytest_aimeasure.judge.backends.http import HttpStatusError, JsonApi, View
 from pytest_aimeasure.judge.backends.secrets import remember
 
 if TYPE_CHECKING:
     from pytest_aimeasure.judge.batch import Batcher, BatchJournal
+
+API_VERSION = "2023-06-01"
+"""The Messages API version the requests name (``anthropic-version``)."""
+
+DEFAULT_BASE_URL = "https://api.anthropic.com"
 
 # The shared helpers moved to base; they stay importable from here for existing callers.
 __all__ = [
@@ -109,9 +115,9 @@ class AnthropicBackend(LearnsQuirks):
         self.api_key = api_key
         remember(api_key)  # a provider echoing it in an error must not put it in a report
         self.quirks = Quirks()
-        self._client: Any = None
+        self._api: JsonApi | None = None
+        self._client: Any = None  # the SDK's, for the batch API only
         self._client_loop: asyncio.AbstractEventLoop | None = None
-        self._create_params: frozenset[str] | None = None
         self.batch: Batcher | None = None
         """Set for batch mode: judge calls join Message Batches (see :meth:`use_batches`)."""
 
@@ -129,8 +135,7 @@ class AnthropicBackend(LearnsQuirks):
 
     @property
     def _sdk(self) -> Any:
-        """The SDK, imported on the first call: building a backend (e.g. to key the sample cache on a
-        fully cached rerun) must not pay the ~1 s import."""
+        """The SDK, imported for the batch API only (about 2 s of CPU)."""
         try:
             import anthropic
         except ImportError as exc:  # pragma: no cover - anthropic is a dependency
@@ -152,11 +157,11 @@ class AnthropicBackend(LearnsQuirks):
     def base_url_in_use(self) -> str:
         """The API base URL calls go to: the one given, else what the SDK read (``ANTHROPIC_BASE_URL``
         or its default)."""
+        if self._api is not None:
+            return self._api.base_url
         if self._client is not None:
             return str(self._client.base_url).rstrip("/")
-        return (self.base_url or os.environ.get("ANTHROPIC_BASE_URL") or "https://api.anthropic.com").rstrip(
-            "/"
-        )
+        return (self.base_url or os.environ.get("ANTHROPIC_BASE_URL") or DEFAULT_BASE_URL).rstrip("/")
 
     @property
     def concurrency_key(self) -> str:
@@ -168,8 +173,29 @@ class AnthropicBackend(LearnsQuirks):
 
     # -- the client ------------------------------------------------------------------------------
 
+    def _api_now(self) -> JsonApi:
+        """The Messages API client, its key and base URL read from the environment on the first call
+        (as the SDK did); no credentials at all is an error before any request."""
+        if self._api is None:
+            headers = {"anthropic-version": API_VERSION, "accept": "application/json"}
+            key = self.api_key or os.environ.get("ANTHROPIC_API_KEY")
+            token = os.environ.get("ANTHROPIC_AUTH_TOKEN")
+            if key:
+                headers["x-api-key"] = key
+            elif token:
+                headers["authorization"] = f"Bearer {token}"
+            else:
+                raise BackendError(
+                    f"no Anthropic credentials for {self.model}: set ANTHROPIC_API_KEY (or "
+                    "ANTHROPIC_AUTH_TOKEN), or pass api_key"
+                )
+            remember(key or token)
+            base = self.base_url or os.environ.get("ANTHROPIC_BASE_URL") or DEFAULT_BASE_URL
+            self._api = JsonApi(base, headers, timeout=self.timeout, max_retries=self.max_retries)
+        return self._api
+
     def _client_now(self) -> Any:
-        """The SDK client for the running event loop.
+        """The SDK client for the running event loop (the batch API's).
 
         An httpx connection pool belongs to the loop that opened it; a backend reused from another loop
         (each ``asyncio.run`` makes a new one) gets a fresh client instead of dead pooled connections.
@@ -185,15 +211,14 @@ class AnthropicBackend(LearnsQuirks):
                 kwargs["api_key"] = self.api_key
             self._client = self._sdk.AsyncAnthropic(**kwargs)
             self._client_loop = loop
-            if self._create_params is None:
-                signature = inspect.signature(self._client.messages.create)
-                self._create_params = frozenset(signature.parameters)
         return self._client
 
     async def aclose(self) -> None:
-        """Close the HTTP client (safe to call twice)."""
+        """Close the HTTP clients (safe to call twice)."""
         if self.batch is not None:
             await self.batch.aclose()
+        if self._api is not None:
+            await self._api.aclose()
         client, loop = self._client, self._client_loop
         self._client, self._client_loop = None, None
         # A client opened on another (possibly closed) loop cannot be closed from this one; drop it.
@@ -210,51 +235,32 @@ class AnthropicBackend(LearnsQuirks):
         *,
         sample: str | None = None,
     ) -> Any:
-        client = self._client_now()
         if self.batch is not None and sample is not None:
+            self._client_now()
             # A batch request's params are the Messages body itself: no SDK signature to fit.
             return await self.batch.send({**kwargs, **params}, sample)
-        accepted = self._create_params or frozenset()
-        extra_body: dict[str, Any] = {}
-        for name, value in params.items():
-            # SDK 2.x dropped some sampling parameters (temperature among them) from create(); the API
-            # still takes them, so whatever the installed signature lacks goes in the JSON body.
-            if name in accepted:
-                kwargs[name] = value
-            else:
-                extra_body[name] = value
-        if extra_body:
-            kwargs["extra_body"] = extra_body
-        if timeout is not None:
-            kwargs["timeout"] = timeout
+        import httpx
+
+        api = self._api_now()
         try:
-            return await client.messages.create(**kwargs)
-        except self._sdk.APITimeoutError as exc:
+            return await api.post("/v1/messages", {**kwargs, **params}, timeout)
+        except httpx.TimeoutException as exc:
             limit = timeout if timeout is not None else self.timeout
-            after = f"{limit:g}s" if limit is not None else "the SDK's default timeout"
+            after = f"{limit:g}s" if limit is not None else "the default timeout (600s)"
             attempts = f"; {self.max_retries + 1} attempts" if self.max_retries else ""
             raise BackendError(
                 f"anthropic request to {self.model} timed out after {after} (--judge-timeout{attempts})",
                 retryable=True,
             ) from exc
-        except self._sdk.APIStatusError as exc:
+        except HttpStatusError as exc:
             raise self._status_error(exc) from exc
-        except self._sdk.APIConnectionError as exc:
+        except httpx.TransportError as exc:
             base = self.base_url_in_use
             unreachable = base if is_connection_failure(exc) else None
             raise BackendError(
-                f"could not reach the Anthropic API at {base} for {self.model}: {exc}",
+                f"could not reach the Anthropic API at {base} for {self.model}: {exc or type(exc).__name__}",
                 retryable=True,
                 unreachable=unreachable,
-            ) from exc
-        except self._sdk.AnthropicError as exc:
-            raise BackendError(f"anthropic call to {self.model} failed: {exc}") from exc
-        except TypeError as exc:
-            # The SDK raises a bare TypeError at request time when it found no credentials at all.
-            if "authentication" not in str(exc).lower():
-                raise
-            raise BackendError(
-                f"no Anthropic credentials for {self.model}: set ANTHROPIC_API_KEY ({exc})"
             ) from exc
 
     def _status_error(self, exc: Any) -> ProviderRejection:
@@ -310,12 +316,17 @@ class AnthropicBackend(LearnsQuirks):
         texts: list[str] = []
         blocks: list[Any] = []
         for block in response.content or []:
-            blocks.append(block.model_dump(mode="json", exclude_none=True, warnings=False))
-            kind = getattr(block, "type", None)
-            if kind == "tool_use" and getattr(block, "name", None) == tool_name and tool_input is None:
-                tool_input = block.input if isinstance(block.input, dict) else None
+            if isinstance(block, View):
+                data = block.dump()
+            else:  # the SDK's typed block, from the batch API
+                data = block.model_dump(mode="json", exclude_none=True, warnings=False)
+            blocks.append(data)
+            kind = data.get("type")
+            if kind == "tool_use" and data.get("name") == tool_name and tool_input is None:
+                found = data.get("input")
+                tool_input = found if isinstance(found, dict) else None
             elif kind == "text":
-                texts.append(block.text)
+                texts.append(str(data.get("text", "")))
         return JudgeReply(
             tool_input=tool_input,
             text="\n".join(texts),

@@ -1,7 +1,15 @@
 """The litellm judge backend: any ``provider/model`` string (``openai/gpt-4o-mini``, ``ollama/llama3``, ...).
 
-litellm is imported when a backend is built (as the anthropic SDK is), never at module import, so the
-seconds its import takes are not counted in the first judge call's latency. Before that import,
+``openai/...`` calls (but for ``--judge-batch``) do not go through litellm: they are Chat Completions
+POSTs through httpx (:mod:`~pytest_aimeasure.judge.backends.http`), because importing litellm costs
+about 6 s of CPU, which the session's first judge request waited for. They are sent as litellm sent
+them: ``OPENAI_API_KEY`` as a bearer token, to ``api_base`` (else ``OPENAI_BASE_URL`` /
+``OPENAI_API_BASE``, else https://api.openai.com/v1); an o-series or gpt-5 model gets
+``max_completion_tokens`` and no ``temperature`` (litellm refused a temperature for them itself). The
+judge's provider stays ``litellm:openai``, so a baseline judged through litellm stays comparable.
+
+For every other provider litellm is imported when the backend's first call is made, never at module
+import. Before that import,
 ``LITELLM_LOCAL_MODEL_COST_MAP`` defaults to ``True`` so importing litellm does not fetch its price map
 from the network (it otherwise does, with retries, on every import).
 
@@ -56,6 +64,7 @@ from pytest_aimeasure.judge.backends.base import (
     request_origin,
     retry_after_of,
 )
+from pytest_aimeasure.judge.backends.http import HttpStatusError, JsonApi
 from pytest_aimeasure.judge.backends.secrets import remember
 
 if TYPE_CHECKING:
@@ -78,6 +87,15 @@ BATCH_PREFIXES = frozenset({"openai"})
 
 _configured = False
 _DRAIN_S = 2.0
+
+NATIVE_PREFIXES = frozenset({"openai"})
+"""Providers whose calls go out as Chat Completions through httpx, not through litellm."""
+
+OPENAI_BASE_URL = "https://api.openai.com/v1"
+
+_REASONING = re.compile(r"^(o\d|gpt-5)")
+"""OpenAI models that take ``max_completion_tokens`` and no ``temperature`` (litellm's o-series and
+gpt-5 rules)."""
 
 
 def litellm_installed() -> bool:
@@ -159,7 +177,12 @@ class LitellmBackend(LearnsQuirks):
         self.api_key = api_key
         remember(api_key)  # a provider echoing it in an error must not put it in a report
         self.quirks = Quirks()
-        self._litellm: Any = import_litellm()
+        self.native = prefix in NATIVE_PREFIXES
+        self._reasoning = self.native and bool(_REASONING.match(name))
+        if self._reasoning:
+            self.quirks.sends_temperature = False  # litellm refused it client-side: never sent
+        self._api: JsonApi | None = None
+        self._litellm_module: Any = None if self.native else import_litellm()
         self._called = False  # aclose has background logging to drain only after a call
         self.batch: Batcher | None = None
         """Set for batch mode: judge calls join OpenAI batches (see :meth:`use_batches`)."""
@@ -177,6 +200,28 @@ class LitellmBackend(LearnsQuirks):
         api = OpenAIBatches(self._litellm, api_base=self.api_base, api_key=self.api_key)
         self.batch = Batcher(api, journal, poll_s=poll_s)
         return self.batch
+
+    @property
+    def _litellm(self) -> Any:
+        """litellm, imported on first use by a native route (its batch API)."""
+        if self._litellm_module is None:
+            self._litellm_module = import_litellm()
+        return self._litellm_module
+
+    def _api_now(self) -> JsonApi:
+        """The Chat Completions client of a native route, its key read on the first call."""
+        if self._api is None:
+            key = self.api_key or os.environ.get(f"{self.prefix.upper()}_API_KEY")
+            if not key:
+                raise BackendError(
+                    f"no {self.prefix} credentials for {self.model}: set "
+                    f"{self.prefix.upper()}_API_KEY, or pass api_key"
+                )
+            remember(key)
+            headers = {"authorization": f"Bearer {key}", "accept": "application/json"}
+            base = self.api_base or OPENAI_BASE_URL
+            self._api = JsonApi(base, headers, timeout=self.timeout, max_retries=self.max_retries)
+        return self._api
 
     @property
     def batched(self) -> bool:
@@ -203,6 +248,8 @@ class LitellmBackend(LearnsQuirks):
         """
         if self.batch is not None:
             await self.batch.aclose()
+        if self._api is not None:
+            await self._api.aclose()
         if not self._called:
             return
         try:  # internal litellm APIs: skip quietly where a release moved them
@@ -221,6 +268,8 @@ class LitellmBackend(LearnsQuirks):
     async def _complete(
         self, kwargs: dict[str, Any], timeout: float | None, *, sample: str | None = None
     ) -> Any:
+        if self.native and self.batch is None:
+            return await self._post(kwargs, timeout)
         litellm = self._litellm
         self._called = True
         if self.batch is not None and sample is not None:
@@ -246,17 +295,50 @@ class LitellmBackend(LearnsQuirks):
         except Exception as exc:  # litellm raises its own, openai's and httpx's exceptions
             raise self._error(exc, litellm, limit) from exc
 
+    async def _post(self, kwargs: dict[str, Any], timeout: float | None) -> Any:
+        """One Chat Completions call of a native route."""
+        import httpx
+
+        body = {"model": self.model.partition("/")[2], **kwargs}
+        if self._reasoning and "max_tokens" in body:
+            body["max_completion_tokens"] = body.pop("max_tokens")
+        api = self._api_now()
+        limit = timeout if timeout is not None else self.timeout
+        try:
+            return await api.post("/chat/completions", body, timeout)
+        except httpx.TimeoutException as exc:
+            raise self._timed_out(limit) from exc
+        except HttpStatusError as exc:
+            kind = f" {exc.type}" if exc.type else ""
+            raise rejection(
+                f"{self.prefix} API error {exc.status_code}{kind} for {self.model}: {exc.message}",
+                status=exc.status_code,
+                provider_message=exc.message,
+                retry_after=retry_after_of(exc),
+            ) from exc
+        except httpx.TransportError as exc:
+            unreachable = api.base_url if is_connection_failure(exc) else None
+            raise BackendError(
+                f"could not reach {self.prefix} at {api.base_url} for {self.model}: "
+                f"{exc or type(exc).__name__}",
+                retryable=True,
+                unreachable=unreachable,
+            ) from exc
+
+    def _timed_out(self, limit: float | None) -> BackendError:
+        after = f"{limit:g}s" if limit is not None else "the default timeout"
+        attempts = f"; {self.max_retries + 1} attempts" if self.max_retries else ""
+        return BackendError(
+            f"{self.prefix} request to {self.model} timed out after {after} (--judge-timeout{attempts})",
+            retryable=True,
+        )
+
     def _error(self, exc: Exception, litellm: Any, limit: float | None) -> BackendError:
         message = str(getattr(exc, "message", None) or exc)
         status = getattr(exc, "status_code", None)
         # Only trust the wording when there is no HTTP status: a 400 may well quote "timed out".
         if isinstance(exc, litellm.Timeout) or (status is None and "timed out" in message.lower()):
-            after = f"{limit:g}s" if limit is not None else "the default timeout"
-            attempts = f"; {self.max_retries + 1} attempts" if self.max_retries else ""
-            return BackendError(
-                f"litellm request to {self.model} timed out after {after} (--judge-timeout{attempts})",
-                retryable=True,
-            )
+            return self._timed_out(limit)
         if is_connection_failure(exc):
             # litellm reports a refused connection as a 500: say what it was, and where.
             base = self.api_base or request_origin(exc) or f"the default {self.prefix} endpoint"

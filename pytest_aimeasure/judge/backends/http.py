@@ -1,0 +1,171 @@
+"""JSON over HTTP for the judge's native routes: the Messages API (``anthropic/``) and Chat
+Completions (``openai/``), spoken through httpx rather than through an SDK.
+
+Why not the SDKs: a judge call is one POST and one JSON reply, while ``import anthropic`` costs about
+2 s of CPU and ``import litellm`` about 6 s (thousands of pydantic models, a price map), all of it
+before the session's first judge request. httpx, which both SDKs use underneath, imports in about
+0.2 s. The SDKs stay for what needs them: the batch APIs (``--judge-batch``) and litellm's other
+providers.
+
+The engine retries (``--judge-retries``) and reads ``retry-after`` itself, so this layer sends each
+request once; ``max_retries`` only repeats a call that timed out, or a 408/409/429/5xx, the way the
+SDKs did for a backend built with retries of its own.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import random
+from collections.abc import Mapping
+from typing import Any
+
+from pytest_aimeasure.judge.backends.base import parse_retry_after
+
+__all__ = ["DEFAULT_TIMEOUT_S", "HttpStatusError", "JsonApi", "View"]
+
+DEFAULT_TIMEOUT_S = 600.0
+"""A call's limit when none is set: the SDKs' default (10 minutes), connecting within 5 s."""
+
+_RETRIED = frozenset({408, 409, 429}) | frozenset(range(500, 600))
+
+
+class View:
+    """Attribute access to a decoded JSON object (``reply.usage.input_tokens``), so a reply is read
+    the way an SDK's typed reply was; a missing field raises AttributeError (``getattr(x, f, 0)``)."""
+
+    __slots__ = ("_data",)
+
+    def __init__(self, data: Mapping[str, Any]) -> None:
+        self._data = data
+
+    def __getattr__(self, name: str) -> Any:
+        try:
+            return _view(self._data[name])
+        except KeyError:
+            raise AttributeError(name) from None
+
+    def dump(self) -> dict[str, Any]:
+        """The object as decoded, without its null fields (as an SDK's ``model_dump(exclude_none=True)``)."""
+        return {key: value for key, value in self._data.items() if value is not None}
+
+    def __repr__(self) -> str:
+        return f"View({self._data!r})"
+
+
+def _view(value: Any) -> Any:
+    if isinstance(value, Mapping):
+        return View(value)
+    if isinstance(value, list):
+        return [_view(item) for item in value]
+    return value
+
+
+class HttpStatusError(Exception):
+    """A reply with an HTTP error status: its code, the provider's own message and error type, and
+    the response (its headers carry ``retry-after``)."""
+
+    def __init__(self, status: int, message: str, kind: str | None, response: Any) -> None:
+        super().__init__(message)
+        self.status_code = status
+        self.message = message
+        self.type = kind
+        self.response = response
+
+
+class JsonApi:
+    """POSTs JSON to one provider's base URL with fixed headers, through one httpx client per event
+    loop (a connection pool belongs to the loop that opened it)."""
+
+    def __init__(
+        self, base_url: str, headers: Mapping[str, str], *, timeout: float | None, max_retries: int = 0
+    ) -> None:
+        self.base_url = base_url.rstrip("/")
+        self.headers = dict(headers)
+        self.timeout = timeout
+        self.max_retries = max_retries
+        self._client: Any = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    def _client_now(self) -> Any:
+        import httpx
+
+        loop = asyncio.get_running_loop()
+        if self._client is None or self._loop is not loop:
+            # The judge's calls in flight are bounded by the engine's limit, not by the pool.
+            limits = httpx.Limits(max_connections=None, max_keepalive_connections=64)
+            self._client = httpx.AsyncClient(headers=self.headers, limits=limits)
+            self._loop = loop
+        return self._client
+
+    async def post(self, path: str, body: Mapping[str, Any], timeout: float | None = None) -> View:
+        """The decoded reply of ``POST base_url + path``; raises :class:`HttpStatusError` on an error
+        status, httpx's ``TimeoutException`` / ``TransportError`` when no reply came."""
+        import httpx
+
+        limit = timeout if timeout is not None else self.timeout
+        seconds = limit if limit is not None else DEFAULT_TIMEOUT_S
+        client = self._client_now()
+        content = json.dumps(body, ensure_ascii=False).encode()
+        attempt = 0
+        while True:
+            wait: float | None = None
+            try:
+                response = await client.post(
+                    self.base_url + path,
+                    content=content,
+                    headers={"content-type": "application/json"},
+                    timeout=httpx.Timeout(seconds, connect=min(5.0, seconds)),
+                )
+            except httpx.TimeoutException:
+                if attempt >= self.max_retries:
+                    raise
+            else:
+                if response.status_code < 400:
+                    return _decoded(response)
+                if attempt >= self.max_retries or response.status_code not in _RETRIED:
+                    raise _status_error(response)
+                wait = parse_retry_after(response.headers)
+            attempt += 1
+            if wait is None:  # the SDKs' backoff: 0.5 s doubling, at most 8 s, with jitter
+                wait = min(8.0, 0.5 * 2 ** (attempt - 1)) * random.uniform(0.75, 1.0)
+            await asyncio.sleep(wait)
+
+    async def aclose(self) -> None:
+        """Close the HTTP client (safe to call twice); one opened on another loop is dropped."""
+        client, loop = self._client, self._loop
+        self._client, self._loop = None, None
+        if client is not None and loop is asyncio.get_running_loop():
+            await client.aclose()
+
+
+def _decoded(response: Any) -> View:
+    try:
+        data = response.json()
+    except ValueError:
+        data = None
+    if not isinstance(data, Mapping):
+        raise HttpStatusError(
+            response.status_code,
+            f"the reply is not a JSON object: {response.text[:200]!r}",
+            None,
+            response,
+        )
+    return View(data)
+
+
+def _status_error(response: Any) -> HttpStatusError:
+    """The provider's error message and type from its body: ``{"error": {"message", "type"}}`` (both
+    the Messages API and Chat Completions), else the body's text."""
+    try:
+        data = response.json()
+    except ValueError:
+        data = None
+    error = data.get("error") if isinstance(data, Mapping) else None
+    if isinstance(error, Mapping) and error.get("message"):
+        kind = error.get("type")
+        return HttpStatusError(
+            response.status_code, str(error["message"]), str(kind) if kind else None, response
+        )
+    text = response.text.strip() or response.reason_phrase or "no message"
+    return HttpStatusError(response.status_code, text[:2000], None, response)
