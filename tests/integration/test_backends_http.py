@@ -534,7 +534,7 @@ def test_importing_backends_does_not_import_sdks_nor_does_judging_on_the_native_
         "              l.LitellmBackend('openai/gpt-x', api_base=server.openai_base_url, api_key='k')):\n"
         "        reply = asyncio.run(b.judge(judge_request()))\n"
         "        assert reply.tool_input is not None, reply\n"
-        "    print(server.calls, sorted(SDKS & set(sys.modules)))\n"
+        "    print(server.calls, sorted({'anthropic', 'litellm', 'openai', 'httpx'} & set(sys.modules)))\n"
     )
     root = Path(__file__).resolve().parents[2]  # `tests` importable from the child
     result = subprocess.run(
