@@ -1,7 +1,8 @@
 """Anthropic judges' prices on a core install, from genai-prices (pydantic's maintained price data).
 
-The core install judges with the anthropic SDK only, and litellm (whose bundled map
-:mod:`pytest_aimeasure.store.cost` reads first) is an extra of ~100 MB. genai-prices is a 170 kB
+The core install judges Anthropic models only, and litellm (whose bundled map
+:mod:`pytest_aimeasure.store.cost` reads when it is installed, then as the one source) is an extra of
+~100 MB. genai-prices is a 170 kB
 package whose dependencies (pydantic, httpx2) the anthropic SDK already brings; its data ships
 inside the package, so a price is found offline (it fetches newer data only when asked to, which
 nothing here does). Only Anthropic models are read: they are what a core install can judge with,

@@ -17,9 +17,9 @@ How a model name is looked up (the keys litellm uses):
    the prefix (``bedrock`` also matches ``bedrock_converse``).
 5. Entries that are aliases (``alias_of``) are followed.
 
-6. An Anthropic model (``anthropic/...``, or a bare name served by ``anthropic`` or by no named
-   provider) that the map lacks, or every one when litellm is not installed (a core install): the
-   rates genai-prices ships (:mod:`pytest_aimeasure.store.anthropic_prices`).
+6. When litellm is not installed (a core install), an Anthropic model (``anthropic/...``, or a bare
+   name served by ``anthropic`` or by no named provider): the rates genai-prices ships
+   (:mod:`pytest_aimeasure.store.anthropic_prices`). With litellm installed its map is the only source.
 
 Anything else is unknown: :func:`price_for` returns None and :func:`cost_usd` returns None, never
 0.0, so an unknown price can't pass for a free call. Input above a tier threshold
@@ -273,7 +273,12 @@ def price_for(model: str, provider: str | None = None) -> Price | None:
 
 
 def _anthropic_price(model: str) -> Price | None:
-    # Without litellm (a core install), or for a model its map lacks: genai-prices' Anthropic rates.
+    # One price source an install: litellm's map when the extra is there, else (a core install)
+    # genai-prices' Anthropic rates. Not both: reading genai-prices' data takes ~0.5 s, which every
+    # session judging a model litellm lacks (a local test server's) would pay, and a model's price
+    # would depend on which of two sources knew it.
+    if price_map_path() is not None:
+        return None
     entry = anthropic_entry(model)
     return (
         None if entry is None else _entry_price(f"genai-prices anthropic/{entry['genai_prices_id']}", entry)
@@ -292,8 +297,6 @@ def no_price_reason(models: Sequence[str] | None = None) -> str:
                 f"the [litellm] extra brings litellm's price map, {extra}"
             )
         return f"no price for {what}: prices come with the [litellm] extra, {extra}"
-    if genai_prices_installed():
-        return f"no price for {what} in litellm's price map or genai-prices' Anthropic prices"
     return f"no price for {what} in litellm's price map"
 
 

@@ -674,8 +674,8 @@ def test_budget_with_an_unpriced_model_is_a_usage_error_before_any_call(project:
     assert result.ret == pytest.ExitCode.USAGE_ERROR and calls == 0
     result.stderr.fnmatch_lines(
         [
-            f"*--judge-budget-usd: no price for '{UNPRICED_MODEL}' in litellm's price map or genai-prices' "
-            "Anthropic prices, so spend cannot be bounded*"
+            f"*--judge-budget-usd: no price for '{UNPRICED_MODEL}' in litellm's price map, so spend cannot "
+            "be bounded*"
         ]
     )
 

@@ -103,12 +103,22 @@ def test_a_core_install_prices_no_other_provider_nor_an_unknown_model() -> None:
     assert cost.cost_usd("claude-test", Usage(input_tokens=1, output_tokens=1), "anthropic") is None
 
 
+def test_with_litellm_installed_its_map_is_the_one_source() -> None:
+    if cost.price_map_path() is None:
+        pytest.skip("litellm is not installed")
+    clear_caches()
+    assert cost.price_for("claude-test", "anthropic") is None
+    assert cost.price_for("anthropic/claude-test") is None
+    # genai-prices was not read: its data takes ~0.5 s to load, for a model litellm's map lacks.
+    assert anthropic_entry.cache_info().currsize == 0
+    sonnet = cost.price_for("anthropic/claude-sonnet-4-5")
+    assert sonnet is not None and not sonnet.key.startswith("genai-prices")
+
+
 def test_the_reason_for_no_price_names_the_sources_this_install_has(monkeypatch: pytest.MonkeyPatch) -> None:
     import pytest_aimeasure.store.cost as module
 
-    assert module.no_price_reason(["'claude-test'"]) == (
-        "no price for 'claude-test' in litellm's price map or genai-prices' Anthropic prices"
-    )
+    assert module.no_price_reason(["'claude-test'"]) == "no price for 'claude-test' in litellm's price map"
     monkeypatch.setattr(module, "price_map_path", lambda: None)
     assert module.no_price_reason() == (
         "no price for this model in genai-prices' Anthropic prices, the only ones a core install has: "
