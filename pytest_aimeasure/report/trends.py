@@ -7,6 +7,7 @@ baseline comparison it never finished.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -144,16 +145,19 @@ def trends(
 
 def axis_labels(run_ids: Sequence[str]) -> dict[str, str]:
     """What a chart's x axis shows for each run (oldest first): its time, with the date on a second
-    line at the first run and wherever the day changes (``14:05``, ``14:05\n12-01``). The run id's
-    random suffix is left to the table under the chart: on the axis it only crowded the labels."""
+    line at the first run and wherever the day changes (``14:05``, ``14:05\n12-01``), and seconds
+    when another run started in the same minute. The run id's random suffix is left to the table
+    under the chart: on the axis it only crowded the labels."""
+    stamps = {r: s for r in run_ids if len(s := r.partition("-")[0]) == 16 and s[8] == "T"}
+    minutes = Counter(s[:13] for s in stamps.values())
     out: dict[str, str] = {}
     day = None
     for run_id in run_ids:
-        stamp, _, _ = run_id.partition("-")
-        if not (len(stamp) == 16 and stamp[8] == "T"):
+        stamp = stamps.get(run_id)
+        if stamp is None:
             out[run_id] = run_id
             continue
-        when = f"{stamp[9:11]}:{stamp[11:13]}"
+        when = f"{stamp[9:11]}:{stamp[11:13]}" + (f":{stamp[13:15]}" if minutes[stamp[:13]] > 1 else "")
         date = f"{stamp[4:6]}-{stamp[6:8]}"
         out[run_id] = when if date == day else f"{when}\n{date}"
         day = date

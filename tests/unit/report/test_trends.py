@@ -69,6 +69,9 @@ def test_axis_labels_are_the_time_with_the_date_where_the_day_changes() -> None:
         "20261201T140500Z-3fa2": "14:05",
         "not-a-stamp": "not-a-stamp",
     }
+    # Runs started in the same minute are told apart by their seconds.
+    same = ["20261201T221105Z-0001", "20261201T221131Z-0002", "20261201T221500Z-0003"]
+    assert list(axis_labels(same).values()) == ["22:11:05\n12-01", "22:11:31", "22:15"]
 
 
 def test_an_escalation_judge_seen_before_is_no_judge_change() -> None:
