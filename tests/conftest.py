@@ -26,6 +26,12 @@ def pytest_configure(config: pytest.Config) -> None:
     starts its workers, so they and every subprocess inherit it; caches are written atomically."""
     os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
     sys.dont_write_bytecode = False
+    # The suite calls litellm directly too (backend tests, no judging session, so the plugin installs
+    # no filter): its pydantic warnings about its own types stay out of our warnings summary as they
+    # do out of a user's.
+    from pytest_aimeasure.judge.backends.sdk_warnings import quiet_sdk_schema_warnings
+
+    quiet_sdk_schema_warnings()
 
 
 @pytest.fixture(autouse=True)
