@@ -8,6 +8,7 @@ subprocess (a meta-path finder that refuses it), as if it were not installed.
 from __future__ import annotations
 
 import sys
+from collections.abc import Iterator
 
 import pytest
 
@@ -116,17 +117,36 @@ def test_the_backend_import_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> 
     assert excinfo.value.name == "litellm"
 
 
+@pytest.fixture
+def core_prices(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """Prices as a core install finds them (no litellm package to read its map from), in this process:
+    an in-process session reads the same price functions."""
+    from pytest_aimeasure.store import cost
+    from pytest_aimeasure.store.anthropic_prices import anthropic_entry
+
+    def clear() -> None:
+        for cached in (cost.price_for, cost._price_map, cost._providers, anthropic_entry):
+            cached.cache_clear()
+
+    monkeypatch.setattr(cost, "litellm_folders", lambda: None)
+    clear()
+    yield
+    monkeypatch.undo()
+    clear()
+
+
+@pytest.mark.usefixtures("core_prices")
 def test_a_core_install_prices_an_anthropic_judge_and_names_the_extra_for_the_rest(
-    no_litellm: pytest.Pytester,
+    pytester: pytest.Pytester,
 ) -> None:
-    no_litellm.makepyfile(test_tone=DIMENSION_TEST)
-    priced = no_litellm.runpytest_subprocess(
+    pytester.makepyfile(test_tone=DIMENSION_TEST)
+    priced = pytester.runpytest(
         "-p", "no:cacheprovider", "--judge-dry-run", "--judge-model", "anthropic/claude-sonnet-4-6",
         "--judge-budget-usd", "1",
     )  # fmt: skip
     assert priced.ret == pytest.ExitCode.OK, priced.stderr.str()
     priced.stdout.re_match_lines([r"^estimated cost: \$0\.0\d{3} \(assuming"])
-    unpriced = no_litellm.runpytest_subprocess(
+    unpriced = pytester.runpytest(
         "-p", "no:cacheprovider", "--ai-judge", "--judge-model", "anthropic/claude-test",
         "--judge-budget-usd", "1",
     )  # fmt: skip
