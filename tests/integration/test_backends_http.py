@@ -22,6 +22,7 @@ from pytest_aimeasure.judge.backends.base import (
     Message,
     ToolSpec,
 )
+from pytest_aimeasure.judge.backends.http import POOL_SHARDS
 from pytest_aimeasure.judge.backends.litellm import LitellmBackend, base_url_from_env
 from pytest_aimeasure.testing import Fault, ProviderServer
 
@@ -505,6 +506,29 @@ def test_concurrent_calls_overlap(kind: str) -> None:
         assert server.max_in_flight == n - 1
         first, *others = sorted(server.requests, key=lambda seen: seen.started)
         assert all(first.finished <= seen.started for seen in others)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_calls_in_flight_are_spread_over_several_connection_pools(kind: str) -> None:
+    # httpcore scans every connection of a pool (polling each idle socket) when a request starts or
+    # ends: one pool of 64 connections cost the judge's loop thread more than the calls' own work.
+    n = 3 * POOL_SHARDS
+    with ProviderServer(latency=0.3) as server:
+        backend = make_backend(kind, server)
+
+        async def many() -> list[int]:
+            try:
+                await backend.judge(judge_request())  # the model's first call goes alone
+                await asyncio.gather(*(backend.judge(judge_request()) for _ in range(n)))
+                api = backend._api
+                assert api is not None
+                return [len(client._transport._pool.connections) for client in api._clients]
+            finally:
+                await backend.aclose()
+
+        pools = asyncio.run(many())
+        assert server.max_in_flight == n
+    assert pools == [3] * POOL_SHARDS  # each pool kept the connections it had in flight at once
 
 
 @pytest.mark.parametrize("kind", KINDS)

@@ -29,6 +29,12 @@ DEFAULT_TIMEOUT_S = 600.0
 
 _RETRIED = frozenset({408, 409, 429}) | frozenset(range(500, 600))
 
+POOL_SHARDS = 8
+"""httpx clients per API and event loop, each request going to the least busy one. httpcore's pool
+scans every connection it holds (and polls each idle one's socket) whenever a request starts or
+ends, so one pool of 64 connections cost the judge's loop thread more time per call than the call's
+own work: calls in flight then waited for the loop, not for the provider."""
+
 
 class View:
     """Attribute access to a decoded JSON object (``reply.usage.input_tokens``), so a reply is read
@@ -74,8 +80,8 @@ class HttpStatusError(Exception):
 
 
 class JsonApi:
-    """POSTs JSON to one provider's base URL with fixed headers, through one httpx client per event
-    loop (a connection pool belongs to the loop that opened it)."""
+    """POSTs JSON to one provider's base URL with fixed headers, through :data:`POOL_SHARDS` httpx
+    clients per event loop (a connection pool belongs to the loop that opened it)."""
 
     def __init__(
         self, base_url: str, headers: Mapping[str, str], *, timeout: float | None, max_retries: int = 0
@@ -84,19 +90,23 @@ class JsonApi:
         self.headers = dict(headers)
         self.timeout = timeout
         self.max_retries = max_retries
-        self._client: Any = None
+        self._clients: list[Any] = []
+        self._busy: list[int] = []  # requests in flight per client
         self._loop: asyncio.AbstractEventLoop | None = None
 
-    def _client_now(self) -> Any:
+    def _least_busy(self) -> int:
         import httpx
 
         loop = asyncio.get_running_loop()
-        if self._client is None or self._loop is not loop:
-            # The judge's calls in flight are bounded by the engine's limit, not by the pool.
-            limits = httpx.Limits(max_connections=None, max_keepalive_connections=64)
-            self._client = httpx.AsyncClient(headers=self.headers, limits=limits)
+        if not self._clients or self._loop is not loop:
+            # The judge's calls in flight are bounded by the engine's limit, not by the pools.
+            limits = httpx.Limits(max_connections=None, max_keepalive_connections=32)
+            self._clients = [
+                httpx.AsyncClient(headers=self.headers, limits=limits) for _ in range(POOL_SHARDS)
+            ]
+            self._busy = [0] * POOL_SHARDS
             self._loop = loop
-        return self._client
+        return min(range(POOL_SHARDS), key=self._busy.__getitem__)
 
     async def post(self, path: str, body: Mapping[str, Any], timeout: float | None = None) -> View:
         """The decoded reply of ``POST base_url + path``; raises :class:`HttpStatusError` on an error
@@ -105,13 +115,15 @@ class JsonApi:
 
         limit = timeout if timeout is not None else self.timeout
         seconds = limit if limit is not None else DEFAULT_TIMEOUT_S
-        client = self._client_now()
         content = json.dumps(body, ensure_ascii=False).encode()
         attempt = 0
         while True:
             wait: float | None = None
+            shard = self._least_busy()
+            busy = self._busy
+            busy[shard] += 1
             try:
-                response = await client.post(
+                response = await self._clients[shard].post(
                     self.base_url + path,
                     content=content,
                     headers={"content-type": "application/json"},
@@ -126,17 +138,20 @@ class JsonApi:
                 if attempt >= self.max_retries or response.status_code not in _RETRIED:
                     raise _status_error(response)
                 wait = parse_retry_after(response.headers)
+            finally:
+                busy[shard] -= 1
             attempt += 1
             if wait is None:  # the SDKs' backoff: 0.5 s doubling, at most 8 s, with jitter
                 wait = min(8.0, 0.5 * 2 ** (attempt - 1)) * random.uniform(0.75, 1.0)
             await asyncio.sleep(wait)
 
     async def aclose(self) -> None:
-        """Close the HTTP client (safe to call twice); one opened on another loop is dropped."""
-        client, loop = self._client, self._loop
-        self._client, self._loop = None, None
-        if client is not None and loop is asyncio.get_running_loop():
-            await client.aclose()
+        """Close the HTTP clients (safe to call twice); those opened on another loop are dropped."""
+        clients, loop = self._clients, self._loop
+        self._clients, self._busy, self._loop = [], [], None
+        if loop is asyncio.get_running_loop():
+            for client in clients:
+                await client.aclose()
 
 
 def _decoded(response: Any) -> View:
