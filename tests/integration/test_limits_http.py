@@ -14,8 +14,7 @@ from pytest_aimeasure.judge.backends.base import Backend
 from pytest_aimeasure.judge.engine import JudgeEngine, JudgeSettings
 from pytest_aimeasure.judge.item import ItemSpec
 from pytest_aimeasure.judge.resolve import build_backend
-from pytest_aimeasure.measure.models import Measurement, Usage
-from pytest_aimeasure.store.cost import price_for
+from pytest_aimeasure.measure.models import Measurement
 from pytest_aimeasure.testing import Fault, ProviderServer, SeenRequest
 
 KINDS = ["anthropic", "litellm"]
@@ -164,29 +163,6 @@ def test_the_fixed_prefix_is_marked_and_read_from_the_cache_from_the_second_call
     assert two.input_tokens < one.input_tokens + one.cache_creation_input_tokens  # the rest is uncached
     assert spend["cache_read_input_tokens"] == two.cache_read_input_tokens
     assert spend["cache_creation_input_tokens"] == one.cache_creation_input_tokens
-
-
-def test_cache_tokens_are_priced_at_the_cache_rates() -> None:
-    price = price_for("claude-sonnet-4-6", "anthropic")
-    assert (
-        price is not None
-        and price.cache_read_per_token is not None
-        and price.cache_write_per_token is not None
-    )
-    cached = Usage(input_tokens=100, cache_read_input_tokens=2000, output_tokens=50)
-    uncached = Usage(input_tokens=2100, output_tokens=50)
-    assert price.cost(cached) == pytest.approx(
-        100 * price.input_per_token + 2000 * price.cache_read_per_token + 50 * price.output_per_token
-    )
-    assert price.cost(cached) < price.cost(uncached)
-    written = Usage(input_tokens=100, cache_creation_input_tokens=2000, output_tokens=50)
-    assert price.cost(written) > price.cost(uncached)  # a write costs more than plain input
-
-
-def test_old_usage_records_without_cache_fields_still_read() -> None:
-    usage = Usage.model_validate({"input_tokens": 10, "output_tokens": 3})
-    assert usage.cache_read_input_tokens == usage.cache_creation_input_tokens == 0
-    assert usage.prompt_tokens == 10
 
 
 def test_a_model_that_rejects_cache_control_is_called_again_without_it(
