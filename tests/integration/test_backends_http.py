@@ -479,11 +479,6 @@ def test_base_url_from_env_naming(monkeypatch: pytest.MonkeyPatch) -> None:
     )
 
 
-def test_litellm_model_needs_a_provider_prefix() -> None:
-    with pytest.raises(BackendError, match="provider/model"):
-        LitellmBackend("gpt-4o-mini")
-
-
 # -- concurrency and lifecycle -----------------------------------------------------------------------------
 
 

@@ -9,13 +9,6 @@ from typing import Any
 
 import pytest
 
-from pytest_aimeasure.measure.models import Fingerprint
-from pytest_aimeasure.store.baseline import (
-    BaselineEntry,
-    SessionCoverage,
-    keep_reason,
-    merge_entries,
-)
 from tests.conftest import run_session
 from tests.scripted import SCRIPTED_ARGS, scores_conftest
 
@@ -165,77 +158,3 @@ def test_merged_shards_follow_the_same_rule(recorded: pytest.Pytester) -> None:
 # --------------------------------------------------------------------------------------------------
 # The rule itself, reason by reason
 # --------------------------------------------------------------------------------------------------
-
-FP = Fingerprint(
-    provider="scripted",
-    model="scripted",
-    temperature=0.0,
-    samples=3,
-    prompt_hash="p",
-    rubric_hash="r",
-    plugin_major=0,
-)
-
-
-def entry(nodeid: str, dimension: str = "tone") -> BaselineEntry:
-    return BaselineEntry(
-        dimension=dimension,
-        nodeid=nodeid,
-        scores=[4, 4, 4],
-        mean=4.0,
-        n=3,
-        floor=3.0,
-        tolerance=0.5,
-        fingerprint=FP,
-    )
-
-
-@pytest.mark.parametrize(
-    "reason", ["gate failed", "budget stop", "judge error", "generation failed", "test failed", "skipped"]
-)
-@pytest.mark.parametrize(("whole_suite", "prune"), [(True, False), (False, True), (True, True)])
-def test_an_item_that_ran_without_a_value_is_kept_with_its_reason(
-    reason: str, whole_suite: bool, prune: bool
-) -> None:
-    e = entry("t.py::test_a")
-    cover = SessionCoverage(
-        whole_suite=whole_suite,
-        prune=prune,
-        collected=frozenset({"t.py::test_a"}),
-        not_measured={"tone::t.py::test_a": reason},
-    )
-    assert keep_reason("tone::t.py::test_a", e, cover) == reason
-
-
-def test_only_a_test_that_no_longer_exists_goes_on_a_whole_suite_update() -> None:
-    old = {"tone::t.py::test_a": entry("t.py::test_a"), "tone::t.py::test_gone": entry("t.py::test_gone")}
-    cover = SessionCoverage(whole_suite=True, collected=frozenset({"t.py::test_a"}))
-    merged, summary = merge_entries(old, [], whole_suite=True, prune=False, coverage=cover)
-    assert summary.removed == ["tone::t.py::test_gone"]
-    assert summary.kept_because == {"not run": ["tone::t.py::test_a"]}  # selected, never reported
-    assert set(merged) == {"tone::t.py::test_a"}
-
-
-def test_a_subset_run_without_prune_removes_nothing() -> None:
-    old = {"tone::t.py::test_gone": entry("t.py::test_gone")}
-    cover = SessionCoverage(whole_suite=False, collected=frozenset())
-    _, summary = merge_entries(old, [], whole_suite=False, prune=False, coverage=cover)
-    assert (summary.removed, summary.kept) == ([], ["tone::t.py::test_gone"])
-
-
-def test_collection_error_keeps_the_entries_of_that_file() -> None:
-    cover = SessionCoverage(
-        whole_suite=False, prune=True, collected=frozenset(), failed_collectors=("pkg/t.py",)
-    )
-    assert keep_reason("tone::pkg/t.py::test_a", entry("pkg/t.py::test_a"), cover) == "collection error"
-    assert keep_reason("tone::pkg/u.py::test_a", entry("pkg/u.py::test_a"), cover) is None
-    in_dir = SessionCoverage(whole_suite=False, prune=True, collected=frozenset(), failed_collectors=("pkg",))
-    assert keep_reason("tone::pkg/u.py::test_a", entry("pkg/u.py::test_a"), in_dir) == "collection error"
-
-
-def test_judge_errors_are_reported_both_ways(tmp_path: Path) -> None:
-    old = {"tone::t.py::test_a": entry("t.py::test_a")}
-    _, summary = merge_entries(old, [], whole_suite=True, prune=True, judge_error_ids={"tone::t.py::test_a"})
-    assert summary.kept_judge_error == ["tone::t.py::test_a"]
-    assert summary.kept_because == {"judge error": ["tone::t.py::test_a"]}
-    assert summary.kept == []

@@ -11,10 +11,7 @@ from typing import Any
 import pytest
 
 from pytest_aimeasure.measure.models import Usage
-from pytest_aimeasure.store.cost import (
-    cost_usd,
-    price_map_path,
-)
+from pytest_aimeasure.store.cost import cost_usd, price_map_path
 
 
 @pytest.fixture(scope="module")

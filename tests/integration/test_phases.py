@@ -8,7 +8,6 @@ import pytest
 
 from pytest_aimeasure.report.html import render_html
 from pytest_aimeasure.report.markdown import summary_markdown
-from pytest_aimeasure.report.phases import Phase
 from pytest_aimeasure.report.results import read_results
 
 SCORER = """
@@ -110,9 +109,3 @@ def test_a_gate_takes_only_a_phase(pytester: pytest.Pytester) -> None:
     )
     result = pytester.runpytest()
     result.stdout.fnmatch_lines(["*@pytest.mark.gate phase='' must be a non-empty string*"])
-
-
-def test_a_heading_keeps_the_phase_names_case() -> None:
-    # The HTML report used to lower-case it ("Phase json").
-    assert Phase("JSON").heading == "Phase JSON"
-    assert Phase(None).heading == "No phase"

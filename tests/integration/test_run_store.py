@@ -14,10 +14,7 @@ from pathlib import Path
 import pytest
 
 from pytest_aimeasure.store import runs as store_module
-from pytest_aimeasure.store.runs import (
-    RunStore,
-    git_info,
-)
+from pytest_aimeasure.store.runs import RunStore, git_info
 from tests.unit.store.test_runs import start
 
 pytestmark = pytest.mark.usefixtures("as_controller")

@@ -419,11 +419,6 @@ def test_slow_delays_then_answers_normally(server: ProviderServer) -> None:
     assert seen.finished - seen.started >= 0.3
 
 
-def test_fault_repr_is_readable() -> None:
-    assert repr(Fault.rate_limit(retry_after=0.05)) == "Fault.rate_limit(retry_after=0.05)"
-    assert repr(Fault.slow(1.5)) == "Fault.slow(delay=1.5)"
-
-
 # -- rejections by model ---------------------------------------------------------------------------
 
 

@@ -1,8 +1,8 @@
 """The judge budget shared by xdist workers: one ledger file, one limit for the whole session.
 
 The plugin-level proof that a budget stops (``-n 2`` against the local server, spend within the
-limit) is in ``test_store_session.py``; here the ledger itself, with several processes reserving at
-once, and a session whose budget fits its real calls.
+limit) is in ``test_store_session.py``; here several processes reserving at once, and a session whose
+budget fits its real calls. The ledger's own rules are unit tests (tests/unit/store/test_cost.py).
 """
 
 from __future__ import annotations
@@ -11,13 +11,12 @@ import json
 import re
 import subprocess
 import sys
-import threading
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
-from pytest_aimeasure.store.cost import WAIT, Budget, SharedBudget
+from pytest_aimeasure.store.cost import Budget
 from pytest_aimeasure.testing import ProviderServer, SeenRequest
 from tests.conftest import read_results
 
@@ -36,67 +35,6 @@ for _ in range(200):
     budget.settle(reservation, 0.2)  # each call costs a little less than its estimate
 print(json.dumps({"admitted": admitted}))
 """
-
-
-def test_two_workers_share_one_limit_and_the_first_refusal_stops_both(tmp_path: Path) -> None:
-    ledger = tmp_path / "budget-ledger.json"
-    a, b = SharedBudget(ledger, 1.0), SharedBudget(ledger, 1.0)
-    first = a.reserve(0.6)
-    assert first is not None
-    assert b.in_flight == pytest.approx(0.6)  # b sees what a has in flight
-    assert b.reserve(0.6) is None  # 0.6 in flight + 0.6 > 1.0: b may not start a call
-    assert b.exhausted and a.refused == 1
-    a.settle(first, 0.1)
-    assert b.spent == pytest.approx(0.1)
-    assert a.reserve(0.01) is None  # the first refusal, made by b, is final for a too
-    with pytest.raises(ValueError, match="not open"):
-        a.settle(first, 0.1)
-
-
-def test_unknown_cost_books_the_estimate_and_reset_starts_a_new_session(tmp_path: Path) -> None:
-    ledger = tmp_path / "budget-ledger.json"
-    budget = SharedBudget(ledger, 1.0)
-    reservation = budget.reserve(0.3)
-    assert reservation is not None
-    budget.settle(reservation, None)
-    assert budget.spent == pytest.approx(0.3) and budget.remaining == pytest.approx(0.7)
-    SharedBudget.reset(ledger)
-    fresh = SharedBudget(ledger, 1.0)
-    assert fresh.spent == 0 and fresh.in_flight == 0 and not fresh.exhausted
-
-
-def test_an_unreadable_ledger_refuses_rather_than_spends(tmp_path: Path) -> None:
-    ledger = tmp_path / "budget-ledger.json"
-    ledger.write_text("not json")
-    budget = SharedBudget(ledger, 1.0)
-    assert budget.reserve(0.1) is None
-    ledger.write_text(json.dumps({"spent": 0.0, "open": {}, "refused": 0}))
-    assert budget.reserve(0.1) is None  # refused once, refused for good
-
-
-def test_threads_and_instances_never_admit_more_than_the_limit(tmp_path: Path) -> None:
-    ledger = tmp_path / "budget-ledger.json"
-    budgets = [SharedBudget(ledger, 10.0) for _ in range(2)]
-    admitted: list[int] = []
-    lock = threading.Lock()
-
-    def work(budget: SharedBudget) -> None:
-        for _ in range(100):
-            reservation = budget.reserve(0.25)
-            if reservation is None:
-                return
-            with lock:
-                admitted.append(1)
-            budget.settle(reservation, 0.25)
-
-    threads = [threading.Thread(target=work, args=(budgets[i % 2],)) for i in range(6)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(timeout=60)
-    assert not any(t.is_alive() for t in threads)
-    assert budgets[0].spent == pytest.approx(0.25 * len(admitted))
-    assert budgets[0].spent <= 10.0 and budgets[1].in_flight == 0
 
 
 def test_processes_reserving_at_once_stay_within_the_limit(tmp_path: Path) -> None:
@@ -127,23 +65,6 @@ def test_processes_reserving_at_once_stay_within_the_limit(tmp_path: Path) -> No
         alone += 1
     assert sum(admitted) <= alone
     assert sum(admitted) >= alone // 2, admitted  # they did share it: not stopped at the first call
-
-
-@pytest.mark.parametrize("make", [lambda p: Budget(1.0), lambda p: SharedBudget(p / "ledger.json", 1.0)])
-def test_a_call_that_fits_the_spend_but_not_beside_the_calls_in_flight_may_wait(
-    tmp_path: Path, make: Callable[[Path], Budget | SharedBudget]
-) -> None:
-    budget = make(tmp_path)
-    first = budget.reserve(0.6)
-    assert first is not None and first != WAIT
-    assert budget.reserve(0.6, may_wait=True) == WAIT  # 0.6 in flight + 0.6 > 1.0, but 0.6 alone fits
-    assert not budget.exhausted
-    budget.settle(first, 0.2)  # it cost less than it reserved
-    second = budget.reserve(0.6, may_wait=True)
-    assert second is not None and second != WAIT
-    budget.settle(second, 0.2)
-    assert budget.reserve(0.7, may_wait=True) is None  # 0.4 spent + 0.7 > 1.0: no call in flight frees that
-    assert budget.reserve(0.01, may_wait=True) is None  # and the refusal is final
 
 
 ITEMS = """
