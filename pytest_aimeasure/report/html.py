@@ -30,6 +30,10 @@ from pytest_aimeasure.store.fileio import atomic_write
 EXCERPT_CHARS = 1200
 
 
+MIN_TREND_POINTS = 2
+"""Runs a line needs before the report draws its trend."""
+
+
 def _environment() -> Any:
     try:
         import jinja2
@@ -131,8 +135,12 @@ def _overview(dimension_rows: list[dict[str, Any]]) -> str | None:
 
 
 def _trend_views(trends: Mapping[str, DimensionTrend]) -> list[dict[str, Any]]:
+    """A chart per line with two runs or more: a one-point "trend" says nothing, and a first run's
+    report would open on a chart per dimension and target that each hold one dot."""
     views = []
     for name, series in sorted(trends.items()):
+        if len(series.points) < MIN_TREND_POINTS:
+            continue
         chart_id = f"trend-{_slug(name)}"
         views.append(
             {
@@ -175,6 +183,7 @@ def render_html(
     dimension_rows = _dimension_rows(report)
     overview = _overview(dimension_rows)
     trend_views = _trend_views(trends or {})
+    trends_waiting = sum(1 for s in (trends or {}).values() if len(s.points) < MIN_TREND_POINTS)
     calibration_views = _calibration_views(calibration if calibration is not None else results.calibration)
     findings = sorted(results.findings, key=lambda f: SEVERITY_ORDER[f.severity])
     template = env.get_template("report.html.j2")
@@ -188,6 +197,7 @@ def render_html(
             dimension_groups=_phase_groups(report, dimension_rows),
             overview=overview,
             trends=trend_views,
+            trends_waiting=trends_waiting,
             tables=(results.comparison_tables or {}).get("suites", {}),
             items=_items(results),
             calibration=calibration_views,

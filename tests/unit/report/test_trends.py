@@ -99,3 +99,19 @@ def test_an_escalation_judge_appearing_for_the_first_time_is_marked_once() -> No
         ]
     )["tone"]
     assert [p.ruler_changed for p in series.points] == [[], ["model"], []]
+
+
+def test_the_report_draws_a_trend_for_lines_with_two_runs_and_counts_the_others() -> None:
+    from pytest_aimeasure.report.html import render_html
+
+    series = trends(
+        [
+            ("20261201T100000Z-0001", run(item("a", 4, target="steady"))),
+            ("20261201T110000Z-0002", run(item("a", 4, target="steady"), item("a", 3, target="drifting"))),
+        ]
+    )
+    html = render_html(run(item("a", 4, target="steady")), trends=series)
+    assert html.count('class="chart trend"') == 1 and 'id="chart-trend-tone---steady"' in html
+    assert "1 line(s) with one run so far are not drawn: a trend needs two runs." in html
+    first = render_html(run(item("a", 4)), trends=trends([("20261201T100000Z-0001", run(item("a", 4)))]))
+    assert 'class="chart trend"' not in first and "1 line(s) with one run so far" in first
