@@ -7,7 +7,6 @@ import re
 
 import pytest
 
-from pytest_aimeasure.session import options
 from tests.conftest import run_session
 
 JUDGE = ("--ai-judge", "--judge-model", "scripted", "-p", "no:randomly")
@@ -50,18 +49,6 @@ from pytest_aimeasure.session import options
 def test_seen(pytestconfig):
     print("SEEN", repr(options.get(pytestconfig, "{dest}")))
 """
-
-
-# -- naming ---------------------------------------------------------------------------------------
-def test_every_flag_is_prefixed_and_every_ini_key_follows_its_flag() -> None:
-    for opt in options.OPTIONS:
-        assert opt.flag in options.UNPREFIXED or opt.flag.startswith(("--judge-", "--aimeasure-")), (
-            f"{opt.flag} could collide with another plugin: name it --judge-... or --aimeasure-..."
-        )
-        if opt.ini:
-            assert opt.ini == options.ini_name(opt.flag), (
-                f"{opt.flag}: ini key must be {options.ini_name(opt.flag)}"
-            )
 
 
 # -- the report header ----------------------------------------------------------------------------

@@ -7,14 +7,11 @@ subprocess (a meta-path finder that refuses it), as if it were not installed.
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Iterator
 
 import pytest
 
-from pytest_aimeasure.judge.backends.litellm import import_litellm
-
-EXTRA = "pip install 'pytest-aimeasure[litellm]'"
+from tests.unit.judge.test_litellm import EXTRA
 
 BLOCK_LITELLM = """\
 import sys
@@ -107,14 +104,6 @@ def test_a_provider_model_suite_target_without_litellm_names_the_extra_at_its_li
         "demo.aimeasure.yaml: line 4: targets[1].model: target model 'openai/gpt-4o-mini' needs "
         f"litellm, which is not installed: it is an optional extra, install it with {EXTRA}"
     ) in result.stdout.str()
-
-
-def test_the_backend_import_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setitem(sys.modules, "litellm", None)  # type: ignore[arg-type]
-    with pytest.raises(ModuleNotFoundError) as excinfo:
-        import_litellm()
-    assert EXTRA in str(excinfo.value)
-    assert excinfo.value.name == "litellm"
 
 
 @pytest.fixture

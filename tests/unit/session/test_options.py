@@ -65,3 +65,15 @@ def test_parsers_refuse_with_what_was_expected(parse: object, text: str, message
     with pytest.raises(argparse.ArgumentTypeError) as raised:
         parse(text)
     assert str(raised.value) == message
+
+
+# -- naming ---------------------------------------------------------------------------------------
+def test_every_flag_is_prefixed_and_every_ini_key_follows_its_flag() -> None:
+    for opt in options.OPTIONS:
+        assert opt.flag in options.UNPREFIXED or opt.flag.startswith(("--judge-", "--aimeasure-")), (
+            f"{opt.flag} could collide with another plugin: name it --judge-... or --aimeasure-..."
+        )
+        if opt.ini:
+            assert opt.ini == options.ini_name(opt.flag), (
+                f"{opt.flag}: ini key must be {options.ini_name(opt.flag)}"
+            )

@@ -489,3 +489,18 @@ def test_journal_without_fsync_still_appends(tmp_path: Path) -> None:
     with pytest.raises(StoreError, match="closed"):
         journal.append(make_record(1))
     assert len(store_module.read_journal(tmp_path / "j.jsonl")[0]) == 1
+
+
+def test_latest_is_the_run_started_last_even_within_one_second(tmp_path: Path) -> None:
+    """Run ids carry their start to the second; two sessions in one second (a script running
+    pytest, then pytest --aimeasure-rejudge) must still resolve `latest` to the second one."""
+    store = RunStore(tmp_path / "store")
+    store.ensure_writable()
+    for run_id, started in (
+        ("20261130T003754Z-ffff", "2026-11-30T00:37:54.100000Z"),
+        ("20261130T003754Z-0000", "2026-11-30T00:37:54.900000Z"),
+        ("20261130T003753Z-ffff", "2026-11-30T00:37:53.999999Z"),
+    ):
+        store.start_run(RunMeta(run_id=run_id, started_at=started, plugin_version="0.1.0"))
+    assert store.resolve("latest") == "20261130T003754Z-0000"
+    assert next(m.run_id for m in store.list_runs()[0]) == "20261130T003754Z-0000"
