@@ -23,6 +23,7 @@ from pytest_aimeasure.session.keys import PAYLOAD, item_nodeid, report_payload
 from pytest_aimeasure.session.linking import ArtifactLinks
 from pytest_aimeasure.session.longrepr import FloorBreach, skip_at_the_test, verdict_longrepr
 from pytest_aimeasure.session.markers import (
+    MARKERS_CHECKED,
     declared_dimensions,
     dimension_of,
     item_kind,
@@ -131,6 +132,7 @@ def pytest_pycollect_makeitem(
             problem = marker_problem(item, _model_check(collector.config))
             if problem:
                 raise pytest.Collector.CollectError(f"{item.nodeid}: {problem}")
+            item.stash[MARKERS_CHECKED] = True
     return result
 
 
@@ -138,10 +140,12 @@ def pytest_pycollect_makeitem(
 def pytest_collection_modifyitems(
     config: pytest.Config, items: list[pytest.Item]
 ) -> Generator[None, None, None]:
+    model_check = _model_check(config)
     for item in items:
-        problem = marker_problem(item, _model_check(config))  # non-Python collectors' items too
-        if problem:
-            raise pytest.UsageError(f"{item.nodeid}: {problem}")
+        if not item.stash.get(MARKERS_CHECKED, False):  # non-Python collectors' items
+            problem = marker_problem(item, model_check)
+            if problem:
+                raise pytest.UsageError(f"{item.nodeid}: {problem}")
         dimension_of(item)  # parsed once, here
     yield
     if not config.stash[state_key].judging:

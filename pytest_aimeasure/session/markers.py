@@ -91,6 +91,10 @@ class DimensionSpec:
 
 _DIMENSION = pytest.StashKey["DimensionSpec | None"]()
 
+MARKERS_CHECKED = pytest.StashKey[bool]()
+"""Set on an item whose markers :func:`marker_problem` found valid at its collection, so the check
+over every item at the end of collection (for non-Python collectors' items) skips it."""
+
 
 def dimension_of(item: pytest.Item) -> DimensionSpec | None:
     """The item's dimension marker, parsed (once: collection calls this for every item), or None."""
@@ -108,8 +112,13 @@ def marker_problem(item: pytest.Item, model_problem: ModelCheck | None = None) -
     """Why the item's aimeasure markers are invalid, or None. ``model_problem`` checks the
     dimension's ``judge=`` and ``escalate=`` models as the session's judge is checked (the caller
     passes it when judging: this ground module knows no backend)."""
-    dims = list(item.iter_markers("dimension"))
-    gates = list(item.iter_markers("gate"))
+    dims: list[pytest.Mark] = []
+    gates: list[pytest.Mark] = []
+    for mark in item.iter_markers():  # one walk up the node chain, not one a marker name
+        if mark.name == "dimension":
+            dims.append(mark)
+        elif mark.name == "gate":
+            gates.append(mark)
     if dims and gates:
         return "a test is either a gate or a dimension, not both: remove one of the markers"
     if len(dims) > 1:
