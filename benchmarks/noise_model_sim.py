@@ -17,7 +17,10 @@ Noise models:
   generator is deterministic, so generation repeats all score alike in distribution.
 * ``moving``: each generation of an item moves its quality by N(0, 0.5²) (a non-deterministic
   generator) and a temperature-0 judge gives all N samples of a generation the same rounded score.
-  With ``repeats=K`` each session judges K generations an item.
+  With ``repeats=K`` each session judges K generations an item. "one update (3 outputs)" is the
+  default path since ``--update-baseline`` generates ``--aimeasure-baseline-repeats`` (3) outputs of
+  an artifact that sets no repeats: the baseline's session judged three generations an item, each
+  later session one.
 * ``lucky``: independent noise, but the baseline's (last) session scored 0.4 above the truth on every
   item.
 
@@ -59,7 +62,7 @@ TOLERANCE = 0.5
 POOL = 5
 SPREAD = 0.5
 LUCKY = 0.4
-OLD_REF = "9513cc7"  # main before issue 19: Holm over items + dimension, no prior, no repeats
+OLD_REF = "62e0d5f"  # the rule before the session-wide prior held with repeats (issue 19, round 3)
 Z975 = 1.959963984540054
 Z99 = 2.3263478740408408  # the rule's family-wise one-sided level, 1%
 PER_BASELINE = 4
@@ -73,6 +76,7 @@ class Case:
     pooled: bool
     repeats: int = 1
     lucky: float = 0.0
+    base_repeats: int | None = None  # generations an item in the baseline's sessions; None: ``repeats``
     items: int = 5
     target: float = 0.01  # A/A bound
 
@@ -86,7 +90,27 @@ CASES = (
     Case("moving, N=5, pooled 5", "moving", 5, pooled=True),
     Case("moving, N=3, 3 repeats, one session", "moving", 3, pooled=False, repeats=3),
     Case("moving, N=3, 3 repeats, pooled 5", "moving", 3, pooled=True, repeats=3),
+    Case("moving, N=3, one update (3 outputs)", "moving", 3, pooled=False, base_repeats=3),
+    Case("moving, N=5, one update (3 outputs)", "moving", 5, pooled=False, base_repeats=3),
     Case("lucky +0.4, N=3, one session", "independent", 3, pooled=False, lucky=LUCKY, target=0.02),
+    Case(
+        "lucky +0.4, N=3, one update (3 outputs)",
+        "independent",
+        3,
+        pooled=False,
+        base_repeats=3,
+        lucky=LUCKY,
+        target=0.02,
+    ),
+    Case(
+        "lucky +0.4, N=3, 3 repeats, one session",
+        "independent",
+        3,
+        pooled=False,
+        repeats=3,
+        lucky=LUCKY,
+        target=0.02,
+    ),
     Case(
         "lucky +0.4, N=3, one session, m=10",
         "independent",
@@ -98,16 +122,24 @@ CASES = (
     ),
 )
 POWER_CASES = tuple(
-    Case(f"{base.name}, m={m}", base.noise, base.samples, base.pooled, base.repeats, items=m)
-    for base in (CASES[2], CASES[4], CASES[6], CASES[7])
+    Case(
+        f"{base.name}, m={m}",
+        base.noise,
+        base.samples,
+        base.pooled,
+        base.repeats,
+        items=m,
+        base_repeats=base.base_repeats,
+    )
+    for base in (CASES[2], CASES[8], CASES[4], CASES[6], CASES[7])
     for m in (5, 10, 20)
 )
 
 Session = list[list[list[int]]]  # item → generation → the judge's scores
 
 
-def session(rng: np.random.Generator, truth: np.ndarray, case: Case, shift: float) -> Session:
-    m, k, n = len(truth), case.repeats, case.samples
+def session(rng: np.random.Generator, truth: np.ndarray, case: Case, shift: float, k: int) -> Session:
+    m, n = len(truth), case.samples
     if case.noise == "moving":
         quality = truth[:, None] + shift + rng.normal(0.0, SPREAD, size=(m, k))
         raw = np.repeat(quality[:, :, None], n, axis=2)
@@ -165,8 +197,9 @@ def run_case(case: Case, replicates: int, seed: int, drop: float) -> Tally:
     tally = Tally(aa_deltas=[], drop_deltas=[])
     for _ in range(math.ceil(replicates / PER_BASELINE)):
         truth = rng.uniform(2.5, 4.5, size=case.items)
-        earlier = [session(rng, truth, case, 0.0) for _ in range(POOL - 1 if case.pooled else 0)]
-        earlier.append(session(rng, truth, case, case.lucky))
+        k_base = case.repeats if case.base_repeats is None else case.base_repeats
+        earlier = [session(rng, truth, case, 0.0, k_base) for _ in range(POOL - 1 if case.pooled else 0)]
+        earlier.append(session(rng, truth, case, case.lucky, k_base))
         entries: dict[str, BaselineEntry] = {}
         for run in earlier:
             entries, _ = merge_entries(
@@ -174,7 +207,9 @@ def run_case(case: Case, replicates: int, seed: int, drop: float) -> Tally:
             )
         baseline = BaselineFile(entries=entries)
         for shift, deltas in ((0.0, tally.aa_deltas), (-drop, tally.drop_deltas)) * PER_BASELINE:
-            result = compare(baseline, measurements(session(rng, truth, case, shift)), whole_suite=True)
+            result = compare(
+                baseline, measurements(session(rng, truth, case, shift, case.repeats)), whole_suite=True
+            )
             dimension = result.dimensions[DIMENSION]
             assert deltas is not None and dimension.delta is not None
             deltas.append(dimension.delta)
@@ -253,17 +288,20 @@ def table(
     cases: Sequence[Case], new: dict[str, dict[str, float]], old: dict[str, dict[str, float]] | None
 ) -> None:
     print(
-        f"{'case':<40}{'calls/gen':>10}{'A/A old':>22}{'A/A new':>22}{'item A/A new':>16}"
+        f"{'case':<44}{'calls/gens':>14}{'A/A old':>22}{'A/A new':>22}{'item A/A new':>16}"
         f"{'drop old':>10}{'drop new':>10}{'limit':>8}{'ratio':>7}"
     )
     for case in cases:
         r = new[case.name]
         o = old[case.name] if old is not None else None
-        calls = f"{case.samples * case.repeats}/{case.repeats}"
+        base_k = case.repeats if case.base_repeats is None else case.base_repeats
+        calls = f"{case.samples * case.repeats}/{case.repeats}" + (
+            f" ({case.samples * base_k}/{base_k})" if base_k != case.repeats else ""
+        )
         old_aa = _ci(o["aa"], o["n"]) if o else "-"
         old_drop = f"{100 * o['drop']:.0f}%" if o else "-"
         print(
-            f"{case.name:<40}{calls:>10}{old_aa:>22}{_ci(r['aa'], r['n']):>22}"
+            f"{case.name:<44}{calls:>14}{old_aa:>22}{_ci(r['aa'], r['n']):>22}"
             f"{100 * r['aa_items']:>15.1f}%{old_drop:>10}"
             f"{100 * r['drop']:>9.0f}%{100 * r['limit']:>7.0f}%{r['drop'] / max(r['limit'], 1e-9):>7.2f}"
         )

@@ -544,6 +544,9 @@ def aimeasure_artifact(request: pytest.FixtureRequest) -> Callable[..., Artifact
     ``repeats=K`` generates K outputs (stored as ``key#r1`` … ``key#rK``, listed in ``.repeats``): gates
     check each with :func:`pytest_aimeasure.each_repeat` ("2/3 valid"), and ``judge.score``
     judges each N times and pools them, with the generation variance in the item's error bar.
+    Without ``repeats``, a session that writes the baseline (``--update-baseline``) generates
+    ``--aimeasure-baseline-repeats`` outputs (default 3), so that later runs are compared with a
+    baseline that measured how much the generator moves; other sessions generate one.
     """
     state = request.config.stash[state_key]
 
@@ -553,7 +556,7 @@ def aimeasure_artifact(request: pytest.FixtureRequest) -> Callable[..., Artifact
         *,
         label: str | None = None,
         generator: str | None = None,
-        repeats: int = 1,
+        repeats: int | None = None,
     ) -> Artifact:
         from pytest_aimeasure.measure.artifact import ArtifactError, ArtifactMissing
         from pytest_aimeasure.measure.repeats import MAX_REPEATS
@@ -562,7 +565,9 @@ def aimeasure_artifact(request: pytest.FixtureRequest) -> Callable[..., Artifact
             pytest.fail(
                 f"aimeasure_artifact({key!r}): generator={generator!r} must be a model name", pytrace=False
             )
-        if isinstance(repeats, bool) or not isinstance(repeats, int) or not 1 <= repeats <= MAX_REPEATS:
+        if repeats is not None and (
+            isinstance(repeats, bool) or not isinstance(repeats, int) or not 1 <= repeats <= MAX_REPEATS
+        ):
             pytest.fail(
                 f"aimeasure_artifact({key!r}): repeats={repeats!r} must be a whole number from 1 to "
                 f"{MAX_REPEATS}",

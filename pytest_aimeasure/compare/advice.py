@@ -12,7 +12,7 @@ The projection rebuilds the dimension's variance from its parts and changes one 
 * τ² = σ²_w/(N·K) + σ²_gen/K: the judge's part (N samples an item, K generations) and the rest,
   which only more generations shrink;
 * SE² = τ²·(1 + 1/P)/m + the session-wide shift (the prior's goes once the baseline pools
-  SHARED_MIN_SESSIONS sessions or repeats measure the between-session term).
+  SHARED_MIN_SESSIONS sessions; repeats do not measure it).
 
 The figures are projections from this session's estimates, quoted as "about".
 """
@@ -61,7 +61,7 @@ def projected_mde(
     generation = max(0.0, tau - judge) * design.k
     tau2 = (generation + result.var_within / (design.n / design.k)) / k2
     shared = result.var_shared / (1.0 + 1.0 / design.sessions) * (1.0 + 1.0 / p2)
-    if result.shared_source == "prior" and (p2 >= SHARED_MIN_SESSIONS or k2 > 1):
+    if result.shared_source == "prior" and p2 >= SHARED_MIN_SESSIONS:
         shared = 0.0  # measured then; what it will measure is unknown, so the projection leaves it out
     se = math.sqrt(tau2 * (1.0 + 1.0 / p2) / m2 + shared)
     same = (m2, k2, p2) == (design.m, design.k, design.sessions)

@@ -212,6 +212,9 @@ class ArtifactRegistry:
     recorder: ArtifactRecorder | None = None
     rejudge_run: str | None = None
     resuming: bool = False
+    default_repeats: int = 1
+    """Outputs of an artifact that sets no ``repeats``: more than one while ``--update-baseline``
+    writes the baseline (``--aimeasure-baseline-repeats``)."""
     _by_key: dict[str, Artifact] = field(default_factory=dict)
     _failed_keys: dict[str, str] = field(default_factory=dict)
     # Objects handed to failed gates by higher-scoped fixtures; kept alive so ids stay unique.
@@ -262,16 +265,19 @@ class ArtifactRegistry:
         self,
         key: str,
         generate: Callable[[], Any],
-        repeats: int,
+        repeats: int | None,
         *,
         label: str | None,
         generator: str | None = None,
     ) -> Artifact:
         """``repeats`` outputs of ``generate``, each stored (and rejudged, resumed) under its own key
         ``key#rI``, grouped in one artifact under ``key`` (see :attr:`Artifact.repeats`). One repeat is
-        the plain artifact ``key``."""
+        the plain artifact ``key``. ``repeats`` None: the session's default, or under rejudging as
+        many as the rejudged run stored."""
         from pytest_aimeasure.measure.repeats import repeat_key
 
+        if repeats is None:
+            repeats = self.stored_repeats(key) if self.rejudge_run is not None else self.default_repeats
         with self._lock:
             known = self._by_key.get(key)
         if known is not None:
@@ -289,6 +295,23 @@ class ArtifactRegistry:
         group = replace(parts[0], key=key, repeats=parts)
         with self._lock:
             return self._by_key.setdefault(key, group)
+
+    def stored_repeats(self, key: str) -> int:
+        """How many outputs the rejudged run stored under ``key``: the repeats a ``--update-baseline``
+        run generated for an artifact that set none, else one."""
+        from pytest_aimeasure.measure.repeats import MAX_REPEATS, repeat_key
+
+        if self.recorder is None:
+            return 1
+        try:
+            if self.recorder.load(key) is not None:
+                return 1
+            count = 0
+            while count < MAX_REPEATS and self.recorder.load(repeat_key(key, count)) is not None:
+                count += 1
+        except Exception:  # unreadable: get() names the key and the problem
+            return 1
+        return max(count, 1)
 
     def by_key(self, key: str) -> Artifact | None:
         return self._by_key.get(key)

@@ -568,11 +568,13 @@ class Prior:
     item_var: float = 0.25
     """τ²: variance of one item's session mean between sessions (sd 0.5, the default tolerance), a
     floor under an item test's between-session term while no repeats or history measured it."""
-    shared_var: float = 0.0324
-    """σ²_c: variance of a shift shared by every item of a session (sd 0.18), added while neither
-    repeats nor SHARED_MIN_SESSIONS pooled sessions measured what moves between sessions. The least
-    that keeps a lucky first baseline (+0.4 on every item, the issue's case) from failing more than
-    2% of unchanged runs at m = 5 and 10 (benchmarks/noise_model_sim.py)."""
+    shared_var: float = 0.04
+    """σ²_c: variance of a shift shared by every item of a session (sd 0.2), added until
+    SHARED_MIN_SESSIONS pooled sessions measured it; generation repeats do not (every repeat of a
+    session shares its shift). Of sd 0.18, 0.19 and 0.20, the least that keeps a lucky first baseline
+    (+0.4 on every item, the issue's case) under 2% of unchanged runs at m = 5, 10 and 20, with and
+    without repeats, with a margin for the simulation's own error (benchmarks/noise_model_sim.py:
+    0.19 gave 2.0% [1.3, 3.1] at m = 5)."""
 
 
 CONSERVATIVE_PRIOR = Prior()
@@ -676,10 +678,12 @@ def _pair_within(a: Sequence[float], b: Sequence[float], var_floor: float) -> tu
 
 def _satterthwaite(a: float, df_a: float, b: float, df_b: float | None) -> float:
     """Welch–Satterthwaite df of a + b, rounded down (conservative, and the t quantiles stay cached).
-    ``df_b`` None: b is assumed (a prior), not estimated; the df stay a's."""
-    if b <= 0 or df_b is None:
+    ``df_b`` None: b is assumed (a prior), a known constant with no sampling error of its own, so
+    only a's uncertainty is left: df = df_a·((a + b)/a)²."""
+    if b <= 0 or a <= 0:
         return df_a
-    return float(max(1, math.floor((a + b) ** 2 / (a * a / df_a + b * b / df_b))))
+    b_term = 0.0 if df_b is None else b * b / df_b
+    return float(max(1, math.floor((a + b) ** 2 / (a * a / df_a + b_term))))
 
 
 Estimate = tuple[SeSource, float, float]
@@ -703,9 +707,10 @@ class _Shared:
     source: Literal["history", "prior"] | None
 
 
-def _shared(history: SessionHistory | None, repeats: bool, pooled: float, prior: Prior | None) -> _Shared:
+def _shared(history: SessionHistory | None, pooled: float, prior: Prior | None) -> _Shared:
     """The session-wide shift's variance in D: measured from SHARED_MIN_SESSIONS pooled sessions,
-    else assumed by the prior, unless generation repeats measured what moves between sessions."""
+    else assumed by the prior. Generation repeats do not measure it: every repeat of a session shares
+    that session's shift, so a lucky one-session baseline is as lucky with repeats as without."""
     factor = 1.0 + 1.0 / pooled
     if (
         history is not None
@@ -715,7 +720,7 @@ def _shared(history: SessionHistory | None, repeats: bool, pooled: float, prior:
         if history.shared_p is not None and history.shared_p > SHARED_PRETEST:
             return _Shared(0.0, None, "history")  # no sign of a shift: its truncated estimate is bias
         return _Shared(history.var_shared * factor, history.df_shared, "history")
-    if prior is None or repeats:
+    if prior is None:
         return _Shared(0.0, None, None)
     return _Shared(prior.shared_var * factor, None, "prior")
 
@@ -827,7 +832,7 @@ def drift(
     between = _pool(estimates)
     if between is None and prior is not None:
         between = ("prior", prior.item_var * (1.0 + 1.0 / pooled) / m, df_w)
-    shared = _shared(history, gen is not None, pooled, prior)
+    shared = _shared(history, pooled, prior)
     source, variance, df = _combine((v_within, df_w), between, shared)
     decided = _decide(delta=delta, variance=variance, df=df, tolerance=tolerance, level=level)
     return Drift(
@@ -913,7 +918,7 @@ def item_drifts(
             floor = prior.item_var * (1.0 + 1.0 / pooled)
             if between is None or between[1] < floor:
                 between = ("prior", floor, between[2] if between is not None else df_w)
-        shared = _shared(history, gen is not None, pooled, prior)
+        shared = _shared(history, pooled, prior)
         source, variance, df = _combine((v_within, df_w), between, shared)
         decided = _decide(delta=diffs[i], variance=variance, df=df, tolerance=tolerances[i], level=level)
         out.append(

@@ -61,6 +61,8 @@ class ReportSettings:
     attribute: bool = False
     sample_minimum: int = 3
     sample_maximum: int = 3
+    default_repeats: int = 1
+    """Outputs generated of an artifact that set no repeats (more while writing the baseline)."""
 
 
 @dataclass(frozen=True)

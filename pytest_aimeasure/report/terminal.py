@@ -355,12 +355,29 @@ def _closing_lines(summary: SessionReport) -> list[str]:
         )
         if u["removed"]:
             lines.append("  removed: " + ", ".join(u["removed"]))
+        lines += _repeats_line(u.get("repeated") or [], summary.settings.default_repeats)
     if summary.results.baseline.get("note"):
         lines.append(Styled(f"baseline not written: {summary.results.baseline['note']}", "yellow"))
     if summary.results.failed_because:
         lines.append("")
         lines.append(_failed_line(summary))
     return lines
+
+
+def _repeats_line(repeated: list[str], default_repeats: int) -> list[str]:
+    """Why the update generated more outputs than other runs, and what it bought."""
+    if not repeated:
+        return []
+    how = (
+        f"{default_repeats} outputs of each artifact that sets no repeats= (--aimeasure-baseline-repeats "
+        f"{default_repeats}; 1 generates one)"
+        if default_repeats > 1
+        else "their generation repeats"
+    )
+    return [
+        f"  {len(repeated)} entries measured over {how}: later runs compare against a baseline that "
+        "knows how much the generator moves between outputs"
+    ]
 
 
 def quiet_summary(summary: SessionReport) -> list[str]:

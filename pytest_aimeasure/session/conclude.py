@@ -121,6 +121,22 @@ def _floor_and_error_findings(state: SessionState) -> list[Finding]:
     return out
 
 
+def _identical_once(findings: list[Finding]) -> list[Finding]:
+    """A finding recorded several times over, word for word, is shown once with its count: a
+    generator that records a repair for each of its generation repeats (``repeats=K``, or the
+    outputs ``--update-baseline`` generates) says it once, not K times."""
+    counts: dict[str, int] = {}
+    first: dict[str, Finding] = {}
+    for f in findings:
+        key = f.model_dump_json()
+        counts[key] = counts.get(key, 0) + 1
+        first.setdefault(key, f)
+    return [
+        f if counts[k] == 1 else f.model_copy(update={"message": f"{f.message} (recorded {counts[k]} times)"})
+        for k, f in first.items()
+    ]
+
+
 def _one_per_subject(findings: list[Finding], kind: str) -> list[Finding]:
     """One finding of ``kind`` per subject: a warning that many items repeat (the same generator
     judged by its own family) is shown once, naming the items."""
@@ -211,7 +227,7 @@ class _SessionEnd:
     def findings(self) -> list[Finding]:
         """Every finding of the session, after the conftests' ``pytest_aimeasure_findings``."""
         state, outcome = self.state, self.outcome
-        findings: list[Finding] = [f for result in state.results.values() for f in result.findings]
+        findings = _identical_once([f for result in state.results.values() for f in result.findings])
         findings = _one_per_subject(findings, "self_preference")
         findings += _floor_and_error_findings(state)
         findings += usage_findings(self.measurements)
@@ -289,6 +305,9 @@ class _SessionEnd:
             outcome.baseline_note = str(exc)
             outcome.failed_because.append(f"the baseline was not updated: {exc}")
             return [SessionFailure("baseline", s.baseline.name, str(exc))]
+        written = {*summary.added, *summary.updated, *summary.pooled}
+        pooled_repeats = [m for m in self.measurements if m.repeats is not None and m.repeats.k > 1]
+        summary.repeated = sorted(m.item_id for m in pooled_repeats if m.item_id in written)
         outcome.baseline_update = summary.model_dump(mode="json")
         return []
 

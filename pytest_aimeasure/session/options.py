@@ -21,6 +21,7 @@ from typing import Any
 import pytest
 
 from pytest_aimeasure.measure.artifact import MAX_ARTIFACT_CHARS
+from pytest_aimeasure.measure.repeats import MAX_REPEATS
 from pytest_aimeasure.measure.sampling import MAX_SAMPLES
 
 
@@ -42,6 +43,20 @@ def _number(kind: type[int] | type[float], minimum: float, *, strict: bool) -> C
 
 
 positive_int = _number(int, 1, strict=False)
+
+
+def repeats_count(text: str) -> int:
+    """Generation repeats: a whole number from 1 to MAX_REPEATS."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if not 1 <= value <= MAX_REPEATS:
+        raise argparse.ArgumentTypeError(f"expected a whole number from 1 to {MAX_REPEATS}, got {text!r}")
+    return value
+
+
+repeats_count.__name__ = f"a whole number from 1 to {MAX_REPEATS}"
 non_negative_int = _number(int, 0, strict=False)
 positive_float = _number(float, 0, strict=True)
 non_negative_float = _number(float, 0, strict=False)
@@ -334,6 +349,17 @@ OPTIONS: tuple[Option, ...] = (
         positive_int,
         5,
         "aimeasure_baseline_pool",
+        metavar="K",
+    ),
+    Option(
+        "--aimeasure-baseline-repeats",
+        "baseline_repeats",
+        "With --update-baseline: generate K outputs of every artifact that sets no repeats= "
+        "(aimeasure_artifact, suite prompts), so the baseline measures how much the generator moves "
+        "between outputs (1: one output, as in other runs).",
+        repeats_count,
+        3,
+        "aimeasure_baseline_repeats",
         metavar="K",
     ),
     Option(

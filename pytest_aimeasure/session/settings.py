@@ -76,6 +76,7 @@ class Settings:
     update_baseline: bool
     prune_baseline: bool
     baseline_pool: int
+    baseline_repeats: int
     drift: str
     json_path: Path | None
     html_path: Path | None
@@ -123,6 +124,13 @@ class Settings:
         return call_range(samples or self.samples, self.sample_plan)
 
     @property
+    def default_repeats(self) -> int:
+        """Generation repeats of an artifact that sets none: ``--aimeasure-baseline-repeats`` while
+        this session writes the baseline from fresh outputs, else one (a rejudged run's artifacts
+        are the ones it stored)."""
+        return self.baseline_repeats if self.update_baseline and self.rejudge is None else 1
+
+    @property
     def fixed_samples(self) -> int:
         """N where a fixed count is needed (anchors for calibration): the session's N, under ``auto``
         its minimum."""
@@ -155,6 +163,7 @@ class Settings:
             attribute=self.attribute,
             sample_minimum=self.sample_plan.minimum,
             sample_maximum=self.sample_plan.maximum,
+            default_repeats=self.default_repeats,
         )
 
 

@@ -38,7 +38,7 @@ class SessionState:
         self.config = config
         self.settings = settings
         self.is_worker = hasattr(config, "workerinput")
-        self.artifacts = ArtifactRegistry()
+        self.artifacts = ArtifactRegistry(default_repeats=settings.default_repeats)
         self.results: dict[str, ItemResult] = {}
         self.collected: set[str] | None = None  # None: not known (an xdist controller before collection)
         self.failed_collectors: list[str] = []

@@ -234,6 +234,9 @@ class UpdateSummary(BaseModel):
     kept_because: dict[str, list[str]] = Field(
         default_factory=dict, description="every kept entry by why it has no new value (KEEP_REASONS)"
     )
+    repeated: list[str] = Field(
+        default_factory=list, description="written entries whose new samples pooled generation repeats"
+    )
     written: bool = False
 
 

@@ -23,7 +23,14 @@ from pytest_aimeasure.session.keys import item_nodeid
 from pytest_aimeasure.session.state import state_key
 from pytest_aimeasure.suites.callables import CallableError, load_callable
 from pytest_aimeasure.suites.model import LoadedSuite, load_suite
-from pytest_aimeasure.suites.run import Generation, JobPlan, JobResult, Output, SuiteRunner
+from pytest_aimeasure.suites.run import (
+    Generation,
+    JobPlan,
+    JobResult,
+    Output,
+    SuiteRunner,
+    suite_artifact_key,
+)
 from pytest_aimeasure.suites.source import SuiteFormatError, SuiteProblem
 from pytest_aimeasure.suites.spec import PromptSpec, render_text
 from pytest_aimeasure.suites.targets import ResolvedTarget, TargetError, family_clash, resolve_target
@@ -240,9 +247,20 @@ class SuiteItem(pytest.Item):
                 facts=spec.facts,
                 callables=self.suite_node.callables,
                 wait_s=spec.timeout_s,
-                repeats=self.prompt.repeats or spec.repeats,
+                repeats=self._repeats(),
             )
         return self._plan
+
+    def _repeats(self) -> int:
+        """The prompt's repeats, else the suite's, else the session's default (more than one while
+        --update-baseline writes the baseline; under rejudging, what the rejudged run stored)."""
+        declared = self.prompt.repeats or self.suite_node.loaded.spec.repeats
+        if declared is not None:
+            return declared
+        artifacts = self.config.stash[state_key].artifacts
+        if artifacts.rejudge_run is not None:
+            return artifacts.stored_repeats(suite_artifact_key(item_nodeid(self)))
+        return artifacts.default_repeats
 
     def reportinfo(self) -> tuple[Path, int | None, str]:
         line = self.suite_node.loaded.prompt_lines.get(self.prompt.id)

@@ -50,6 +50,11 @@ PROGRESS_EVERY_S = 0.25
 _CLOSE_S = 5.0
 
 
+def suite_artifact_key(nodeid: str) -> str:
+    """Where a suite item's output is stored (``…#rI`` for its repeats)."""
+    return f"suite:{nodeid}"
+
+
 @dataclass(frozen=True)
 class JobPlan:
     """Everything one (prompt × target) job needs, fixed at collection."""
@@ -72,7 +77,7 @@ class JobPlan:
 
     @property
     def artifact_key(self) -> str:
-        return f"suite:{self.nodeid}"
+        return suite_artifact_key(self.nodeid)
 
     def output_key(self, index: int) -> str:
         """The stored key of output ``index`` (0-based): the item's key, or ``…#rI`` with repeats."""

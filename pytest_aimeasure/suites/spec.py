@@ -270,8 +270,9 @@ class SuiteSpec(_Strict):
     dimensions: list[DimensionSpec] = Field(default_factory=list)
     facts: bool = True
     timeout_s: float = Field(default=DEFAULT_WAIT_S, gt=0)
-    repeats: int = Field(default=1, ge=1, le=100)
-    """Outputs generated per prompt × target; gates count over them, dimensions pool them."""
+    repeats: int | None = Field(default=None, ge=1, le=100)
+    """Outputs generated per prompt × target; gates count over them, dimensions pool them. None:
+    one, or ``--aimeasure-baseline-repeats`` while ``--update-baseline`` writes the baseline."""
 
     def dimensions_for(self, prompt: PromptSpec) -> list[DimensionSpec]:
         """The dimensions one prompt's outputs are graded on (resolved; call after validation)."""

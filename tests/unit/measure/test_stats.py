@@ -420,15 +420,21 @@ def test_generations_measure_the_spread_of_repeat_means() -> None:
     assert generations([[[4, 4, 4]]], [[4, 4, 4]]).df == 0  # no repeats: nothing measured
 
 
-def test_repeats_set_the_between_session_term_and_no_shared_prior_is_added() -> None:
+def test_repeats_set_the_between_session_term_and_a_one_session_baseline_keeps_the_shared_prior() -> None:
     base = [[4, 4, 4, 3, 3, 3, 5, 5, 5]] * 5  # three generations an item, a temperature-0 judge
     new = [[3, 3, 3, 2, 2, 2, 4, 4, 4]] * 5
     gens = [generations([[[4, 4, 4], [3, 3, 3], [5, 5, 5]]], [[3, 3, 3], [2, 2, 2], [4, 4, 4]])] * 5
+    measured = drift(base, new, tolerance=0.5, generations=gens)
     d = drift(base, new, tolerance=0.5, generations=gens, prior=Prior())
-    assert d.se_source == "repeats" and d.shared_source is None and d.var_shared == 0.0
+    assert measured.se_source == d.se_source == "repeats"
     # Repeat means spread with variance 1 (df 2 a session, 20 in all): var(D) = 1·(1/3 + 1/3)/5 = 2/15,
     # pooled by df with the paired spread (every item moved alike: 0, df 4): (20·2/15 + 4·0)/24 = 1/9.
-    assert d.se == pytest.approx(math.sqrt(1 / 9))
+    assert measured.se == pytest.approx(math.sqrt(1 / 9)) and measured.df == 24
+    # Every repeat of the baseline's one session shares that session's shift: repeats do not measure
+    # it, so the prior's 2·σ²_c is added, a known constant (df 24·((1/9 + 0.08)/(1/9))² = 71.04).
+    assert d.shared_source == "prior" and d.var_shared == pytest.approx(2 * Prior().shared_var)
+    assert d.se == pytest.approx(math.sqrt(1 / 9 + 2 * Prior().shared_var))
+    assert d.df == 71
     assert d.verdict == "regressed"
 
 

@@ -1,0 +1,165 @@
+"""`--update-baseline` generates several outputs of an artifact that sets no repeats (issue 19): the
+baseline then measures how much the generator moves, and later runs, which generate one output, are
+compared with that measured variance instead of an assumed one."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import read_results
+
+# A non-deterministic generator: each call writes a different story, and the scripted judge scores
+# them 5, 3, 4, 5, 3, ... Every call is logged to a file, so the count holds across xdist workers.
+CONFTEST = """
+import pathlib
+
+import pytest
+
+LOG = pathlib.Path(__file__).parent / "generated.log"
+
+
+def write_story():
+    with LOG.open("a") as log:
+        log.write("x")
+    n = len(LOG.read_text())
+    return f"story draft {n} " + "vivid " * (n % 3)
+
+
+@pytest.fixture(scope="session")
+def story(aimeasure_artifact):
+    return aimeasure_artifact("story", write_story)
+
+
+def pytest_aimeasure_scripted_verdict(call, config):
+    return 3 + call.artifact.count("vivid"), "as vivid as its words"
+"""
+
+TESTS = """
+import pytest
+
+
+@pytest.mark.dimension("vividness", rubric="5 = vivid")
+def test_vivid(judge, story):
+    judge.score(story)
+"""
+
+ARGS = ("--ai-judge", "--judge-model", "scripted", "-p", "no:randomly")
+
+
+def _generated(path: Path) -> int:
+    log = path / "generated.log"
+    return len(log.read_text()) if log.exists() else 0
+
+
+def _entry(path: Path) -> dict[str, object]:
+    entries: dict[str, dict[str, object]] = json.loads((path / "aimeasure-baseline.json").read_text())[
+        "entries"
+    ]
+    (entry,) = entries.values()
+    return entry
+
+
+@pytest.mark.parametrize("xdist", [[], ["-n", "2"]], ids=["serial", "xdist"])
+def test_update_baseline_generates_three_outputs_and_later_runs_compare_with_their_spread(
+    pytester: pytest.Pytester, xdist: list[str]
+) -> None:
+    pytester.makeconftest(CONFTEST)
+    pytester.makepyfile(test_story=TESTS)
+    update = pytester.runpytest(*ARGS, "--update-baseline", *xdist)
+    update.assert_outcomes(passed=1)
+    assert _generated(pytester.path) == 3
+    update.stdout.fnmatch_lines(
+        [
+            "baseline *: 1 added, *",
+            "  1 entries measured over 3 outputs of each artifact that sets no repeats= "
+            "(--aimeasure-baseline-repeats 3; 1 generates one)*",
+        ]
+    )
+    entry = _entry(pytester.path)
+    # Drafts 1, 2, 3 score 4, 5, 3 (three samples each): the entry keeps the three generations apart.
+    assert entry["generations"] == [3, 3, 3] and entry["scores"] == [4, 4, 4, 5, 5, 5, 3, 3, 3]
+
+    again = pytester.runpytest(*ARGS, "--aimeasure-json", "out.json", *xdist)
+    again.assert_outcomes(passed=1)
+    assert _generated(pytester.path) == 4  # a run that does not write the baseline generates one
+    data = read_results(pytester.path / "out.json")
+    (measurement,) = next(i for i in data["items"] if i["nodeid"].endswith("test_vivid"))["measurements"]
+    assert measurement["repeats"] is None and measurement["n"] == 3
+    dim = data["dimensions"]["vividness"]
+    # Draft 4 scores 4: no change against the baseline's mean 4. The error bar comes from the
+    # generator's measured spread (repeat means 4, 5, 3: variance 1, 2 df), not from the judge, whose
+    # samples agree.
+    assert dim["delta"] == pytest.approx(0.0) and dim["se_source"] == "repeats"
+    assert dim["shared_source"] == "prior"  # one session cannot show a session-wide shift, repeats or not
+
+
+def test_explicit_repeats_and_a_baseline_repeats_of_one_are_kept(pytester: pytest.Pytester) -> None:
+    pytester.makeconftest(CONFTEST)
+    pytester.makepyfile(test_story=TESTS)
+    pytester.runpytest(*ARGS, "--update-baseline", "--aimeasure-baseline-repeats", "1").assert_outcomes(
+        passed=1
+    )
+    assert _generated(pytester.path) == 1
+    assert "generations" not in _entry(pytester.path)
+
+    pytester.makeconftest(
+        CONFTEST.replace(
+            'aimeasure_artifact("story", write_story)', 'aimeasure_artifact("story", write_story, repeats=2)'
+        )
+    )
+    (pytester.path / "aimeasure-baseline.json").unlink()
+    pytester.runpytest(*ARGS, "--update-baseline").assert_outcomes(passed=1)
+    assert _generated(pytester.path) == 3  # the test's own repeats=2, not the option's 3
+    assert _entry(pytester.path)["generations"] == [3, 3]
+
+
+def test_rejudging_the_update_run_reads_its_stored_outputs_and_generates_none(
+    pytester: pytest.Pytester,
+) -> None:
+    pytester.makeconftest(CONFTEST)
+    pytester.makepyfile(test_story=TESTS)
+    pytester.runpytest(*ARGS, "--update-baseline").assert_outcomes(passed=1)
+    assert _generated(pytester.path) == 3
+    rejudged = pytester.runpytest(*ARGS, "--aimeasure-rejudge", "latest", "--aimeasure-json", "re.json")
+    rejudged.assert_outcomes(passed=1)
+    assert _generated(pytester.path) == 3
+    data = read_results(pytester.path / "re.json")
+    (measurement,) = next(i for i in data["items"] if i["nodeid"].endswith("test_vivid"))["measurements"]
+    assert measurement["repeats"]["keys"] == ["story#r1", "story#r2", "story#r3"]
+    assert measurement["repeats"]["means"] == [4.0, 5.0, 3.0]
+
+
+SUITE = """\
+suite: tales
+targets:
+  - {name: teller, callable: "gen_tales:tell"}
+prompts:
+  - {id: fox, text: "Tell a fable."}
+  - {id: owl, text: "Tell another.", repeats: 2}
+dimensions:
+  - {name: charm, rubric: "5 = charming", samples: 2}
+"""
+
+SUITE_GENERATOR = """
+def tell(prompt):
+    return "Once upon a time."
+"""
+
+
+def test_a_suite_prompt_without_repeats_gets_the_baseline_repeats(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(gen_tales=SUITE_GENERATOR)
+    pytester.makefile(".aimeasure.yaml", tales=SUITE)
+    pytester.runpytest(*ARGS, "--update-baseline").assert_outcomes(passed=2)
+    entries = json.loads((pytester.path / "aimeasure-baseline.json").read_text())["entries"]
+    generations = {item_id.split("::")[-1]: entry.get("generations") for item_id, entry in entries.items()}
+    assert generations == {"fox[teller]": [2, 2, 2], "owl[teller]": [2, 2]}
+
+
+@pytest.mark.parametrize("value", ["0", "101", "three"])
+def test_a_bad_baseline_repeats_value_is_a_usage_error(pytester: pytest.Pytester, value: str) -> None:
+    result = pytester.runpytest(*ARGS, "--aimeasure-baseline-repeats", value)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines([f"*--aimeasure-baseline-repeats*a whole number from 1 to 100*{value}*"])
