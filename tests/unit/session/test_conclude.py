@@ -1,9 +1,10 @@
-"""The session's end: a warning many items repeat is shown once, naming the items."""
+"""The session's end: a warning many items repeat is shown once, naming the items; a finding
+recorded word for word several times is shown once, with its count."""
 
 from __future__ import annotations
 
 from pytest_aimeasure.measure.models import Finding
-from pytest_aimeasure.session.conclude import _one_per_subject
+from pytest_aimeasure.session.conclude import _identical_once, _one_per_subject
 
 
 def finding(kind: str, subject: str, nodeid: str) -> Finding:
@@ -27,3 +28,14 @@ def test_one_self_preference_warning_per_generator_names_its_items() -> None:
     assert merged.message == "self_preference tone::gpt (2 items)"
     assert merged.nodeid is None and merged.detail["items"] == ["t.py::a", "t.py::b"]
     assert out[2] == findings[3]  # one item: kept as it was
+
+
+def test_a_finding_recorded_word_for_word_several_times_is_shown_once_with_its_count() -> None:
+    repair = finding("repair", "story-3", "t.py::a")
+    other = finding("repair", "story-4", "t.py::a")
+    out = _identical_once([repair, other, repair, repair])
+    assert [(f.subject, f.message) for f in out] == [
+        ("story-3", "repair story-3 (recorded 3 times)"),
+        ("story-4", "repair story-4"),
+    ]
+    assert out[1] is other  # recorded once: kept as it was
