@@ -23,10 +23,12 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from pytest_aimeasure.measure.stats import SHARED_MIN_SESSIONS, Drift, regression_power
+from pytest_aimeasure.measure.stats import SCALE, SHARED_MIN_SESSIONS, Drift, regression_power
 
 GOAL_FACTOR = 1.5
 """Advice names the design that detects a drop of this many tolerances (0.75 at tolerance 0.5)."""
+MAX_DROP = SCALE[1] - SCALE[0]
+"""The largest drop a mean of 1–5 scores can make: a detectable drop beyond it is none at all."""
 MAX_ITEMS = 200
 MAX_REPEATS = 10
 POOL_ADVISED = 5
@@ -69,6 +71,13 @@ def projected_mde(
     return regression_power(se, df, result.tolerance, level=result.level).mde
 
 
+def drop_text(mde: float) -> str:
+    """A detectable drop as a reader takes it: '1.05', or 'more than 4 (none on the 1–5 scale)' when
+    the test would need a drop no mean of 1–5 scores can make (two items and one degree of freedom
+    ask for hundreds)."""
+    return f"{mde:.2f}" if mde <= MAX_DROP else f"more than {MAX_DROP:g} (none on the 1–5 scale)"
+
+
 def pooled_mde(result: Drift, design: Design) -> float:
     """About the drop a baseline pooled from POOL_ADVISED sessions would detect 80% of the time."""
     return projected_mde(result, design, sessions=POOL_ADVISED)
@@ -91,7 +100,7 @@ def _search(start: int, limit: int, goal: float, mde_at: Callable[[int], float])
 def advise(result: Drift, design: Design) -> str:
     """'detects a drop of 1.05 at 80%; with 12 items, or 3 generation repeats an item, it would
     detect 0.75'. Only the changes that reach the goal are named."""
-    now = f"detects a drop of {result.mde:.2f} at 80%"
+    now = f"detects a drop of {drop_text(result.mde)} at 80%"
     goal = GOAL_FACTOR * result.tolerance
     if result.mde <= goal + 1e-9:
         return now
@@ -107,9 +116,9 @@ def advise(result: Drift, design: Design) -> str:
         now += f"; with {', or '.join(options)}, it would detect about {goal:.2f}"
     if design.sessions < POOL_ADVISED:
         pooled = pooled_mde(result, design)
-        if pooled < result.mde - 0.01:
+        if pooled < result.mde - 0.01 and pooled <= MAX_DROP:
             now += (
                 f"; a baseline pooled from {POOL_ADVISED} sessions (--update-baseline on unchanged runs) "
-                f"would detect about {pooled:.2f}"
+                f"would detect about {drop_text(pooled)}"
             )
     return now

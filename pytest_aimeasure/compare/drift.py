@@ -47,7 +47,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from pytest_aimeasure.compare.advice import POOL_ADVISED, Design, advise, pooled_mde
+from pytest_aimeasure.compare.advice import POOL_ADVISED, Design, advise, drop_text, pooled_mde
 from pytest_aimeasure.compare.family import Group, item_level_after_dimension, reject, start_levels
 from pytest_aimeasure.measure.models import Finding, Fingerprint, Measurement
 from pytest_aimeasure.measure.stats import (
@@ -522,7 +522,7 @@ def _baseline_note(dimensions: Mapping[str, DimensionComparison]) -> str | None:
     fewest = min(d.baseline_sessions or 0 for d in compared)
     note = f"the baseline holds {fewest} session{'' if fewest == 1 else 's'}"
     gains = [
-        f"{d.dimension!r} {d.mde:.2f} → {d.mde_pooled:.2f}"
+        f"{d.dimension!r} {drop_text(d.mde)} → {drop_text(d.mde_pooled)}"
         for d in compared
         if d.mde is not None and d.mde_pooled is not None and d.mde_pooled < d.mde - 0.01
     ]

@@ -103,8 +103,10 @@ def _verdict_text(c: ItemComparison | DimensionComparison) -> str:
     if c.verdict == "inconclusive" and advice:
         return f"inconclusive ({advice})"
     if c.verdict == "inconclusive" and c.mde is not None:
+        from pytest_aimeasure.compare.advice import drop_text
+
         suffix = ", underpowered" if c.underpowered else ""
-        return f"inconclusive (MDE {c.mde:.2f}{suffix})"
+        return f"inconclusive (MDE {drop_text(c.mde)}{suffix})"
     if c.verdict == "improved":
         return "improved (baseline stale)"
     return verdict

@@ -46,3 +46,15 @@ def test_advice_names_what_reaches_one_and_a_half_tolerances() -> None:
     assert (
         advise(strong, Design(m=40, n=3, k=1.0, sessions=5)) == f"detects a drop of {strong.mde:.2f} at 80%"
     )
+
+
+def test_a_drop_no_mean_of_1_to_5_scores_can_make_is_named_as_none() -> None:
+    # Two items that swapped places: one degree of freedom asks for a drop of tens of points.
+    result = drift([[4, 4, 4], [3, 3, 3]], [[3, 3, 3], [4, 4, 4]], tolerance=0.5, prior=Prior(), level=0.009)
+    assert result.mde > 4
+    # Nor would five pooled sessions bring it on the scale: nothing else is offered.
+    assert advise(result, Design(m=2, n=3, k=1.0, sessions=1)) == (
+        "detects a drop of more than 4 (none on the 1–5 scale) at 80%"
+    )
+    # Its interval for the change is what a change of two 1–5 means can be, not ±13.
+    assert result.ci95 == (-4.0, 4.0) and result.verdict == "inconclusive"
