@@ -545,7 +545,7 @@ def aimeasure_artifact(request: pytest.FixtureRequest) -> Callable[..., Artifact
     check each with :func:`pytest_aimeasure.each_repeat` ("2/3 valid"), and ``judge.score``
     judges each N times and pools them, with the generation variance in the item's error bar.
     Without ``repeats``, a session that writes the baseline (``--update-baseline``) generates
-    ``--aimeasure-baseline-repeats`` outputs (default 3), so that later runs are compared with a
+    ``--aimeasure-baseline-repeats`` outputs (default 1), so that later runs can be compared with a
     baseline that measured how much the generator moves; other sessions generate one.
     """
     state = request.config.stash[state_key]

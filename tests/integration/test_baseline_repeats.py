@@ -1,6 +1,6 @@
-"""`--update-baseline` generates several outputs of an artifact that sets no repeats (issue 19): the
-baseline then measures how much the generator moves, and later runs, which generate one output, are
-compared with that measured variance instead of an assumed one."""
+"""`--update-baseline --aimeasure-baseline-repeats K` generates K outputs of an artifact that sets no
+repeats (issue 19): the baseline then measures how much the generator moves, and later runs, which
+generate one output, are compared with that measured variance instead of an assumed one."""
 
 from __future__ import annotations
 
@@ -68,7 +68,7 @@ def test_update_baseline_generates_three_outputs_and_later_runs_compare_with_the
 ) -> None:
     pytester.makeconftest(CONFTEST)
     pytester.makepyfile(test_story=TESTS)
-    update = pytester.runpytest(*ARGS, "--update-baseline", *xdist)
+    update = pytester.runpytest(*ARGS, "--update-baseline", "--aimeasure-baseline-repeats", "3", *xdist)
     update.assert_outcomes(passed=1)
     assert _generated(pytester.path) == 3
     update.stdout.fnmatch_lines(
@@ -111,7 +111,9 @@ def test_explicit_repeats_and_a_baseline_repeats_of_one_are_kept(pytester: pytes
         )
     )
     (pytester.path / "aimeasure-baseline.json").unlink()
-    pytester.runpytest(*ARGS, "--update-baseline").assert_outcomes(passed=1)
+    pytester.runpytest(*ARGS, "--update-baseline", "--aimeasure-baseline-repeats", "3").assert_outcomes(
+        passed=1
+    )
     assert _generated(pytester.path) == 3  # the test's own repeats=2, not the option's 3
     assert _entry(pytester.path)["generations"] == [3, 3]
 
@@ -121,7 +123,9 @@ def test_rejudging_the_update_run_reads_its_stored_outputs_and_generates_none(
 ) -> None:
     pytester.makeconftest(CONFTEST)
     pytester.makepyfile(test_story=TESTS)
-    pytester.runpytest(*ARGS, "--update-baseline").assert_outcomes(passed=1)
+    pytester.runpytest(*ARGS, "--update-baseline", "--aimeasure-baseline-repeats", "3").assert_outcomes(
+        passed=1
+    )
     assert _generated(pytester.path) == 3
     rejudged = pytester.runpytest(*ARGS, "--aimeasure-rejudge", "latest", "--aimeasure-json", "re.json")
     rejudged.assert_outcomes(passed=1)
@@ -152,10 +156,11 @@ def tell(prompt):
 def test_a_suite_prompt_without_repeats_gets_the_baseline_repeats(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(gen_tales=SUITE_GENERATOR)
     pytester.makefile(".aimeasure.yaml", tales=SUITE)
+    pytester.makeini("[pytest]\naimeasure_baseline_repeats = 3\n")
     pytester.runpytest(*ARGS, "--update-baseline").assert_outcomes(passed=2)
     entries = json.loads((pytester.path / "aimeasure-baseline.json").read_text())["entries"]
     generations = {item_id.split("::")[-1]: entry.get("generations") for item_id, entry in entries.items()}
-    assert generations == {"fox[teller]": [2, 2, 2], "owl[teller]": [2, 2]}
+    assert generations == {"fox[teller]": [2, 2, 2], "owl[teller]": [2, 2]}  # the ini's 3; owl's own 2
 
 
 @pytest.mark.parametrize("value", ["0", "101", "three"])
