@@ -59,6 +59,8 @@ class Attribution:
     rejudged: dict[str, BaselineEntry] = field(default_factory=dict)
     system_moved: set[str] = field(default_factory=set)
     calls: int = 0
+    skipped: dict[str, str] = field(default_factory=dict)
+    """Item id → why it was left out."""
 
 
 class _Facts:
@@ -122,7 +124,11 @@ def plan(
             texts[sha] = text
             found_facts[sha] = judged_with
         if not sessions:
-            skipped[m.item_id] = "the baseline's artifacts are not in the store"
+            skipped[m.item_id] = (
+                "its baseline entry pooled generation repeats, which attribution cannot re-judge yet"
+                if entry.generations
+                else "the baseline's artifacts are not in the store"
+            )
             continue
         planned.append(Planned(m, entry, rubric, sessions, texts, found_facts))
     return planned, skipped
@@ -221,7 +227,7 @@ def attribute(
         return await asyncio.gather(*calls, return_exceptions=True)
 
     results = engine.run(judge_all()) if jobs else []
-    out = Attribution(calls=engine.spend.calls - before)
+    out = Attribution(calls=engine.spend.calls - before, skipped=skipped)
     rejudged: dict[tuple[str, str], Measurement] = {}
     for (p, sha), judged in zip(jobs, results, strict=True):
         if isinstance(judged, Measurement):
@@ -344,16 +350,22 @@ def attribute_session(
     settled = settle(findings, result.dimensions)
     settled += [finding(a, fail_on_regression=fail) for a in result.dimensions.values()]
     for name in sorted(dimensions - set(result.dimensions)):
+        why = {i: reason for i, reason in result.skipped.items() if i.split("::", 1)[0] == name}
+        reasons = set(why.values())
         settled.append(
             Finding(
                 kind="attribution",
                 severity="info",
                 subject=name,
-                message=(
-                    f"dimension {name!r} could not be attributed: none of its items' baseline artifacts "
-                    "could be rejudged (they are recorded only for artifacts made with aimeasure_artifact, "
-                    "by runs that updated the baseline with this plugin version or later)"
+                message=f"dimension {name!r} could not be attributed: "
+                + (
+                    f"{reasons.pop()} ({len(why)} item(s))"
+                    if len(reasons) == 1
+                    else "none of its items' baseline artifacts could be rejudged (they are recorded only "
+                    "for artifacts made with aimeasure_artifact, by runs that updated the baseline with this "
+                    "plugin version or later)"
                 ),
+                detail={"skipped": why} if why else {},
             )
         )
     return result, settled

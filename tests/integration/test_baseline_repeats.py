@@ -168,3 +168,22 @@ def test_a_bad_baseline_repeats_value_is_a_usage_error(pytester: pytest.Pytester
     result = pytester.runpytest(*ARGS, "--aimeasure-baseline-repeats", value)
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines([f"*--aimeasure-baseline-repeats*a whole number from 1 to 100*{value}*"])
+
+
+def test_attribution_names_why_it_skips_an_entry_that_pooled_generation_repeats(
+    pytester: pytest.Pytester,
+) -> None:
+    pytester.makeconftest(CONFTEST)
+    pytester.makepyfile(test_story=TESTS)
+    pytester.runpytest(*ARGS, "--update-baseline", "--aimeasure-baseline-repeats", "3").assert_outcomes(
+        passed=1
+    )
+    pytester.makepyfile(test_story=TESTS.replace("5 = vivid", "5 = vivid, and every word earns its place"))
+    result = pytester.runpytest(*ARGS, "--aimeasure-attribute", "--aimeasure-json", "out.json")
+    data = read_results(pytester.path / "out.json")
+    (finding,) = [f for f in data["findings"] if f["kind"] == "attribution"]
+    assert finding["detail"]["skipped"] == {
+        "vividness::test_story.py::test_vivid": "its baseline entry pooled generation repeats, which attribution "
+        "cannot re-judge yet"
+    }
+    assert data["dimensions"]["vividness"]["verdict"] == "not_comparable" and result.ret == 1
