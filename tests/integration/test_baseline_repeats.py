@@ -183,7 +183,7 @@ def test_attribution_names_why_it_skips_an_entry_that_pooled_generation_repeats(
     data = read_results(pytester.path / "out.json")
     (finding,) = [f for f in data["findings"] if f["kind"] == "attribution"]
     assert finding["detail"]["skipped"] == {
-        "vividness::test_story.py::test_vivid": "its baseline entry pooled generation repeats, which attribution "
-        "cannot re-judge yet"
+        "vividness::test_story.py::test_vivid": "its baseline entry pooled generation repeats, which "
+        "attribution cannot re-judge yet"
     }
     assert data["dimensions"]["vividness"]["verdict"] == "not_comparable" and result.ret == 1
