@@ -33,8 +33,9 @@ detect more, whatever it knows (see robust_limit).
 
 Run:  nice -n 10 python benchmarks/noise_model_sim.py [--sessions 1000] [--seed 1] [--old-ref REF]
       (--no-old skips the old rule; --quick: 400 sessions, for a smoke test). The figures quoted in
-      docs/concepts.md come from --sessions 2000 --power-sessions 600 (about four times the default's
-      few minutes: compare() and the baseline's pooling run on every simulated session).
+      docs/concepts.md come from --sessions 1000 --power-sessions 400 (the defaults' sessions;
+      about half an hour on a loaded machine: compare() and the baseline's pooling run on every
+      simulated session).
 Exit status 1 when a NEW A/A rate exceeds its target (1%, 2% for the lucky baseline).
 """
 
@@ -360,7 +361,7 @@ def table(
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--sessions", type=int, default=1_000, help="replicates per case (A/A and drop each)")
-    parser.add_argument("--power-sessions", type=int, default=300, help="replicates per case of the m table")
+    parser.add_argument("--power-sessions", type=int, default=400, help="replicates per case of the m table")
     parser.add_argument("--drop", type=float, default=0.75)
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--old-ref", default=OLD_REF)
