@@ -217,6 +217,7 @@ class MeasurePlugin:
     def pytest_runtest_protocol(
         self, item: pytest.Item, nextitem: pytest.Item | None
     ) -> Generator[None, Any, Any]:
+        self.state.test_starts()
         with runtime.running(item_nodeid(item)):
             return (yield)
 

@@ -53,6 +53,7 @@ class SessionState:
         self.baseline: Any = None  # the loaded BaselineFile (controller only), None when there is none
         self._worker_baseline: Any = None  # a worker's read-only copy, for adaptive sampling only
         self._warm_thread: threading.Thread | None = None
+        self._warm_at_first_test = False
         self._sigterm_installed = False
         self.console: Console | None = None  # the terminal, for the judge's notices (judging only)
         # Calibration: anchor references (markers; workers hand theirs over), the stored calibration,
@@ -118,7 +119,13 @@ class SessionState:
             self.console = Console()  # now, before pytest captures a test's output
             self._on_sigterm()
             self._load_calibration()
-            self._warm_sdk()
+            # An xdist worker may be given no test at all (a module runs on one worker), so it
+            # imports the transport once it gets one: an idle worker paid the import (litellm's:
+            # seconds of CPU) and then waited for it to end before it could exit.
+            if self.is_worker:
+                self._warm_at_first_test = True
+            else:
+                self._warm_sdk()
             from pytest_aimeasure.session.recording import Recording
 
             self.recording = Recording.open(self.settings, self.config)
@@ -266,9 +273,15 @@ class SessionState:
             judges=self.judges,
         )
 
+    def test_starts(self) -> None:
+        """A test is about to run in this process: a worker's first starts the transport's import."""
+        if self._warm_at_first_test:
+            self._warm_at_first_test = False
+            self._warm_sdk()
+
     def _warm_sdk(self) -> None:
-        """Import the judge's transport in the background while pytest collects (litellm takes
-        seconds), time the first judged test would otherwise wait for."""
+        """Import the judge's transport in the background while pytest collects (an xdist worker: from
+        its first test on; litellm takes seconds), time the first judged test would otherwise wait for."""
         from pytest_aimeasure.judge.resolve import import_transport
 
         model = self.settings.model

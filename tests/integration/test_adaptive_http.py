@@ -1,9 +1,11 @@
 """Adaptive sampling end to end: pytest sessions under ``--judge-samples auto`` judging through the real
 anthropic SDK against the local provider server, with and without xdist; every call counted on the
-server, per artifact."""
+server, per artifact. Under xdist: workers sampling adaptively (and reading the baseline for the drift
+decision), and an idle worker importing no transport."""
 
 from __future__ import annotations
 
+import json
 import textwrap
 import threading
 from collections import Counter
@@ -12,7 +14,7 @@ from collections.abc import Callable, Iterator
 import pytest
 
 from pytest_aimeasure.testing import ProviderServer, SeenRequest
-from tests.conftest import read_results
+from tests.conftest import read_results, run_session
 
 MODEL = "anthropic/claude-test"
 
@@ -23,6 +25,23 @@ THREE_ITEMS = """
     @pytest.mark.parametrize("text", ["CLEAR-the fox apologised", "GOOD-the fox left", "BORDER-it sulked"])
     def test_tone(judge, text):
         judge.score(text)
+"""
+
+# Which process ran how many tests, and whether it imported the judge's transport (httpx, for anthropic/).
+SDK_CONFTEST = """
+import json, pathlib, sys
+
+RAN = []
+
+
+def pytest_runtest_logstart(nodeid):
+    RAN.append(nodeid)
+
+
+def pytest_sessionfinish(session):
+    worker = getattr(session.config, "workerinput", {}).get("workerid", "main")
+    seen = {"tests": len(RAN), "httpx": "httpx" in sys.modules}
+    pathlib.Path(session.config.rootpath, f"sdk-{worker}.json").write_text(json.dumps(seen))
 """
 
 DRIFTING = """
@@ -68,36 +87,34 @@ Run = Callable[..., pytest.RunResult]
 
 @pytest.fixture(params=[False, True], ids=["one-process", "xdist"])
 def run(request: pytest.FixtureRequest, pytester: pytest.Pytester) -> Run:
-    xdist = ["-n", "2", "-p", "no:hypothesispytest"] if request.param else []
+    """A session in this process, or (the xdist variant) with two workers; ``workers=False`` keeps a
+    session of the xdist variant in-process where only its outputs matter to the next one."""
+    xdist = ["-n", "2"] if request.param else []
 
-    def session(*args: str) -> pytest.RunResult:
-        return pytester.runpytest_subprocess(
-            "--ai-judge",
-            "--judge-model",
-            MODEL,
-            "--judge-samples",
-            "auto",
-            "--aimeasure-json",
-            "out.json",
-            *xdist,
-            *args,
-            timeout=120,
-        )
+    def session(*args: str, workers: bool = True) -> pytest.RunResult:
+        argv = ("--ai-judge", "--judge-model", MODEL, "--judge-samples", "auto", "--aimeasure-json")
+        argv += ("out.json",)
+        return run_session(pytester, *argv, *(xdist if workers else []), *args, timeout=120)
 
     return session
 
 
 def test_clear_items_stop_at_the_minimum_and_a_borderline_item_takes_more(
-    pytester: pytest.Pytester, server: ProviderServer, run: Run
+    pytester: pytest.Pytester, server: ProviderServer, run: Run, request: pytest.FixtureRequest
 ) -> None:
     """5,5,5 and 4,4,4 against a floor of 3 are settled after 3 calls; 3,4,3,4,... keeps the floor
     inside its interval at every look, so it takes the maximum, 9, and says the floor stayed open."""
     scores = ScoresByArtifact({"CLEAR-": [5], "GOOD-": [4], "BORDER-": [3, 4]})
     server.scorer = scores
     pytester.makepyfile(test_items=textwrap.dedent(THREE_ITEMS))
+    pytester.makeconftest(SDK_CONFTEST)
     result = run()
     result.assert_outcomes(passed=3)
     assert dict(scores.calls) == {"CLEAR-": 3, "GOOD-": 3, "BORDER-": 9}
+    if "xdist" in request.node.callspec.id:
+        # One module runs on one worker: the other, given no test, never imports the judge's transport.
+        seen = [json.loads(p.read_text()) for p in pytester.path.glob("sdk-gw*.json")]
+        assert sorted((s["tests"], s["httpx"]) for s in seen) == [(0, False), (3, True)]
     assert server.judge_calls == 15
 
     data = read_results(pytester.path / "out.json")
@@ -130,14 +147,15 @@ def test_an_open_drift_decision_takes_more_samples_and_a_rerun_reuses_them(
     """Session 1 (--update-baseline): 4,4,4, clear of the floor of 2, no baseline yet: 3 calls. Session
     2, a new output of the generator: 4,3,4,3,... (3.67 → 3.56) is as clear of the floor, but
     x̄_base − tolerance = 3.5 stays inside its interval: the drift decision keeps it sampling to 9
-    (xdist workers read the baseline too). Session 3, the same output again: all 9 samples come from
-    the cache (the count is not in the cache key), none from the server."""
+    (xdist workers read the baseline too: the one session the xdist variant runs with workers). Session
+    3, the same output again: all 9 samples come from the cache (the count is not in the cache key),
+    none from the server."""
     pytester.makepyfile(test_drift=textwrap.dedent(DRIFTING))
     story = pytester.path / "story.txt"
     story.write_text("DRIFT-the fox mended the fence")
     first = ScoresByArtifact({"DRIFT-": [4]})
     server.scorer = first
-    run("--update-baseline").assert_outcomes(passed=1)
+    run("--update-baseline", workers=False).assert_outcomes(passed=1)
     assert first.calls["DRIFT-"] == 3
 
     story.write_text("DRIFT-the fox mended the fence, then the gate")
@@ -151,7 +169,7 @@ def test_an_open_drift_decision_takes_more_samples_and_a_rerun_reuses_them(
 
     third = ScoresByArtifact({"DRIFT-": [1]})  # any call now would show as a 1
     server.scorer = third
-    result = run()
+    result = run(workers=False)
     result.assert_outcomes(passed=1)
     assert third.calls["DRIFT-"] == 0
     again = read_results(pytester.path / "out.json")["items"][0]["measurements"][0]
