@@ -224,6 +224,10 @@ def test_judge_batch_sends_every_sample_through_batches_at_batch_prices(
     assert sorted(intents) == sorted(per_batch)
 
 
+# One batch API under xdist: which API a worker's batches go to is the flavour's own code, run serially
+# for both by the tests above and below; what xdist adds (a journal and batches of each worker's own)
+# is the same for both.
+@pytest.mark.parametrize("flavour", [ANTHROPIC], ids=["anthropic"])
 def test_judge_batch_under_xdist_each_worker_submits_and_journals_its_own_batches(
     project: pytest.Pytester, server: ProviderServer, flavour: Flavour
 ) -> None:

@@ -149,13 +149,15 @@ def test_changing_one_dimensions_judge_leaves_the_others_comparable(
     pytester: pytest.Pytester, server: ProviderServer, xdist: tuple[str, ...], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     pytester.makepyfile(test_dims=textwrap.dedent(PER_DIMENSION))
-    result, _ = session(pytester, "--update-baseline", *xdist)
+    # The baseline and the rerun under the same judges are in-process in both variants: the xdist
+    # variant is about the controller comparing what its workers measured after one judge changed.
+    result, _ = session(pytester, "--update-baseline")
     assert result.ret == 0, result.stdout.str()
     baseline = json.loads((pytester.path / "aimeasure-baseline.json").read_text())
     assert baseline["entries"]["tone::test_dims.py::test_tone[0]"]["fingerprint"]["model"] == "claude-tone"
 
     # The same judges again: everything compares.
-    result, data = session(pytester, "--judge-cache=off", *xdist)
+    result, data = session(pytester, "--judge-cache=off")
     assert result.ret == 0, result.stdout.str()
     assert {d: c["verdict"] for d, c in data["dimensions"].items()} == {
         "tone": "stable",
@@ -308,9 +310,10 @@ def test_a_disagreeing_item_is_rejudged_by_the_stronger_model_and_a_clear_one_is
     assert "escalated from 3.33" in html
     assert "samples disagree by 2 points; samples straddle the floor 3" in html
 
-    # The escalated samples are cached and journaled like any other: a second session pays nothing.
+    # The escalated samples are cached and journaled like any other: a second session pays nothing
+    # (in-process in both variants: what the workers cached, this process finds).
     server.reset_stats()
-    result, data = session(pytester, *xdist)
+    result, data = session(pytester)
     assert result.ret == 1
     assert server.calls == 0
     assert measurements(data)["tone::test_esc.py::test_tone[split]"]["escalation"]["standing"]["mean"] == (
@@ -449,7 +452,7 @@ def test_a_suite_dimension_has_its_own_judge_and_escalates(
     pytester: pytest.Pytester, server: ProviderServer, scorer: ScoresInText, xdist: tuple[str, ...]
 ) -> None:
     pytester.makefile(".aimeasure.yaml", judged=SUITE)
-    result, data = session(pytester, "-p", "no:hypothesispytest", *xdist)
+    result, data = session(pytester, *xdist)
     assert result.ret == 0, result.stdout.str()
     assert scorer.calls == Counter(
         {
@@ -499,7 +502,7 @@ def test_a_suite_dimensions_bad_judge_is_a_collection_error_naming_the_line(
 ) -> None:
     text = SUITE.split("dimensions:")[0] + f"dimensions:\n  - {dimension}\n"
     pytester.makefile(".aimeasure.yaml", judged=text)
-    result, _ = session(pytester, "-p", "no:hypothesispytest")
+    result, _ = session(pytester)
     assert result.ret != 0
     result.stdout.fnmatch_lines([f"*judged.aimeasure.yaml: line 8: dimensions[[]0[]].*{message}*"])
     assert server.calls == 0
@@ -647,7 +650,7 @@ def test_a_resumed_run_does_not_pay_for_an_escalation_again(
     # pipeline: test_a's verdict lands before test_b interrupts the run, so the journal holds it.
     argv = ("--ai-judge", "--judge-model", BASE, "--judge-samples", str(N), "--judge-cache=off")
     argv += ("--judge-pipeline", "0")
-    result = pytester.runpytest_subprocess(*argv, "-p", "no:hypothesispytest", timeout=120)
+    result = pytester.runpytest_subprocess(*argv, timeout=120)
     assert result.ret == pytest.ExitCode.INTERRUPTED
     assert scorer.calls == Counter({("claude-base", "split"): N, ("claude-opus", "split"): N})
     (run_dir,) = (pytester.path / ".aimeasure" / "runs").iterdir()

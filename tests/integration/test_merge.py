@@ -94,6 +94,10 @@ def test_three_shards_merged_equal_one_process(project: pytest.Pytester, xdist: 
     # Equal but for the runs the entries' sources name: one process's run there, the shards' here.
     assert json.loads(merged)["entries"] and _runs(merged) == set(shard_runs(project))
     assert _without_runs(merged) == _without_runs(whole)
+    if xdist:
+        # Shards run with workers merge as one process's run does; the drop's comparison across the
+        # shards below is the merge's own arithmetic, the same whichever way the shards ran.
+        return
 
     # a drop across the shards: one comparison with one family over every test (a drop of only some
     # items is, at six items, within what items move between sessions: the paired spread, issue 14)
