@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import read_results
+from tests.conftest import read_results, run_session
 
 # A scripted judge that holds every call until `target` calls are in flight at once (or 60 s pass),
 # and writes the most it saw in flight: with the pipeline, calls of several tests meet there.
@@ -189,13 +189,13 @@ def test_calls_of_several_tests_are_in_flight_at_once(
     )
     # Four tests of two samples each meet at the barrier only if none waits for its own verdict.
     monkeypatch.setenv("BARRIER", "8")
-    result = project.runpytest_subprocess(*BASE, "--judge-samples", "2", *nx(xdist))
+    result = run_session(project, *BASE, "--judge-samples", "2", *nx(xdist))
     result.assert_outcomes(passed=4)
     assert in_flight(project.path) == 8
     for old in project.path.glob("inflight-*.txt"):
         old.unlink()
     monkeypatch.setenv("BARRIER", "2")  # a test's own two samples meet; no more ever come
-    result = project.runpytest_subprocess(*BASE, "--judge-samples", "2", "--judge-pipeline", "0", *nx(xdist))
+    result = run_session(project, *BASE, "--judge-samples", "2", "--judge-pipeline", "0", *nx(xdist))
     result.assert_outcomes(passed=4)
     assert in_flight(project.path) == 2  # one test at a time: its own samples only
 
@@ -240,8 +240,15 @@ def test_reports_json_and_baseline_are_the_same_with_the_pipeline_on_and_off(
     project.makepyfile(test_items=ITEMS)
     runs = {}
     for name, depth in (("off", "0"), ("on", "32")):
-        result = project.runpytest_subprocess(
-            *BASE, "--judge-pipeline", depth, "--update-baseline", "--aimeasure-json", "out.json", *nx(xdist)
+        result = run_session(
+            project,
+            *BASE,
+            "--judge-pipeline",
+            depth,
+            "--update-baseline",
+            "--aimeasure-json",
+            "out.json",
+            *nx(xdist),
         )
         result.assert_outcomes(passed=7, failed=4, skipped=1, errors=1)
         target = project.path / name
@@ -264,8 +271,13 @@ def test_reports_json_and_baseline_are_the_same_with_the_pipeline_on_and_off(
     assert props[:2] == ["aimeasure.dimension", "aimeasure.mean"] and "after" in props
 
 
-@XDIST
-@pytest.mark.parametrize("depth", ["0", "32"], ids=["waits", "pipelined"])
+# Under xdist pipelined only: a verdict's report crosses from the worker the same way when the test
+# waited for it, and waiting (--judge-pipeline 0) has its own serial variant.
+@pytest.mark.parametrize(
+    ("xdist", "depth"),
+    [(False, "0"), (False, "32"), (True, "32")],
+    ids=["waits-serial", "pipelined-serial", "pipelined-n2"],
+)
 def test_short_summary_and_line_traceback_carry_the_verdicts_message(
     project: pytest.Pytester, xdist: bool, depth: str
 ) -> None:
@@ -286,7 +298,7 @@ def test_short_summary_and_line_traceback_carry_the_verdicts_message(
     scores = {"test_tone[b]": [2, 2, 3], "test_judge_error": "bad"}
     (project.path / "scores.json").write_text(json.dumps(scores))
     args = (*BASE, "--judge-pipeline", depth, *nx(xdist), "--junitxml", "junit.xml")
-    result = project.runpytest_subprocess(*args, "-rA", "-vv")
+    result = run_session(project, *args, "-rA", "-vv")
     result.assert_outcomes(passed=1, failed=1, errors=1)
     # The one-line summary names the verdict, not only the test...
     result.stdout.fnmatch_lines(
@@ -298,13 +310,13 @@ def test_short_summary_and_line_traceback_carry_the_verdicts_message(
         consecutive=False,
     )
     # ... --tb=line points at the call of judge.score with the whole first line ...
-    result = project.runpytest_subprocess(*args, "--tb=line")
+    result = run_session(project, *args, "--tb=line")
     where = f"{project.path}/test_short.py:6"
     result.stdout.fnmatch_lines(
         [f"{where}: FloorBreach: tone: mean 2.33 (95% CI 1.00–3.77, n=3) is below the floor 3"]
     )
     # ... the failure section still shows the whole verdict, without a traceback ...
-    result = project.runpytest_subprocess(*args)
+    result = run_session(project, *args)
     result.stdout.fnmatch_lines(["FloorBreach: tone: mean 2.33*", "samples: 2, 2, 3", "lowest sample (#0*"])
     assert "Traceback" not in result.stdout.str() and "raise " not in result.stdout.str()
     # ... and JUnit's failure message is the verdict's.
@@ -333,7 +345,7 @@ def test_maxfail_stops_once_the_failure_lands_and_started_tests_finish(
     )
     (project.path / "scores.json").write_text(json.dumps({"test_tone[b]": 1}))
     # One pending verdict at most: test c waits for b's, which fails, so c never starts.
-    result = project.runpytest_subprocess(*BASE, "-x", "--judge-pipeline", "1", *nx(xdist))
+    result = run_session(project, *BASE, "-x", "--judge-pipeline", "1", *nx(xdist))
     result.stdout.fnmatch_lines(["*stopping after 1 failures*"])
     started = set((project.path / "started.txt").read_text().split())
     reports = json.loads((project.path / "reports.json").read_text())
@@ -402,7 +414,7 @@ def test_rerunfailures_items_step_aside_and_are_rerun(
             'value = 1 if "attempt 1" in call.artifact else scores.get("-", 4)',
         )
     )
-    result = project.runpytest_subprocess(*BASE, "--aimeasure-json", "out.json", *nx(xdist))
+    result = run_session(project, *BASE, "--aimeasure-json", "out.json", *nx(xdist))
     result.assert_outcomes(passed=3)
     result.stdout.fnmatch_lines(["*3 passed, 1 rerun*"])
     result.stdout.fnmatch_lines(
@@ -464,17 +476,23 @@ def test_repeats_are_pipelined_and_pool_as_without_the_pipeline(
     )
     # Two tests x two repeats x two samples meet at the barrier only when the tests overlap.
     monkeypatch.setenv("BARRIER", "8")
-    result = project.runpytest_subprocess(
-        *BASE, "--judge-samples", "2", "--aimeasure-json", "out.json", *nx(xdist)
-    )
+    result = run_session(project, *BASE, "--judge-samples", "2", "--aimeasure-json", "out.json", *nx(xdist))
     result.assert_outcomes(passed=2)
     assert in_flight(project.path) == 8  # (one module: one xdist worker runs both tests)
     on = read_results(project.path / "out.json")
     for old in project.path.glob("inflight-*.txt"):
         old.unlink()
     monkeypatch.setenv("BARRIER", "4")  # one test's two repeats of two samples
-    result = project.runpytest_subprocess(
-        *BASE, "--judge-samples", "2", "--judge-pipeline", "0", "--aimeasure-json", "out.json", *nx(xdist)
+    result = run_session(
+        project,
+        *BASE,
+        "--judge-samples",
+        "2",
+        "--judge-pipeline",
+        "0",
+        "--aimeasure-json",
+        "out.json",
+        *nx(xdist),
     )
     result.assert_outcomes(passed=2)
     assert in_flight(project.path) == 4
@@ -516,7 +534,7 @@ def test_a_pending_score_counts_as_scored_and_its_judge_error_is_reported(
         """
     )
     (project.path / "scores.json").write_text(json.dumps({"test_judge_error": "bad"}))
-    result = project.runpytest_subprocess(*BASE, "--aimeasure-json", "out.json", *nx(xdist))
+    result = run_session(project, *BASE, "--aimeasure-json", "out.json", *nx(xdist))
     result.assert_outcomes(passed=1, failed=1, errors=1)
     reports = {
         (r[0].split("::")[-1], r[1]): r for r in json.loads((project.path / "reports.json").read_text())
@@ -556,10 +574,10 @@ def pytest_aimeasure_measured(measurement, item):
             judge.score(f"artifact {resource}")
         """
     )
-    project.runpytest_subprocess(*BASE, "--judge-pipeline", "0").assert_outcomes(passed=1)
+    run_session(project, *BASE, "--judge-pipeline", "0").assert_outcomes(passed=1)
     assert (project.path / "order.txt").read_text().split("\n")[:2] == ["measured test_tone", "teardown"]
     (project.path / "order.txt").unlink()
-    project.runpytest_subprocess(*BASE).assert_outcomes(passed=1)
+    run_session(project, *BASE).assert_outcomes(passed=1)
     assert (project.path / "order.txt").read_text().split("\n")[:2] == ["teardown", "measured test_tone"]
 
 
@@ -608,6 +626,6 @@ def test_room_in_the_pipeline_opens_when_any_verdict_lands_not_only_the_oldest(
             judge.score(artifact)
         """
     )
-    result = pytester.runpytest_subprocess(*BASE, "--judge-samples", "1", "--judge-pipeline", "2")
+    result = run_session(pytester, *BASE, "--judge-samples", "1", "--judge-pipeline", "2")
     result.assert_outcomes(passed=3)
     assert not (pytester.path / "first-waited-20s").exists()
