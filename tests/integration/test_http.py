@@ -241,7 +241,7 @@ def test_failed_gate_makes_no_judge_call_for_its_artifact_with_xdist(
     pytester.makeconftest(textwrap.dedent(WHERE_CONFTEST))
     result = pytester.runpytest_subprocess(
         "--ai-judge", "--judge-model", ANTHROPIC, "--judge-samples", "2", "--aimeasure-json", "out.json",
-        "-rs", "-n", "2", "-p", "no:hypothesispytest", timeout=120,
+        "-rs", "-n", "2", timeout=120,
     )  # fmt: skip
     check_gated_session(pytester, server, result, ["test_gated_params", "test_gated_artifacts"])
     # The gate and the dimensions of each module ran on one worker (it is the gate's outcome, kept in
@@ -609,7 +609,7 @@ def test_unreachable_provider_names_its_url_and_stops_being_called(
         # One file runs on one worker (loadfile), and each process keeps its own count.
         result = pytester.runpytest_subprocess(
             "--ai-judge", "--judge-model", model, "--aimeasure-json", "out.json", *args, "-n", "2",
-            "-p", "no:hypothesispytest", timeout=120,
+            timeout=120,
         )  # fmt: skip
     else:
         result = judged(pytester, model, *args)
@@ -665,7 +665,7 @@ def test_connection_resets_mid_response_are_retried_not_taken_for_an_unreachable
     if xdist:
         result = pytester.runpytest_subprocess(
             "--ai-judge", "--judge-model", model, "--aimeasure-json", "out.json", *args, "-n", "2",
-            "-p", "no:hypothesispytest", timeout=180,
+            timeout=180,
         )  # fmt: skip
     else:
         result = judged(pytester, model, *args)
@@ -717,7 +717,7 @@ def test_a_quota_that_never_comes_back_is_given_up_in_bounded_time_and_said_unde
     pytester.makepyfile(textwrap.dedent(TWENTY_ITEMS))
     result = pytester.runpytest_subprocess(
         "--ai-judge", "--judge-model", model, "--aimeasure-json", "out.json", "-q",
-        "--judge-quota-wait", "2", "-p", "no:hypothesispytest", timeout=180,
+        "--judge-quota-wait", "2", timeout=180,
     )  # fmt: skip
     result.assert_outcomes(errors=20)
     messages = [i["message"] for i in results(pytester)["items"]]

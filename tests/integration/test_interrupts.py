@@ -18,6 +18,7 @@ from xml.etree import ElementTree
 
 import pytest
 
+from pytest_aimeasure.cli.main import main as cli
 from pytest_aimeasure.store.runs import utc_now
 from pytest_aimeasure.testing import ProviderServer
 
@@ -142,7 +143,11 @@ def junit_cases(path: Path) -> set[str]:
 @XDIST
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
 def test_an_interrupted_session_reports_what_landed_says_so_under_q_and_history_says_interrupted(
-    project: pytest.Pytester, server: ProviderServer, workers: list[str], sig: int
+    project: pytest.Pytester,
+    server: ProviderServer,
+    workers: list[str],
+    sig: int,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
     # A SIGTERM (a CI job's timeout) is an interruption too: before, the process died on the spot,
     # leaving the run "running", no summary and no JUnit.
@@ -172,19 +177,8 @@ def test_an_interrupted_session_reports_what_landed_says_so_under_q_and_history_
     given_up = [f for f in findings if f["kind"] == "interrupted"]
     assert given_up and all(f["severity"] == "info" for f in given_up)
     assert not [f for f in findings if f["kind"] == "budget"]
-    history = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pytest_aimeasure.cli.main",
-            "--store",
-            str(project.path / ".aimeasure"),
-            "history",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=True,
-    ).stdout
+    capsys.readouterr()
+    assert cli(["--store", str(project.path / ".aimeasure"), "history"]) == 0
+    history = capsys.readouterr().out
     (row,) = [line for line in history.splitlines() if line.startswith(run.name)]
     assert "interrupted" in row and "passed" not in row

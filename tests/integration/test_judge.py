@@ -194,8 +194,7 @@ def test_interrupted_run_says_so_and_gives_the_resume_command(pytester: pytest.P
     pytester.makepyfile(test_story=INTERRUPTED)
     # In a subprocess: in-process, the KeyboardInterrupt would stop this session too.
     result = pytester.runpytest_subprocess(
-        "--ai-judge", "--judge-model", "scripted", "--judge-samples", "1", "-p", "no:hypothesispytest",
-        timeout=120,
+        "--ai-judge", "--judge-model", "scripted", "--judge-samples", "1", timeout=120,
     )  # fmt: skip
     assert result.ret == pytest.ExitCode.INTERRUPTED
     (run_dir,) = (pytester.path / ".aimeasure" / "runs").iterdir()

@@ -56,10 +56,7 @@ def max_overlap(requests: list[SeenRequest]) -> int:
     return best
 
 
-# hypothesis's plugin imports modules in its terminal summary; pytest rewrites them with ast.parse on
-# the main thread while litellm may format a traceback on the judge thread (not thread-safe on < 3.13).
-QUIET = ("-p", "no:hypothesispytest")
-JUDGE = (*QUIET, "--ai-judge", "--judge-model", "openai/judge-model")
+JUDGE = ("--ai-judge", "--judge-model", "openai/judge-model")
 
 
 def test_fast_target_is_not_held_back_by_the_slow_one(
@@ -147,7 +144,6 @@ def test_rejudge_generates_nothing_and_a_missing_output_is_an_item_error(
     # a prompt added since: its output was never generated, and --aimeasure-rejudge never generates
     pytester.makefile(".aimeasure.yaml", speed=suite(targets="fast", prompts=("p1", "p2", "p3")))
     result = pytester.runpytest(
-        *QUIET,
         "--ai-judge",
         "--judge-model",
         "openai/judge-2",
@@ -223,7 +219,7 @@ dimensions: [{name: q, rubric: r, samples: 1}]
 """,
     )
     result = pytester.runpytest(
-        *QUIET, "--ai-judge", "--judge-model", "openai/gpt-4.1", "--aimeasure-json", "out.json"
+        "--ai-judge", "--judge-model", "openai/gpt-4.1", "--aimeasure-json", "out.json"
     )
     result.assert_outcomes(passed=6)
     findings = [
@@ -253,9 +249,7 @@ prompts: [{{id: p1, text: Say something.}}]
 gates: [{{must_include: "claude-test-model"}}]
 """,
     )
-    result = pytester.runpytest(
-        *QUIET, "--aimeasure-json", "out.json", "--ai-judge", "--judge-model", "scripted"
-    )
+    result = pytester.runpytest("--aimeasure-json", "out.json", "--ai-judge", "--judge-model", "scripted")
     result.assert_outcomes(passed=1)
     (seen,) = generations(server)
     assert (seen.protocol, seen.model, seen.system, seen.prompt) == (
