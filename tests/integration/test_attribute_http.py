@@ -1,7 +1,10 @@
 """Drift attribution end to end: pytest sessions judging stored artifacts through the real anthropic SDK
 against the local provider server, whose scorer reads each artifact's quality (``QUALITY=n``) from the
 prompt and answers like the judge model the request names: ``claude-old`` faithfully, ``claude-new`` one
-point lower. Calls are counted on the server."""
+point lower. Calls are counted on the server.
+
+Under xdist (one variant): the controller attributing a judge swap after its workers measured, and
+the update that follows; the sessions around them run in-process."""
 
 from __future__ import annotations
 

@@ -1,6 +1,8 @@
 """Batch mode (``--judge-batch``) over real HTTP: the real anthropic SDK's Message Batches calls, and
 litellm's OpenAI files + batches calls, against the local provider's batch endpoints. What was
 uploaded, submitted, polled and read is counted on the server.
+
+Under xdist (one variant, the anthropic API): each worker submits and journals batches of its own.
 """
 
 from __future__ import annotations

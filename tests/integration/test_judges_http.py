@@ -5,6 +5,9 @@ each model received.
 Each artifact's text says how each judge model scores it: ``claude-base=4,4,4 claude-opus=3`` means
 the model ``claude-base`` answers its three calls on that artifact 4, 4, 4 (in whatever order they
 arrive) and ``claude-opus`` answers 3. A model the text does not name answers 4.
+
+Under xdist: a dimension's judge changed (the workers' per-dimension judges and fingerprints),
+escalation, and a suite dimension's own judge.
 """
 
 from __future__ import annotations
@@ -123,12 +126,11 @@ PER_DIMENSION = """
 """
 
 
-@XDIST
-def test_each_dimension_is_judged_by_its_own_model(
-    pytester: pytest.Pytester, server: ProviderServer, xdist: tuple[str, ...]
-) -> None:
+# Serial only: under xdist, each worker judging a dimension with its own model and the controller
+# reading their fingerprints is test_changing_one_dimensions_judge_leaves_the_others_comparable[xdist].
+def test_each_dimension_is_judged_by_its_own_model(pytester: pytest.Pytester, server: ProviderServer) -> None:
     pytester.makepyfile(test_dims=textwrap.dedent(PER_DIMENSION))
-    result, data = session(pytester, "--judge-cache=off", *xdist)
+    result, data = session(pytester, "--judge-cache=off")
     assert result.ret == 0, result.stdout.str()
     # Four items a dimension, N calls each, every call to the dimension's own judge.
     assert server.calls_by_model == {"claude-tone": 4 * N, "judge-acc": 4 * N, "claude-base": 4 * N}

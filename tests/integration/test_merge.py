@@ -1,4 +1,6 @@
-"""Shard merge: three ``-k`` shards merged are the same session as one process running everything."""
+"""Shard merge: three ``-k`` shards merged are the same session as one process running everything.
+
+Under xdist (one variant): shards run with workers merge into the same baseline."""
 
 from __future__ import annotations
 

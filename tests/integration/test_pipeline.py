@@ -1,5 +1,9 @@
 """Pipelined judging (--judge-pipeline): tests overlap their judge calls, and every path (reports,
--x, Ctrl-C, gates, xdist, plugins that run the protocol themselves) ends as it does without it."""
+-x, Ctrl-C, gates, xdist, plugins that run the protocol themselves) ends as it does without it.
+
+Serial sessions run in-process but for Ctrl-C's and pytest-timeout's. Each behaviour that a worker
+changes (calls in flight, reports and their order, -x, reruns, timeouts, repeats, pending verdicts,
+the short summary) also runs under -n 2."""
 
 from __future__ import annotations
 
