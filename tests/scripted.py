@@ -30,3 +30,26 @@ def pytest_aimeasure_scripted_verdict(call, config):
     name = call.nodeid.split("::")[-1]
     return {scores}[call.index], f"scripted {{name}} #{{call.index}}{rationale}"
 """
+
+
+RED_FIRST_TESTS = """
+import pytest
+
+@pytest.fixture(scope="module")
+def reply(aimeasure_artifact):
+    return aimeasure_artifact("reply", lambda: "a reply")
+
+@pytest.mark.gate
+def test_gate(reply):
+    assert "walk" in reply.text, "1 of 6 walks failed on seed5"
+
+@pytest.mark.dimension("tone", rubric="5 = right tone", floor=3.0)
+def test_tone(judge):
+    judge.score("a tone")
+
+@pytest.mark.dimension("clarity", rubric="5 = clear", floor=3.0)
+def test_clarity(judge):
+    judge.score("clear")
+"""
+"""A project whose failed gate is the real red (its artifact never reaches the judge) beside two
+judged dimensions, scored from ``scores.json``: what the reports must show first."""

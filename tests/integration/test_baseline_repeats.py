@@ -54,6 +54,15 @@ def _generated(path: Path) -> int:
     return len(log.read_text()) if log.exists() else 0
 
 
+def _update_with_three_outputs(pytester: pytest.Pytester) -> None:
+    pytester.makeconftest(CONFTEST)
+    pytester.makepyfile(test_story=TESTS)
+    pytester.runpytest(*ARGS, "--update-baseline", "--aimeasure-baseline-repeats", "3").assert_outcomes(
+        passed=1
+    )
+    assert _generated(pytester.path) == 3
+
+
 def _entry(path: Path) -> dict[str, object]:
     entries: dict[str, dict[str, object]] = json.loads((path / "aimeasure-baseline.json").read_text())[
         "entries"
@@ -121,12 +130,7 @@ def test_explicit_repeats_and_a_baseline_repeats_of_one_are_kept(pytester: pytes
 def test_rejudging_the_update_run_reads_its_stored_outputs_and_generates_none(
     pytester: pytest.Pytester,
 ) -> None:
-    pytester.makeconftest(CONFTEST)
-    pytester.makepyfile(test_story=TESTS)
-    pytester.runpytest(*ARGS, "--update-baseline", "--aimeasure-baseline-repeats", "3").assert_outcomes(
-        passed=1
-    )
-    assert _generated(pytester.path) == 3
+    _update_with_three_outputs(pytester)
     rejudged = pytester.runpytest(*ARGS, "--aimeasure-rejudge", "latest", "--aimeasure-json", "re.json")
     rejudged.assert_outcomes(passed=1)
     assert _generated(pytester.path) == 3
@@ -173,11 +177,7 @@ def test_a_bad_baseline_repeats_value_is_a_usage_error(pytester: pytest.Pytester
 def test_attribution_names_why_it_skips_an_entry_that_pooled_generation_repeats(
     pytester: pytest.Pytester,
 ) -> None:
-    pytester.makeconftest(CONFTEST)
-    pytester.makepyfile(test_story=TESTS)
-    pytester.runpytest(*ARGS, "--update-baseline", "--aimeasure-baseline-repeats", "3").assert_outcomes(
-        passed=1
-    )
+    _update_with_three_outputs(pytester)
     pytester.makepyfile(test_story=TESTS.replace("5 = vivid", "5 = vivid, and every word earns its place"))
     result = pytester.runpytest(*ARGS, "--aimeasure-attribute", "--aimeasure-json", "out.json")
     data = read_results(pytester.path / "out.json")

@@ -7,31 +7,16 @@ from __future__ import annotations
 import pytest
 
 from tests.conftest import read_results
-from tests.scripted import SCRIPTED_ARGS, scores_conftest
+from tests.scripted import RED_FIRST_TESTS, SCRIPTED_ARGS, scores_conftest
 
-TESTS = """
-import pytest
-
-@pytest.fixture(scope="module")
-def reply(aimeasure_artifact):
-    return aimeasure_artifact("reply", lambda: "a reply")
-
-@pytest.mark.gate
-def test_gate(reply):
-    assert "walk" in reply.text, "1 of 6 walks failed on seed5"
-
-@pytest.mark.dimension("tone", rubric="5 = right tone", floor=3.0)
-def test_tone(judge):
-    judge.score("a tone")
-
-@pytest.mark.dimension("clarity", rubric="5 = clear", floor=3.0)
-def test_clarity(judge):
-    judge.score("clear")
-
+TESTS = (
+    RED_FIRST_TESTS
+    + """
 @pytest.mark.dimension("wit", rubric="5 = witty", floor=4.0)
 def test_wit(judge):
     judge.score("witty")
 """
+)
 
 
 def test_a_failed_gate_is_a_fail_finding_and_no_baseline_is_one_line(pytester: pytest.Pytester) -> None:

@@ -372,38 +372,17 @@ def test_observatory_sized_report_renders(three_runs: pytest.Pytester) -> None:
     assert os.path.getsize(three_runs.path / "report.html") < 400_000
 
 
-RED_FIRST = """
-import pytest
-
-@pytest.fixture(scope="module")
-def reply(aimeasure_artifact):
-    return aimeasure_artifact("reply", lambda: "a reply")
-
-@pytest.mark.gate
-def test_gate(reply):
-    assert "walk" in reply.text, "1 of 6 walks failed on seed5"
-
-@pytest.mark.dimension("tone", rubric="5 = right tone", floor=3.0)
-def test_tone(judge):
-    judge.score("a tone")
-
-@pytest.mark.dimension("clarity", rubric="5 = clear", floor=3.0)
-def test_clarity(judge):
-    judge.score("clear")
-"""
-
-
 def test_the_report_a_user_believes_in_a_real_browser(
     pytester: pytest.Pytester, browser: Any, tmp_path: Path
 ) -> None:
     """Issue 22 as a reader sees it: error bars inside the chart, one interval per item in every table,
     the failed gate a FAIL finding with its assertion, and "no baseline yet" said once."""
-    from tests.scripted import SCRIPTED_ARGS, scores_conftest
+    from tests.scripted import RED_FIRST_TESTS, SCRIPTED_ARGS, scores_conftest
 
     pytester.makeconftest(scores_conftest())
     # tone's 4, 2, 5: a t interval of 3.67 ± 3.79 that runs off both ends of the 1-5 scale.
     (pytester.path / "scores.json").write_text('{"test_tone": [4, 2, 5], "test_clarity": [3, 3, 4]}')
-    pytester.makepyfile(test_subject=RED_FIRST)
+    pytester.makepyfile(test_subject=RED_FIRST_TESTS)
     pytester.runpytest(*SCRIPTED_ARGS, "--aimeasure-html", "report.html").assert_outcomes(passed=2, failed=1)
     page, problems, _ = open_report(browser, pytester.path / "report.html")
     try:
