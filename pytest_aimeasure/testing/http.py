@@ -156,12 +156,13 @@ class ProviderHandler(BaseHTTPRequestHandler):
             except Exception as exc:  # a broken scorer must not hang the client
                 reply = error_reply(protocol, 500, f"test provider failed: {type(exc).__name__}: {exc}")
             seen.status = reply.status
-            # Out of flight before the client can read the reply: a client that starts its next call
-            # the moment this one returns must not find it still counted.
+            # Out of flight, and finished, before the client can read the reply: a client that starts
+            # its next call (or reads this request's record) the moment this one returns must not find
+            # it still counted, nor without its end.
+            seen.finished = time.monotonic()
             provider._leave()
             left = True
             self._send(reply)
-            seen.finished = time.monotonic()
         finally:
             if not left:
                 provider._leave()
