@@ -901,25 +901,15 @@ def item_drifts(
     new_means = [sum(s) / len(s) for s in new]
     diffs = [b - a for a, b in zip(base_means, new_means, strict=True)]
     d_mean = math.fsum(diffs) / m
-    d_ss = math.fsum((d - d_mean) ** 2 for d in diffs)
+    spread = (d_mean, math.fsum((d - d_mean) ** 2 for d in diffs))
     gen = _generation_var(generations, var_floor)
     measured = gen is not None or (history is not None and history.var_item is not None)
     out = []
     for i in range(m):
-        a, b = base[i], new[i]
         pooled = float(base_sessions[i]) if base_sessions else 1.0
-        var_within, df_w = _pair_within(a, b, var_floor)
-        v_within = var_within * (1.0 / len(a) + 1.0 / len(b))
-        estimates: list[Estimate] = []
-        if m > 2:
-            # Leave-one-out sum of squares: removing d_i from a sample moves its mean by (d_i − mean)/(m−1).
-            v_loo = max(0.0, (d_ss - (diffs[i] - d_mean) ** 2 * m / (m - 1)) / (m - 2))
-            estimates.append(("paired", v_loo, float(m - 2)))
-        if gen is not None and generations is not None:
-            g = generations[i]
-            estimates.append(("repeats", gen[0] * (1.0 / g.base + 1.0 / g.new), float(gen[1])))
-        if history is not None and history.var_item is not None and history.df_item is not None:
-            estimates.append(("history", history.var_item * (1.0 + 1.0 / pooled), history.df_item))
+        estimates = _item_estimates(i, diffs, spread, gen, generations, history, pooled)
+        var_within, df_w = _pair_within(base[i], new[i], var_floor)
+        v_within = var_within * (1.0 / len(base[i]) + 1.0 / len(new[i]))
         between = _pool(estimates)
         if prior is not None and not measured:
             floor = prior.item_var * (1.0 + 1.0 / pooled)
@@ -943,6 +933,32 @@ def item_drifts(
             )
         )
     return out
+
+
+def _item_estimates(
+    i: int,
+    diffs: Sequence[float],
+    spread: tuple[float, float],
+    gen: tuple[float, int] | None,
+    generations: Sequence[Generations] | None,
+    history: SessionHistory | None,
+    pooled: float,
+) -> list[Estimate]:
+    """Item ``i``'s estimates of its between-session variance, as :func:`item_drifts` pools them.
+    ``spread``: the mean of the differences and their sum of squares about it, computed once."""
+    m = len(diffs)
+    d_mean, d_ss = spread
+    estimates: list[Estimate] = []
+    if m > 2:
+        # Leave-one-out sum of squares: removing d_i from a sample moves its mean by (d_i − mean)/(m−1).
+        v_loo = max(0.0, (d_ss - (diffs[i] - d_mean) ** 2 * m / (m - 1)) / (m - 2))
+        estimates.append(("paired", v_loo, float(m - 2)))
+    if gen is not None and generations is not None:
+        g = generations[i]
+        estimates.append(("repeats", gen[0] * (1.0 / g.base + 1.0 / g.new), float(gen[1])))
+    if history is not None and history.var_item is not None and history.df_item is not None:
+        estimates.append(("history", history.var_item * (1.0 + 1.0 / pooled), history.df_item))
+    return estimates
 
 
 def holm(p_values: Sequence[float], alpha: float = 0.05) -> list[bool]:
