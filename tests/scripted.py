@@ -4,6 +4,8 @@ line that runs a session with it."""
 
 from __future__ import annotations
 
+from pytest_aimeasure.measure.models import Fingerprint
+
 SCRIPTED_ARGS = (
     "--ai-judge",
     "--judge-model",
@@ -15,6 +17,17 @@ SCRIPTED_ARGS = (
     "no:cacheprovider",
 )
 """The scripted judge, no sample cache, tests in file order, no pytest cache in the project."""
+
+SCRIPTED_FINGERPRINT = Fingerprint(
+    provider="scripted",
+    model="scripted",
+    temperature=0.0,
+    samples=3,
+    prompt_hash="p",
+    rubric_hash="r",
+    plugin_major=0,
+)
+"""The ruler of a measurement the scripted judge made, for tests that build measurements by hand."""
 
 
 def scores_conftest(*, default: list[int] | None = None, rationale: str = "") -> str:

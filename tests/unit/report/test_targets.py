@@ -16,16 +16,7 @@ from pytest_aimeasure.report.targets import (
     tables_from_runs,
 )
 from pytest_aimeasure.store.runs import RunStore
-
-FP = Fingerprint(
-    provider="scripted",
-    model="scripted",
-    temperature=0.0,
-    samples=3,
-    prompt_hash="p",
-    rubric_hash="r",
-    plugin_major=0,
-)
+from tests.scripted import SCRIPTED_FINGERPRINT as FP
 
 
 def measurement(

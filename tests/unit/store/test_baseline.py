@@ -26,6 +26,7 @@ from pytest_aimeasure.store.baseline import (
     merge_entries,
     update_baseline,
 )
+from tests.scripted import SCRIPTED_FINGERPRINT as FP
 
 NODE_A = "tests/test_x.py::test_a"
 ID_A = f"tone::{NODE_A}"
@@ -529,17 +530,6 @@ def test_the_baseline_keeps_the_generation_repeats_so_one_session_knows_its_gene
     plain = tmp_path / "plain.json"
     update_baseline(plain, [measurement(scores=[4, 4, 5])], whole_suite=False, prune=False)
     assert "generations" not in plain.read_text()
-
-
-FP = Fingerprint(
-    provider="scripted",
-    model="scripted",
-    temperature=0.0,
-    samples=3,
-    prompt_hash="p",
-    rubric_hash="r",
-    plugin_major=0,
-)
 
 
 def entry(nodeid: str, dimension: str = "tone") -> BaselineEntry:
