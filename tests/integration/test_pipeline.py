@@ -420,7 +420,7 @@ def test_rerunfailures_items_step_aside_and_are_rerun(
     )
     result = run_session(project, *BASE, "--aimeasure-json", "out.json", *nx(xdist))
     result.assert_outcomes(passed=3)
-    result.stdout.fnmatch_lines(["*3 passed, 1 rerun*"])
+    result.stdout.fnmatch_lines(["*3 passed*1 rerun*"])
     result.stdout.fnmatch_lines(
         ["aimeasure pipeline: 1 item(s) judged without the pipeline: pytest-rerunfailures reruns it*"]
     )
