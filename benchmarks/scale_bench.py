@@ -1,24 +1,38 @@
-"""The plugin's own cost per judged item at scale: a pytest session of many dimension items with the
-offline scripted judge (no latency, no network), pipeline off and on, side by side.
+"""The plugin's own cost per judged item at scale, beside plain pytest: sessions of many dimension
+items with the offline scripted judge (no latency, no network), pipeline off and on, at several sizes.
 
-Run:  python benchmarks/scale_bench.py [--items 10000] [--samples 3] [--rounds 1] [--dir PATH]
-                                       [--profile plain|off|on] [--top 30]
+Run:  python benchmarks/scale_bench.py [--items 1000,5000,10000] [--samples 3] [--rounds 1]
+                                       [--inert-tests 2000] [--inert-rounds 3] [--dir PATH]
+                                       [--profile plain|off|on] [--profile-end off|on] [--top 30]
 
-A project of ``--items`` parametrized ``@pytest.mark.dimension`` tests is written to ``--dir``
-(default: a temporary folder in the current directory, not /tmp, which is a RAM disk on many systems
-and would make the run store's fsync look free) and ``pytest --ai-judge --judge-model scripted`` runs
-it in a subprocess, once with ``--judge-pipeline 0`` and once with the default, rounds interleaved.
-The conftest times the test loop from the start of ``pytest_runtestloop`` to the moment the last
-item's reports are logged (every item's protocol, the judge, the journal, the reports, and with the
-pipeline the drain of the verdicts still pending; not start-up, collection or the session's end); the
-figure is that time per item. The whole process time and the session's end (last item logged ->
-exit: comparison, results, reports, interpreter exit) are printed next to it. Before the timed sessions
-one session writes a baseline of every item
-(``--update-baseline``), so the timed ones compare with a ``--items``-entry baseline at their end, as
-a real suite does; the conftest times that ``compare()`` call on its own (``comparison with the
-baseline``). ``--profile MODE`` runs that mode once more under cProfile (the test loop only)
-and prints the ``--top`` functions by own time and by cumulative time; ``--profile-end MODE`` does
-the same for the session's end (``pytest_sessionfinish`` to the last ``pytest_unconfigure``).
+For each size a project of that many parametrized ``@pytest.mark.dimension`` tests is written to a
+folder under ``--dir`` (default: the current directory, not /tmp, which is a RAM disk on many systems
+and would make the run store's fsync look free), and four kinds of session run as subprocesses,
+interleaved round by round:
+
+* ``plain``: pytest alone (the plugin not loaded) on the same tests without a judge;
+* ``inert``: the same, with the plugin loaded and ``--ai-judge`` off;
+* ``off`` / ``on``: ``pytest --ai-judge --judge-model scripted`` with ``--judge-pipeline 0`` / the
+  default pipeline, compared at the end with a baseline of every item (written by one session
+  before, ``--update-baseline``), as a real suite is.
+
+Figures (medians over the rounds), each printed side by side with pytest alone:
+
+* ``test loop CPU per item``: CPU time of the process (every thread) from ``pytest_runtestloop``'s
+  start to the moment the last item's reports are logged (every item's protocol, the judge, the
+  journal, the reports, and with the pipeline the drain), over the item count; ``over pytest alone``
+  subtracts pytest's own figure (target <= 1 ms at 10,000 items, pipeline on and off);
+* ``last item -> exit``: wall time from the end of the last test's call to the process's exit (the
+  pipeline's drain, the comparison, results, reports, interpreter exit) (target <= 2 s at 10,000,
+  linear from 1,000 to 10,000: the ratio to the smallest size is printed beside the size ratio);
+* ``process CPU``: the child's whole user + system CPU (``wait4``), per item, over pytest alone;
+* ``inert``: ``--inert-tests`` trivial tests, plugin loaded and off over plugin disabled, CPU and
+  wall (target <= 1.02x).
+
+The load average is printed at the start and the end: only ratios measured in one run carry over.
+``--profile MODE`` runs MODE once more at the largest size under cProfile (the test loop only) and
+prints the ``--top`` functions by own and by cumulative time; ``--profile-end MODE`` does the same
+for the session's end (``pytest_sessionfinish`` to the last ``pytest_unconfigure``).
 """
 
 from __future__ import annotations
@@ -28,6 +42,7 @@ import json
 import os
 import platform
 import pstats
+import resource
 import statistics
 import subprocess
 import sys
@@ -53,10 +68,13 @@ def test_clarity(case, judge):
     judge.score(f"Answer {{case}}: the fox mended the fence and left {{case}} apples at the gate.")
 """
 
+OWN_ROOTDIR = "[pytest]\n"  # neither the surrounding project's conftest nor its addopts
+
 CONFTEST = """
 import cProfile, json, os, time
 import pytest
 
+@pytest.hookimpl(optionalhook=True)  # (pytest alone runs this conftest too)
 def pytest_aimeasure_scripted_verdict(call, config):
     return 3 + call.index % 2, f"scripted sample {call.index}"
 
@@ -84,7 +102,7 @@ TIMES = {}
 @pytest.hookimpl(wrapper=True, tryfirst=True)
 def pytest_runtestloop(session):
     profile = cProfile.Profile() if os.environ.get("SCALE_PROFILE") else None
-    TIMES["started"] = time.perf_counter()
+    TIMES["started"], TIMES["cpu_started"] = time.perf_counter(), time.process_time()
     if profile:
         profile.enable()
     try:
@@ -95,13 +113,21 @@ def pytest_runtestloop(session):
             profile.dump_stats(os.environ["SCALE_PROFILE"])
 
 
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item):
+    try:
+        return (yield)
+    finally:
+        TIMES["called"] = time.time()  # the last item's test ran: from here to exit is the end
+
+
 END_PROFILE = []
 
 
 def pytest_runtest_logfinish(nodeid, location):
     # The pipeline logs an item when its verdict lands, after the loop's own hooks may have
     # returned (the drain): the loop ends when the last item is logged.
-    TIMES["last"], TIMES["end"] = time.perf_counter(), time.time()
+    TIMES["last"], TIMES["cpu_last"] = time.perf_counter(), time.process_time()
 
 
 @pytest.hookimpl(wrapper=True, tryfirst=True)
@@ -120,8 +146,12 @@ def pytest_unconfigure(config):
         END_PROFILE[0].dump_stats(os.environ["SCALE_PROFILE_END"])
     if "last" in TIMES:
         with open(os.environ["SCALE_OUT"], "w") as f:
-            loop = TIMES["last"] - TIMES["started"]
-            json.dump({"loop_s": loop, "items": ITEMS[0], "end": TIMES["end"]}, f)
+            json.dump({
+                "loop_s": TIMES["last"] - TIMES["started"],
+                "loop_cpu_s": TIMES["cpu_last"] - TIMES["cpu_started"],
+                "items": ITEMS[0],
+                "called": TIMES["called"],
+            }, f)
 
 
 ITEMS = [0]
@@ -131,49 +161,65 @@ def pytest_collection_finish(session):
     ITEMS[0] = len(session.items)
 """
 
+MODES = ("plain", "inert", "off", "on")
 
-def run(
-    folder: Path, items: int, samples: int, mode: str, profile: Path | None, *extra: str
-) -> dict[str, float]:
+
+def run(folder: Path, samples: int, mode: str, profile: Path | None = None, *extra: str) -> dict[str, float]:
     out = folder / f"timing-{mode}.json"
     compared = folder / f"compare-{mode}.json"
     compared.unlink(missing_ok=True)
+    out.unlink(missing_ok=True)
     env = dict(os.environ, SCALE_OUT=str(out), PYTHONPATH=os.pathsep.join(sys.path[1:]))
-    if mode != "plain":  # (pytest alone compares nothing)
+    env["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"
+    for name in ("SCALE_COMPARE", "SCALE_PROFILE", "SCALE_PROFILE_END"):
+        env.pop(name, None)
+    if mode in ("off", "on"):
         env["SCALE_COMPARE"] = str(compared)
-    env.pop("SCALE_PROFILE", None)
-    env.pop("SCALE_PROFILE_END", None)
     if profile is not None:
         env["SCALE_PROFILE_END" if profile.name.startswith("end") else "SCALE_PROFILE"] = str(profile)
-    env["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"
-    store = folder / f".aimeasure-{mode}-{time.monotonic_ns()}"
-    command = [
-        sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "pytest_aimeasure.plugin",
-        "--ai-judge", "--judge-model", "scripted", "--judge-samples", str(samples),
-        "--aimeasure-store", str(store), "--no-header", "-p", "no:terminalprogress",
-        "--aimeasure-baseline", str(folder / "aimeasure-baseline.json"),  # (the rootdir may be a parent's)
-    ]  # fmt: skip
-    if mode == "off":
-        command += ["--judge-pipeline", "0"]
-    if mode == "plain":
-        command = [c for c in command if c != "--ai-judge"] + ["test_plain.py"]
+    command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--no-header"]
+    command += ["-p", "no:terminalprogress"]
+    if mode == "inert":
+        command += ["-p", "pytest_aimeasure.plugin", "test_plain.py"]
+    elif mode == "plain":
+        command += ["test_plain.py"]
     else:
-        command += ["test_scale.py", *extra]
+        store = folder / f".aimeasure-{mode}-{time.monotonic_ns()}"
+        command += [
+            "-p", "pytest_aimeasure.plugin", "--ai-judge", "--judge-model", "scripted",
+            "--judge-samples", str(samples), "--aimeasure-store", str(store),
+            "--aimeasure-baseline", str(folder / "aimeasure-baseline.json"),
+            "test_scale.py", *extra,
+        ]  # fmt: skip
+        if mode == "off":
+            command += ["--judge-pipeline", "0"]
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)  # (one child at a time: its own CPU)
     started = time.time()
     proc = subprocess.run(command, cwd=folder, env=env, capture_output=True, text=True, timeout=3600)
     wall = time.time() - started
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if proc.returncode != 0:
         sys.stderr.write(proc.stdout[-3000:] + proc.stderr[-3000:])
-        raise SystemExit(f"pipeline {mode}: the pytest session failed (exit {proc.returncode})")
+        raise SystemExit(f"{mode}: the pytest session in {folder} failed (exit {proc.returncode})")
     timing = json.loads(out.read_text())
-    compare_s = json.loads(compared.read_text())["compare_s"] if compared.exists() else float("nan")
+    items = timing["items"]
     return {
-        "compare_s": compare_s,
+        "compare_s": json.loads(compared.read_text())["compare_s"] if compared.exists() else float("nan"),
         "wall_s": wall,
+        "cpu_s": after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime,
         "loop_s": timing["loop_s"],
-        "per_item_ms": timing["loop_s"] / timing["items"] * 1000,
-        "end_s": started + wall - timing["end"],
+        "loop_cpu_ms": timing["loop_cpu_s"] / items * 1000,
+        "end_s": started + wall - timing["called"],
+        "items": items,
     }
+
+
+def write_project(folder: Path, items: int) -> None:
+    folder.mkdir()
+    (folder / "test_scale.py").write_text(textwrap.dedent(TEST_MODULE.format(items=items)))
+    (folder / "test_plain.py").write_text(textwrap.dedent(PLAIN_MODULE.format(items=items)))
+    (folder / "conftest.py").write_text(textwrap.dedent(CONFTEST))
+    (folder / "pytest.ini").write_text(OWN_ROOTDIR)
 
 
 def fsync_ms(folder: Path, repeat: int = 50) -> float:
@@ -189,65 +235,102 @@ def fsync_ms(folder: Path, repeat: int = 50) -> float:
     return statistics.median(times) * 1000
 
 
+def median(runs: list[dict[str, float]], key: str) -> float:
+    return statistics.median(r[key] for r in runs)
+
+
+def load() -> str:
+    return "{:.2f} {:.2f} {:.2f}".format(*os.getloadavg()) if hasattr(os, "getloadavg") else "unknown"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--items", type=int, default=10_000)
+    parser.add_argument("--items", default="1000,5000,10000", help="sizes, comma-separated")
     parser.add_argument("--samples", type=int, default=3)
     parser.add_argument("--rounds", type=int, default=1)
+    parser.add_argument("--inert-tests", type=int, default=2000)
+    parser.add_argument("--inert-rounds", type=int, default=3)
     parser.add_argument("--dir", type=Path, default=None)
-    parser.add_argument("--profile", choices=["plain", "off", "on"], default=None)
+    parser.add_argument("--profile", choices=MODES, default=None, help="profile the test loop in this mode")
     parser.add_argument(
-        "--profile-end", choices=["off", "on"], default=None, help="profile the session's end in this mode"
+        "--profile-end", choices=["off", "on"], default=None, help="profile the session's end"
     )
     parser.add_argument("--top", type=int, default=30)
     args = parser.parse_args()
-    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
+    sizes = sorted(int(size) for size in args.items.split(","))
     print(
-        f"{args.items} dimension items x {args.samples} samples, scripted judge; Python "
-        f"{platform.python_version()}, {os.cpu_count()} CPUs, load average {load:.2f} at start"
+        f"{','.join(map(str, sizes))} dimension items x {args.samples} samples, scripted judge; Python "
+        f"{platform.python_version()}, {os.cpu_count()} CPUs; load average {load()} at the start"
     )
     base = args.dir or Path.cwd()
     base.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="scale_bench.", dir=base) as tmp:
-        folder = Path(tmp).resolve()
-        (folder / "test_scale.py").write_text(textwrap.dedent(TEST_MODULE.format(items=args.items)))
-        (folder / "test_plain.py").write_text(textwrap.dedent(PLAIN_MODULE.format(items=args.items)))
-        (folder / "conftest.py").write_text(textwrap.dedent(CONFTEST))
-        # plain: the same parametrized tests without a judge and without --ai-judge, pytest's own cost
-        started = time.perf_counter()
-        run(folder, args.items, args.samples, "on", None, "--update-baseline")
-        entries = len(json.loads((folder / "aimeasure-baseline.json").read_text())["entries"])
-        print(f"baseline of {entries} entries written ({time.perf_counter() - started:.0f} s)")
-        results: dict[str, list[dict[str, float]]] = {"plain": [], "off": [], "on": []}
-        for _ in range(args.rounds):
-            for mode in results:
-                results[mode].append(run(folder, args.items, args.samples, mode, None))
-        load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
-        print(f"medians of {args.rounds} round(s), off/on interleaved; load average {load:.2f} at the end")
-        print(f"{'':40}{'pytest alone':>14}{'pipeline off':>14}{'pipeline on':>14}")
-        for label, key, unit in (
-            ("test loop, per item", "per_item_ms", "ms"),
-            ("test loop", "loop_s", "s"),
-            ("last item -> process exit", "end_s", "s"),
-            ("  of which comparison with the baseline", "compare_s", "s"),
-            ("process start -> exit", "wall_s", "s"),
-        ):
-            values = [statistics.median(r[key] for r in results[mode]) for mode in results]
-            print(f"{label:40}" + "".join(f"{f'{v:.2f} {unit}':>14}" for v in values))
-        plain = statistics.median(r["per_item_ms"] for r in results["plain"])
-        ours = [statistics.median(r["per_item_ms"] for r in results[mode]) - plain for mode in ("off", "on")]
-        cells = "".join(f"{f'{v:.2f} ms':>14}" for v in ours)
-        print(f"{'ours per item (minus pytest alone)':40}{'':>14}{cells}")
+        root = Path(tmp).resolve()
+        results: dict[int, dict[str, list[dict[str, float]]]] = {}
+        for size in sizes:
+            write_project(root / str(size), size)
+            run(root / str(size), args.samples, "on", None, "--update-baseline")
+            results[size] = {mode: [] for mode in MODES}
+        inert_size = args.inert_tests
+        if args.inert_rounds and inert_size not in results:
+            write_project(root / str(inert_size), inert_size)
+        inert: dict[str, list[dict[str, float]]] = {"plain": [], "inert": []}
+        for n in range(max(args.rounds, args.inert_rounds)):
+            for size in sizes if n < args.rounds else ():
+                for mode in MODES:
+                    results[size][mode].append(run(root / str(size), args.samples, mode))
+            if n < args.inert_rounds:
+                for mode in inert:
+                    inert[mode].append(run(root / str(inert_size), args.samples, mode))
+        print(f"medians of {args.rounds} round(s), modes interleaved; load average {load()} at the end")
+        print(f"{'':44}{'pytest alone':>14}{'plugin inert':>14}{'pipeline off':>14}{'pipeline on':>14}")
+        smallest = sizes[0]
+        for size in sizes:
+            row = results[size]
+            plain_cpu = median(row["plain"], "loop_cpu_ms")
+            print(f"{size} items")
+            for label, key, unit, fmt in (
+                ("  test loop CPU per item", "loop_cpu_ms", "ms", "{:.2f}"),
+                ("  test loop wall", "loop_s", "s", "{:.2f}"),
+                ("  last item -> process exit", "end_s", "s", "{:.2f}"),
+                ("    of which comparison with the baseline", "compare_s", "s", "{:.2f}"),
+                ("  process CPU", "cpu_s", "s", "{:.1f}"),
+                ("  process start -> exit", "wall_s", "s", "{:.1f}"),
+            ):
+                cells = "".join(f"{fmt.format(median(row[mode], key)) + ' ' + unit:>14}" for mode in MODES)
+                print(f"{label:44}{cells}")
+            over = [median(row[mode], "loop_cpu_ms") - plain_cpu for mode in MODES[1:]]
+            cells = "".join(f"{f'{v:.2f} ms':>14}" for v in over)
+            print(f"{'  test loop CPU per item over pytest alone':44}{'':>14}{cells}  (target <= 1 ms)")
+            process = [
+                (median(row[mode], "cpu_s") - median(row["plain"], "cpu_s")) / size * 1000
+                for mode in MODES[1:]
+            ]
+            cells = "".join(f"{f'{v:.2f} ms':>14}" for v in process)
+            print(f"{'  process CPU per item over pytest alone':44}{'':>14}{cells}")
+            if size != smallest:
+                growth = [
+                    median(row[mode], "end_s") / median(results[smallest][mode], "end_s") for mode in MODES
+                ]
+                cells = "".join(f"{f'{v:.1f}x':>14}" for v in growth)
+                print(f"{f'  last item -> exit / at {smallest} ({size // smallest}x items)':44}{cells}")
+        if args.inert_rounds:
+            cpu = median(inert["inert"], "cpu_s") / median(inert["plain"], "cpu_s")
+            wall = median(inert["inert"], "wall_s") / median(inert["plain"], "wall_s")
+            print(
+                f"inert, {inert_size} trivial tests, plugin loaded (--ai-judge off) / not loaded, "
+                f"medians of {args.inert_rounds}: CPU {cpu:.3f}x, wall {wall:.3f}x (target <= 1.02x)"
+            )
         print(
-            f"one append + fsync on this disk: {fsync_ms(folder):.2f} ms (median of 50); an item's "
+            f"one append + fsync on this disk: {fsync_ms(root):.2f} ms (median of 50); an item's "
             "samples are fsync-ed once before its verdict, so without the pipeline each item waits for one"
         )
         for mode, name in ((args.profile, "profile.out"), (args.profile_end, "end-profile.out")):
             if mode:
-                stats_file = folder / name
-                run(folder, args.items, args.samples, mode, stats_file)
+                stats_file = root / name
+                run(root / str(sizes[-1]), args.samples, mode, stats_file)
                 print(f"cProfile of the {'session end' if name.startswith('end') else 'test loop'}, {mode}")
                 stats = pstats.Stats(str(stats_file))
                 stats.sort_stats("tottime").print_stats(args.top)
