@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import weakref
 from collections.abc import Callable, Generator, Iterator
 from typing import TYPE_CHECKING, Any
 
@@ -183,6 +184,11 @@ class MeasurePlugin:
         self.links = ArtifactLinks(state.artifacts)
         self.summary: SessionReport | None = None  # the one report model, at the session's end
         self._logging_failures = False
+        # The payloads of the reports made in this process, until pytest drops the report: they
+        # travel as a JSON user property only from an xdist worker to the controller.
+        self._payloads: weakref.WeakKeyDictionary[pytest.TestReport, dict[str, Any]] = (
+            weakref.WeakKeyDictionary()
+        )
 
     # -- collection ------------------------------------------------------------------------------
     @pytest.hookimpl(wrapper=True)
@@ -274,12 +280,18 @@ class MeasurePlugin:
             gate = item.get_closest_marker("gate") if kind == "gate" else None
             if record is not None and gate is not None and gate.kwargs.get("phase"):
                 record.extra["phase"] = gate.kwargs["phase"]  # the report groups gates by phase
-            if record is not None:
+            if record is not None and self.state.is_worker:
                 payload["measurements"] = [m.model_dump(mode="json") for m in record.measurements]
                 payload["findings"] = [f.model_dump(mode="json") for f in record.findings]
+            elif record is not None:
+                # Logged in this process: the models are handed over as they are, not dumped to
+                # JSON and validated again (a worker's report still carries them as JSON).
+                payload["measurements"] = list(record.measurements)
+                payload["findings"] = list(record.findings)
+            if record is not None:
                 payload["artifact_keys"] = list(record.artifact_keys)
                 payload["item_id"] = record.item_id
-                payload["extra"] = record.extra
+                payload["extra"] = record.extra if self.state.is_worker else dict(record.extra)
             payload["declared"] = declared_dimensions(item, self.state.settings.samples)
             excinfo = call.excinfo
             text: str | None = None
@@ -294,8 +306,16 @@ class MeasurePlugin:
             if excinfo is not None and text is not None:
                 path, lineno = verdict_location(item, excinfo)
                 report.longrepr = verdict_longrepr(text, path, lineno)
-        report.user_properties = [*report.user_properties, (PAYLOAD, json.dumps(payload))]
+        if self.state.is_worker:
+            report.user_properties = [*report.user_properties, (PAYLOAD, json.dumps(payload))]
+        else:
+            self._payloads[report] = payload
         return report
+
+    def _payload(self, report: pytest.TestReport) -> dict[str, Any] | None:
+        """The payload of a report made in this process, else the one a worker's report carries."""
+        payload = self._payloads.get(report)
+        return payload if payload is not None else report_payload(report)
 
     def _artifact_values(self, item: pytest.Item) -> list[object]:
         record = runtime.current()
@@ -323,7 +343,7 @@ class MeasurePlugin:
                 # Counted as failed (the summary line, the short summary). While it is logged,
                 # no letter: the progress line is finished, a letter would add a "[120%]".
                 return "failed", "", "" if self._logging_failures else ("FAILED", {"red": True})
-        payload = report_payload(report)
+        payload = self._payload(report)
         if payload and payload.get("judge_error") and report.failed:
             return "error", "E", ("ERROR", {"red": True})
         return None
@@ -332,7 +352,7 @@ class MeasurePlugin:
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         if self.state.is_worker:
             return  # the payload must travel to the controller untouched
-        payload = report_payload(report)
+        payload = self._payload(report)
         if payload is None:
             return
         extra = self.state.on_report(report, payload)

@@ -458,11 +458,14 @@ class SessionState:
             if declared not in result.declared:
                 result.declared.append(declared)
         for raw in payload.get("measurements", []):
-            m = Measurement.model_validate(raw)
+            # (the models themselves from this process's reports, JSON from a worker's)
+            m = raw if isinstance(raw, Measurement) else Measurement.model_validate(raw)
             result.measurements.append(m)
             result.item_id = result.item_id or m.item_id
         result.extra.update(payload.get("extra", {}))
-        result.findings += [Finding.model_validate(f) for f in payload.get("findings", [])]
+        result.findings += [
+            f if isinstance(f, Finding) else Finding.model_validate(f) for f in payload.get("findings", [])
+        ]
         for key in payload.get("artifact_keys", []):
             if key not in result.artifact_keys:
                 result.artifact_keys.append(key)

@@ -202,7 +202,12 @@ def _row(
 ) -> tuple[str, str, str, int, str, str, str, str | None, str]:
     key = record.key
     # Stored as a judge sample: its source is decided by where a later lookup finds it.
-    sample = record.sample.model_copy(update={"source": "judge"}).model_dump_json()
+    stored = (
+        record.sample
+        if record.sample.source == "judge"
+        else record.sample.model_copy(update={"source": "judge"})
+    )
+    sample = stored.model_dump_json()
     return (
         key.fingerprint,
         key.prompt_hash,
@@ -248,6 +253,9 @@ class SampleLookup:
         self._resume: dict[SampleKey, SampleRecord] = {}
         self._resume_problems: list[str] = []
         self._resume_records: list[SampleRecord] = []
+        # Samples put since the last flush, indexed together in one transaction (first put wins).
+        self._unindexed: dict[SampleKey, tuple[SampleRecord, str | None]] = {}
+        self._unindexed_lock = threading.Lock()
         if resume_run is not None:
             records, self._resume_problems = resume_run.samples()
             self._resume_records = records
@@ -395,6 +403,9 @@ class SampleLookup:
             return record.sample.model_copy(update={"source": "journal"})
         if self._disabled:
             return None
+        unindexed = self._unindexed.get(key)
+        if unindexed is not None:
+            return unindexed[0].sample.model_copy(update={"source": "cache"})
         with self._db.lock:
             try:
                 row = (
@@ -413,15 +424,28 @@ class SampleLookup:
             return None
         return Sample.model_validate_json(row[0]).model_copy(update={"source": "cache"})
 
-    def put(self, record: SampleRecord, *, run_id: str | None = None) -> None:
-        """Index a journaled sample (mode ``on`` only; the first sample stored under a key stays)."""
+    def put(self, record: SampleRecord, *, run_id: str | None = None, defer: bool = False) -> None:
+        """Index a journaled sample (mode ``on`` only; the first sample stored under a key stays);
+        with ``defer``, at the next :meth:`flush`: one transaction for an item's samples, not one
+        each (a lookup meanwhile finds it all the same)."""
         if self.mode != "on" or self._disabled:
             return
-        with self._db.lock:
+        with self._unindexed_lock:
+            self._unindexed.setdefault(record.key, (record, run_id))
+        if not defer:
+            self.flush()
+
+    def flush(self) -> None:
+        """Index the samples put since the last flush (the journal already holds them)."""
+        with self._db.lock:  # (taken first: a lookup meanwhile waits, then finds them indexed)
+            with self._unindexed_lock:
+                batch, self._unindexed = list(self._unindexed.values()), {}
+            if not batch or self._disabled:
+                return
             try:
-                self._db.insert([_row(record, run_id)])
+                self._db.insert([_row(record, run_id) for record, run_id in batch])
             except sqlite3.Error as exc:
-                self._fail(exc, "indexing a sample")
+                self._fail(exc, "indexing samples")
 
     def describe_key(self, key: KeyLike) -> str:
         """What is missing for ``key`` and what is stored near it, for a replay miss message."""
@@ -478,6 +502,7 @@ class SampleLookup:
         return " and ".join(places) or "nothing (the cache is off)"
 
     def close(self) -> None:
+        self.flush()
         with self._db.lock:
             self._db.close()
 
@@ -513,20 +538,19 @@ class StoreSink:
         """For a replay miss: what is missing and what is stored near it."""
         return self.samples.describe_key(key)
 
-    def record(
-        self, key: KeyLike, *, item_id: str, nodeid: str, sample: Sample, sync: bool = True
-    ) -> None:
+    def record(self, key: KeyLike, *, item_id: str, nodeid: str, sample: Sample, sync: bool = True) -> None:
         """Journal a fresh sample (written before returning: a killed process keeps it; fsync-ed too
         unless ``sync=False``, when :meth:`sync` follows once the item's samples are in), then index
         it in the cache."""
         record = SampleRecord(key=SampleKey(*key), item_id=item_id, nodeid=nodeid, sample=sample)
         self.journal.append(record, sync=sync)
-        self.samples.put(record, run_id=self.run.run_id)
+        self.samples.put(record, run_id=self.run.run_id, defer=not sync)
 
     def sync(self) -> None:
         """fsync the samples journaled so far (one fsync per completed item, shared by the items
-        that complete at the same time)."""
+        that complete at the same time), then index them in the cache in one transaction."""
         self.journal.sync()
+        self.samples.flush()
 
 
 def rebuild_cache(store: RunStore) -> tuple[int, list[str]]:

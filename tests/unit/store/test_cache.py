@@ -204,6 +204,20 @@ def test_sink_journals_then_indexes_fresh_samples(store: RunStore) -> None:
     assert SampleLookup(store, mode="on").get(key(0)) is not None
 
 
+def test_an_items_samples_are_indexed_together_when_it_is_synced(store: RunStore) -> None:
+    run = start(store, "r1")
+    sink = StoreSink(run, SampleLookup(store, mode="on"))
+    for i in range(3):
+        sink.record(key(i), item_id="item-a", nodeid="t.py::a", sample=record(key(i)).sample, sync=False)
+    assert len(run.samples()[0]) == 3  # journaled at once
+    found = sink.samples.get(key(1))  # this session finds them before they are indexed
+    assert found is not None and found.source == "cache"
+    assert SampleLookup(store, mode="on").get(key(1)) is None  # another process does not yet
+    sink.sync()
+    other = SampleLookup(store, mode="on")
+    assert [other.get(key(i)) is not None for i in range(3)] == [True, True, True]
+
+
 def test_sink_journals_reused_samples_into_the_new_run(store: RunStore) -> None:
     old = start(store, "r1")
     old.journal().append(record(key(0)))
