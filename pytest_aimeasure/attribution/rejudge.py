@@ -2,8 +2,10 @@
 
 Used at the end of a ``--aimeasure-attribute`` session on the controller (after the comparison) and by
 ``aimeasure attribute BASE_RUN NOW_RUN``. Each pooled session of a baseline entry names the run and
-the artifact (sha256) it judged; the artifact is read from the store and judged with today's rubric,
-facts of the run that judged it, and as many samples as today's measurement has. Calls go through the
+the artifact (sha256) it judged, or each of its generation repeats' artifacts; every artifact is read
+from the store and judged with today's rubric, facts of the run that judged it, and as many samples
+as today's measurement took of one artifact. A session of several generations is rejudged whole:
+its rejudged scores pool its generations as the session did. Calls go through the
 session's :class:`~pytest_aimeasure.judge.engine.JudgeEngine`, so they are journaled, cached, priced and
 budgeted like any other sample. The split itself is :mod:`pytest_aimeasure.attribution.split`.
 """
@@ -47,6 +49,7 @@ class Planned:
     entry: BaselineEntry
     rubric: str
     sessions: list[int]  # indexes into entry.session_scores()
+    artifacts: dict[int, list[str]]  # session index → the sha256 of each artifact it judged
     texts: dict[str, str]  # sha256 → artifact text
     facts: dict[str, dict[str, Any] | None]  # sha256 → the facts it was judged with
 
@@ -80,6 +83,10 @@ class _Facts:
                     for m in result.measurements:
                         if m.artifact_sha256:
                             found[(m.item_id, m.artifact_sha256)] = m.facts
+                        if m.repeats is not None and m.facts is None:
+                            # Repeats judged without facts; with facts, which generation had which
+                            # is not recorded, so those stay unknown (today's then may not stand in).
+                            found.update(((m.item_id, sha), None) for sha in m.repeats.shas)
             except StoreError:
                 pass
             self._runs[run_id] = found
@@ -106,56 +113,81 @@ def plan(
             skipped[m.item_id] = "today's rubric is unknown"
             continue
         sessions: list[int] = []
+        artifacts: dict[int, list[str]] = {}
         texts: dict[str, str] = {}
         found_facts: dict[str, dict[str, Any] | None] = {}
         for index, source in enumerate(entry.session_sources()):
-            # Pooled sessions of an unchanged artifact share its sha: read the file once.
-            text = texts.get(source.artifact_sha256 or "") or _artifact_text(store, source)
-            if text is None:
+            found = _session_artifacts(store, facts, m, source, texts)
+            if found is None:
                 continue
-            sha = source.artifact_sha256
-            assert sha is not None
-            known, judged_with = facts.of(source.run, m.item_id, sha)
-            if not known:
-                if m.facts is not None and sha != m.artifact_sha256:
-                    continue  # facts describe their artifact: today's do not fit an old one
-                judged_with = m.facts
             sessions.append(index)
-            texts[sha] = text
-            found_facts[sha] = judged_with
+            artifacts[index] = source.artifacts()
+            for sha, (text, judged_with) in found.items():
+                texts[sha] = text
+                found_facts[sha] = judged_with
         if not sessions:
+            unrecorded = entry.generations and not any(s.generations for s in entry.session_sources())
             skipped[m.item_id] = (
-                "its baseline entry pooled generation repeats, which attribution cannot re-judge yet"
-                if entry.generations
+                "its baseline entry pooled generation repeats recorded before their artifacts were "
+                "(update the baseline again to attribute it)"
+                if unrecorded
                 else "the baseline's artifacts are not in the store"
             )
             continue
-        planned.append(Planned(m, entry, rubric, sessions, texts, found_facts))
+        planned.append(Planned(m, entry, rubric, sessions, artifacts, texts, found_facts))
     return planned, skipped
 
 
-def _artifact_text(store: RunStore, source: EntrySource) -> str | None:
-    if source.artifact_sha256 is None:
+def _session_artifacts(
+    store: RunStore, facts: _Facts, m: Measurement, source: EntrySource, known_texts: Mapping[str, str]
+) -> dict[str, tuple[str, dict[str, Any] | None]] | None:
+    """Each artifact of one pooled session with its text and the facts it was judged with, or None
+    when one of them cannot be rejudged (a session is rejudged whole or not at all)."""
+    shas = source.artifacts()
+    if not shas:
         return None
+    out: dict[str, tuple[str, dict[str, Any] | None]] = {}
+    for sha in shas:
+        # Pooled sessions of an unchanged artifact share its sha: read the file once.
+        text = known_texts.get(sha) or _artifact_text(store, sha)
+        if text is None:
+            return None
+        known, judged_with = facts.of(source.run, m.item_id, sha)
+        if not known:
+            if m.facts is not None and sha != m.artifact_sha256:
+                return None  # facts describe their artifact: today's do not fit an old one
+            judged_with = m.facts
+        out[sha] = (text, judged_with)
+    return out
+
+
+def _artifact_text(store: RunStore, sha: str) -> str | None:
     try:
-        return store.read_artifact(source.artifact_sha256).decode("utf-8")
+        return store.read_artifact(sha).decode("utf-8")
     except (StoreError, UnicodeDecodeError):
         return None
 
 
+def samples_per_artifact(m: Measurement) -> int:
+    """How many samples today's measurement took of one artifact (of one generation repeat when it
+    pooled several): what each rejudged artifact gets."""
+    k = m.repeats.k if m.repeats is not None else 1
+    return max(1, round(len(m.samples) / k))
+
+
 def count_calls(planned: Sequence[Planned]) -> dict[str, int]:
     """Dimension → judge calls the rejudging makes at most (before the sample cache): each stored
-    artifact of an item is judged as many times as today's measurement of the item was."""
+    artifact of an item is judged as many times as today's measurement judged one artifact."""
     calls: dict[str, int] = {}
     for p in planned:
         m = p.measurement
-        calls[m.dimension] = calls.get(m.dimension, 0) + len(p.texts) * len(m.samples)
+        calls[m.dimension] = calls.get(m.dimension, 0) + len(p.texts) * samples_per_artifact(m)
     return calls
 
 
 def stored_artifacts(store: RunStore, entry: BaselineEntry) -> set[str]:
     """The artifacts (sha256) of the entry's pooled sessions that the store holds."""
-    shas = {s.artifact_sha256 for s in entry.session_sources() if s.artifact_sha256 is not None}
+    shas = {sha for s in entry.session_sources() for sha in s.artifacts()}
     return {sha for sha in shas if store.artifact_path(sha).is_file()}
 
 
@@ -186,7 +218,7 @@ def _spec(p: Planned, sha: str, judge: str | None) -> ItemSpec:
         dimension=m.dimension,
         rubric=p.rubric,
         artifact=p.texts[sha],
-        samples=len(m.samples),
+        samples=samples_per_artifact(m),
         floor=m.floor,
         tolerance=m.tolerance,
         facts=p.facts[sha],
@@ -237,6 +269,11 @@ def attribute(
         else:
             raise judged
     by_dimension = _item_scores(planned, rejudged, skipped, out)
+    paid: dict[str, int] = {}
+    for judged in results:
+        if isinstance(judged, Measurement):
+            fresh = sum(1 for s in judged.samples if s.source == "judge")
+            paid[judged.dimension] = paid.get(judged.dimension, 0) + fresh
     floors = var_floors or {}
     for name in sorted({m.dimension for m in chosen}):
         items = by_dimension.get(name, [])
@@ -250,7 +287,7 @@ def attribute(
         past = session_history(rows) if rows else None
         parts = split(
             name, items, var_floor=floors.get(name, var_floor), history=past, skipped=left_out, alpha=alpha
-        )
+        ).model_copy(update={"calls": paid.get(name, 0)})
         out.dimensions[name] = parts
         if parts.system.moved:
             out.system_moved.update(ids)
@@ -271,17 +308,16 @@ def _item_scores(
         m = p.measurement
         if m.item_id in skipped:
             continue
-        sources = p.entry.session_sources()
         scores = p.entry.session_scores()
-        again = [rejudged[(m.item_id, sources[i].artifact_sha256 or "")] for i in p.sessions]
-        if any(r.fingerprint != m.fingerprint for r in again):
+        again = [[rejudged[(m.item_id, sha)] for sha in p.artifacts[i]] for i in p.sessions]
+        if any(r.fingerprint != m.fingerprint for session in again for r in session):
             skipped[m.item_id] = "the rejudged baseline's ruler differs from today's measurement's"
             continue
         by_dimension.setdefault(m.dimension, []).append(
             ItemScores(
                 item_id=m.item_id,
                 base=[scores[i] for i in p.sessions],
-                rejudged=[r.scores for r in again],
+                rejudged=[[s for r in session for s in r.scores] for session in again],
                 now=m.scores,
                 tolerance=m.tolerance,
             )
@@ -291,17 +327,21 @@ def _item_scores(
     return by_dimension
 
 
-def _rejudged_entry(entry: BaselineEntry, again: Sequence[Measurement]) -> BaselineEntry:
-    """The entry as today's judge scores its artifacts: same sessions and sources, the new ruler."""
-    scores = [s for m in again for s in m.scores]
+def _rejudged_entry(entry: BaselineEntry, again: Sequence[Sequence[Measurement]]) -> BaselineEntry:
+    """The entry as today's judge scores its artifacts (``again``: each session's rejudged artifacts,
+    one per generation): same sessions, generations and sources, the new ruler."""
+    scores = [s for session in again for m in session for s in m.scores]
+    generations = [len(m.scores) for session in again for m in session]
+    sessions = [sum(len(m.scores) for m in session) for session in again]
     return BaselineEntry.model_validate(
         entry.model_dump(mode="json")
         | {
             "scores": scores,
             "n": len(scores),
             "mean": round(sum(scores) / len(scores), 4),
-            "sessions": [len(m.scores) for m in again] if len(again) > 1 else None,
-            "fingerprint": again[0].fingerprint.model_dump(mode="json"),
+            "sessions": sessions if len(sessions) > 1 else None,
+            "generations": generations if len(generations) > len(again) else None,
+            "fingerprint": again[0][0].fingerprint.model_dump(mode="json"),
         }
     )
 

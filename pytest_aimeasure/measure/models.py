@@ -145,6 +145,11 @@ class RepeatSummary(BaseModel):
     k: int = Field(ge=1, description="repeats judged")
     generated: int = Field(ge=1, description="repeats generated (more than k when a gate failed on some)")
     keys: list[str | None]
+    shas: list[str] = Field(
+        default_factory=list,
+        description="sha256 of each judged repeat's artifact, in order (what attribution rejudges); "
+        "empty in results written before it was recorded",
+    )
     means: list[float]
     var_between: float = Field(description="sample variance of the repeat means (ddof 1)")
     var_judge: float = Field(description="pooled within-repeat variance of the samples (judge noise)")

@@ -159,6 +159,7 @@ def pool(
                 k=stats.k,
                 generated=generated,
                 keys=[m.artifact_key for _, m in parts],
+                shas=shas if all(shas) else [],
                 means=[round(x, 6) for x in stats.means],
                 var_between=stats.var_between,
                 var_judge=stats.var_judge,

@@ -20,7 +20,8 @@ term instead of a prior (:mod:`pytest_aimeasure.compare.drift`).
 
 Sources: ``sources`` lists, one per pooled session and in the same order, the run that measured the
 session and the sha256 of the artifact it judged (absent in files written before; a session recorded
-without them has nulls). ``--aimeasure-attribute`` re-judges those stored artifacts with today's judge
+without them has nulls); a session that judged generation repeats lists each repeat's artifact in
+``generations``. ``--aimeasure-attribute`` re-judges those stored artifacts with today's judge
 to tell a judge change from a system change (:mod:`pytest_aimeasure.attribution.split`).
 
 Format 2 took the number of samples out of the fingerprint (N is precision, not the ruler) and added
@@ -76,6 +77,18 @@ class EntrySource(BaseModel):
 
     run: str | None = None
     artifact_sha256: str | None = Field(default=None, pattern=r"^[0-9a-f]{64}$")
+    generations: list[Annotated[str, Field(pattern=r"^[0-9a-f]{64}$")]] | None = Field(
+        default=None,
+        min_length=2,
+        description="a session that judged generation repeats: each repeat's artifact, in the order of "
+        "the entry's generations (artifact_sha256 is then the set's identity, not a stored artifact)",
+    )
+
+    def artifacts(self) -> list[str]:
+        """The stored artifacts (sha256) this session judged: one, or one per generation repeat."""
+        if self.generations is not None:
+            return list(self.generations)
+        return [self.artifact_sha256] if self.artifact_sha256 is not None else []
 
 
 class StandingScores(BaseModel):
@@ -137,6 +150,14 @@ class BaselineEntry(BaseModel):
                 raise ValueError("a generation repeat crosses the boundary between two pooled sessions")
         if self.sources is not None and len(self.sources) != self.pooled:
             raise ValueError(f"sources lists {len(self.sources)} sessions but the entry pools {self.pooled}")
+        for number, (source, groups) in enumerate(
+            zip(self.session_sources(), self.session_generations(), strict=True), start=1
+        ):
+            if source.generations is not None and len(source.generations) != len(groups):
+                raise ValueError(
+                    f"session {number}'s source lists {len(source.generations)} generation artifacts but "
+                    f"the session judged {len(groups)} generation(s)"
+                )
         actual = math.fsum(self.scores) / len(self.scores)
         if abs(self.mean - actual) > _MEAN_SLACK:
             raise ValueError(f"mean is {self.mean} but the scores average {actual:.4f}")
@@ -188,7 +209,11 @@ class BaselineEntry(BaseModel):
                 "fingerprint": self.standing.fingerprint,
                 "sessions": None,
                 "generations": None,
-                "sources": self.sources[-1:] if self.sources else None,
+                # One pooled group of scores: the newest session's generation artifacts no longer
+                # line up with them (its set of artifacts stays named by artifact_sha256).
+                "sources": (
+                    [self.sources[-1].model_copy(update={"generations": None})] if self.sources else None
+                ),
                 "standing": None,
             }
         )
@@ -400,6 +425,9 @@ def dumps_baseline(baseline: BaselineFile) -> str:
             entry.pop("sessions", None)  # one session: the field says nothing, keep the diff short
         if entry.get("sources") is None:
             entry.pop("sources", None)
+        for source in entry.get("sources") or ():
+            if source.get("generations") is None:
+                source.pop("generations", None)  # one artifact a session: keep the diff short
         if entry.get("standing") is None:
             entry.pop("standing", None)
         if entry.get("generations") is None:
@@ -529,7 +557,11 @@ def entry_from_measurement(measurement: Measurement, *, run_id: str | None = Non
             "scores": [s.score for s in sorted(standing.samples, key=lambda s: s.index)],
         }
     if run_id is not None or measurement.artifact_sha256 is not None:
-        raw["sources"] = [{"run": run_id, "artifact_sha256": measurement.artifact_sha256}]
+        source: dict[str, Any] = {"run": run_id, "artifact_sha256": measurement.artifact_sha256}
+        repeats = measurement.repeats
+        if len(sizes) > 1 and repeats is not None and len(repeats.shas) == len(sizes):
+            source["generations"] = repeats.shas
+        raw["sources"] = [source]
     return BaselineEntry.model_validate(_round_floats(raw))
 
 

@@ -174,16 +174,30 @@ def test_a_bad_baseline_repeats_value_is_a_usage_error(pytester: pytest.Pytester
     result.stderr.fnmatch_lines([f"*--aimeasure-baseline-repeats*a whole number from 1 to 100*{value}*"])
 
 
-def test_attribution_names_why_it_skips_an_entry_that_pooled_generation_repeats(
+def test_attribution_rejudges_every_output_of_a_baseline_entry_that_pooled_generation_repeats(
     pytester: pytest.Pytester,
 ) -> None:
     _update_with_three_outputs(pytester)
+    entry = _entry(pytester.path)
+    (source,) = entry["sources"]  # type: ignore[misc]
+    assert len(source["generations"]) == 3  # each output's artifact, in the order of the generations
+    # Today's rubric asks more, and the scripted judge is one point stricter under it: a judge change.
+    pytester.makeconftest(
+        CONFTEST.replace(
+            'return 3 + call.artifact.count("vivid")',
+            'return 3 + call.artifact.count("vivid") - ("earns its place" in call.rubric)',
+        )
+    )
     pytester.makepyfile(test_story=TESTS.replace("5 = vivid", "5 = vivid, and every word earns its place"))
     result = pytester.runpytest(*ARGS, "--aimeasure-attribute", "--aimeasure-json", "out.json")
     data = read_results(pytester.path / "out.json")
     (finding,) = [f for f in data["findings"] if f["kind"] == "attribution"]
-    assert finding["detail"]["skipped"] == {
-        "vividness::test_story.py::test_vivid": "its baseline entry pooled generation repeats, which "
-        "attribution cannot re-judge yet"
-    }
-    assert data["dimensions"]["vividness"]["verdict"] == "not_comparable" and result.ret == 1
+    detail = finding["detail"]
+    assert detail["skipped"] == {}
+    # Drafts 1-3 (4, 5, 3 before) are rejudged 3, 4, 2: three samples of each stored output, and the
+    # rejudged session pools them as the baseline's session did. Draft 4 scores 4 - 1 = 3 today.
+    assert detail["calls"] == 9 and _generated(pytester.path) == 4
+    assert (detail["baseline_mean"], detail["rejudged_mean"], detail["now_mean"]) == (4.0, 3.0, 3.0)
+    assert detail["judge"]["delta"] == pytest.approx(-1.0) and detail["system"]["delta"] == pytest.approx(0.0)
+    assert data["dimensions"]["vividness"]["verdict"] == "not_comparable"
+    result.stdout.fnmatch_lines(["*dimension 'vividness' attributed*of Δ -1.00*"])

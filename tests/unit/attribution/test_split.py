@@ -10,10 +10,11 @@ import pytest
 
 from pytest_aimeasure.attribution.split import DimensionAttribution, ItemScores, finding, settle, split
 from pytest_aimeasure.measure.models import Finding
+from pytest_aimeasure.measure.repeats import pool
 from pytest_aimeasure.store.baseline import BaselineError, load_baseline, merge_entries, update_baseline
 from tests.unit.store.test_baseline import ID_A, fingerprint, measurement
 
-SHA_1, SHA_2 = "1" * 64, "2" * 64
+SHA_1, SHA_2, SHA_3 = "1" * 64, "2" * 64, "3" * 64
 
 
 def items(judge_shift: int, system_shift: int, qualities: list[int]) -> list[ItemScores]:
@@ -125,6 +126,47 @@ def test_sources_that_do_not_match_the_sessions_are_an_error(tmp_path: Path) -> 
     data["entries"][ID_A]["sources"].append({"run": "x", "artifact_sha256": None})
     path.write_text(json.dumps(data))
     with pytest.raises(BaselineError, match="sources lists 2 sessions but the entry pools 1"):
+        load_baseline(path)
+
+
+def test_a_session_of_generation_repeats_records_each_outputs_artifact(tmp_path: Path) -> None:
+    path = tmp_path / "b.json"
+    parts = [
+        (k, measurement(scores=scores).model_copy(update={"artifact_sha256": sha}))
+        for k, (scores, sha) in enumerate([([4, 4], SHA_1), ([5, 5], SHA_2), ([3, 3], SHA_3)])
+    ]
+    repeated = pool(parts, generated=3, artifact_key="story")
+    update_baseline(path, [repeated], whole_suite=False, prune=False, run_id="run-1", pool=5)
+    update_baseline(
+        path, [measurement(scores=[4, 4])], whole_suite=False, prune=False, run_id="run-2", pool=5
+    )
+    entry = json.loads(path.read_text())["entries"][ID_A]
+    assert entry["generations"] == [2, 2, 2, 2]
+    first, second = entry["sources"]
+    # The session's own sha names the set; each output is a stored artifact attribution can read.
+    assert (
+        first["generations"] == [SHA_1, SHA_2, SHA_3] and first["artifact_sha256"] == repeated.artifact_sha256
+    )
+    assert second == {"run": "run-2", "artifact_sha256": None}  # one output: no generations key
+    loaded = load_baseline(path)
+    assert loaded is not None
+    assert [s.artifacts() for s in loaded.entries[ID_A].session_sources()] == [[SHA_1, SHA_2, SHA_3], []]
+
+
+def test_generation_artifacts_that_do_not_match_the_sessions_generations_are_an_error(tmp_path: Path) -> None:
+    path = tmp_path / "b.json"
+    parts = [
+        (k, measurement().model_copy(update={"artifact_sha256": sha})) for k, sha in enumerate([SHA_1, SHA_2])
+    ]
+    update_baseline(
+        path, [pool(parts, generated=2, artifact_key="s")], whole_suite=False, prune=False, run_id="r"
+    )
+    data = json.loads(path.read_text())
+    data["entries"][ID_A]["sources"][0]["generations"].append(SHA_3)
+    path.write_text(json.dumps(data))
+    with pytest.raises(
+        BaselineError, match="session 1's source lists 3 generation artifacts but the session judged 2"
+    ):
         load_baseline(path)
 
 
