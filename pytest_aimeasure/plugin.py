@@ -397,6 +397,9 @@ class MeasurePlugin:
 
     def pytest_unconfigure(self, config: pytest.Config) -> None:
         self.state.close()
+        # (before pytest's own unconfigure, which runs a full collection: see release())
+        self.summary = None
+        self.state.release()
 
 
 class PipelineHooks:

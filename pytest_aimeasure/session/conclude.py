@@ -3,6 +3,9 @@ status (set, never raised), the JSON results and the run's final record."""
 
 from __future__ import annotations
 
+import contextlib
+import gc
+from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
@@ -179,14 +182,31 @@ def preload() -> None:
 def conclude(state: SessionState, session: pytest.Session) -> tuple[Outcome, SessionReport]:
     """The session's end, in order: the findings (with the baseline comparison), the baseline write,
     the outcome and exit status, then the JSON results and the run's final record."""
-    end = _SessionEnd.of(state, session)
-    end.outcome.findings = end.findings()
-    failures = end.write_baseline()
-    end.decide(failures)
-    frozen = end.summary()
-    end.publish(frozen)
-    end.record_run()
+    with _collector_paused():
+        end = _SessionEnd.of(state, session)
+        end.outcome.findings = end.findings()
+        failures = end.write_baseline()
+        end.decide(failures)
+        frozen = end.summary()
+        end.publish(frozen)
+        end.record_run()
     return end.outcome, frozen
+
+
+@contextlib.contextmanager
+def _collector_paused() -> Iterator[None]:
+    """The end builds the session's report, comparison and JSON from every item at once: a burst
+    of containers that live until it returns. Each burst set off full collections of a heap that
+    grows with the session (every measurement, sample and report), so the end grew faster than
+    the item count; refcounting frees the end's garbage, and whatever cycles it leaves wait for
+    the next collection."""
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
 
 
 @dataclass

@@ -593,6 +593,15 @@ class SessionState:
             self.console.close()
             self.console = None
 
+    def release(self) -> None:
+        """Let go of the session's results once every report is written (pytest's unconfigure): they
+        are freed now, at the pace of refcounting, instead of being scanned by the full collections
+        pytest runs at its end and then freed at interpreter exit."""
+        self.results = {}
+        self.baseline = self._worker_baseline = None
+        self.outcome = None
+        self.dimension_items = []
+
 
 def _first_line(text: str) -> str:
     for line in text.splitlines():

@@ -3,8 +3,12 @@ recorded word for word several times is shown once, with its count."""
 
 from __future__ import annotations
 
+import gc
+
+import pytest
+
 from pytest_aimeasure.measure.models import Finding
-from pytest_aimeasure.session.conclude import _identical_once, _one_per_subject
+from pytest_aimeasure.session.conclude import _collector_paused, _identical_once, _one_per_subject
 
 
 def finding(kind: str, subject: str, nodeid: str) -> Finding:
@@ -39,3 +43,18 @@ def test_a_finding_recorded_word_for_word_several_times_is_shown_once_with_its_c
         ("story-4", "repair story-4"),
     ]
     assert out[1] is other  # recorded once: kept as it was
+
+
+def test_the_collector_paused_for_the_sessions_end_comes_back_as_it_was_even_after_an_error() -> None:
+    assert gc.isenabled()
+    with pytest.raises(RuntimeError), _collector_paused():
+        assert not gc.isenabled()
+        raise RuntimeError("a step of the end failed")
+    assert gc.isenabled()
+    gc.disable()  # (an embedding program that runs without the collector keeps it off)
+    try:
+        with _collector_paused():
+            pass
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
