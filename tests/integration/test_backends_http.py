@@ -537,6 +537,30 @@ def test_backend_survives_a_new_event_loop(kind: str, server: ProviderServer) ->
     assert server.calls == 2
 
 
+@pytest.mark.parametrize("kind", KINDS)
+def test_a_client_whose_read_of_the_environment_raced_a_change_is_built_again(
+    kind: str, server: ProviderServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # httpx reads the proxy variables by iterating os.environ when a client is built (on the judge's
+    # loop thread); pytest's main thread deleting PYTEST_CURRENT_TEST meanwhile once broke that read
+    # with this KeyError, failing the test whose call built the client.
+    import httpx._utils
+
+    real, raised = httpx._utils.getproxies, []
+
+    def racing() -> dict[str, str]:
+        if not raised:
+            raised.append("PYTEST_CURRENT_TEST")
+            raise KeyError("PYTEST_CURRENT_TEST")
+        return real()
+
+    monkeypatch.setattr(httpx._utils, "getproxies", racing)
+    server.script(4)
+    reply = judge(make_backend(kind, server))
+    assert raised and reply.tool_input is not None and reply.tool_input["score"] == 4
+    assert server.calls == 1
+
+
 def test_importing_backends_does_not_import_sdks_nor_does_judging_on_the_native_routes() -> None:
     # The session's first judge request must not wait for an SDK's import (anthropic ~2 s of CPU,
     # litellm ~6 s): anthropic/ and openai/ judge calls go out through httpx alone.

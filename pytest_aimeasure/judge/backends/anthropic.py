@@ -53,6 +53,7 @@ from pytest_aimeasure.judge.backends.base import (
     Quirks,
     ToolMode,
     auto_tool_instruction,
+    built_from_environ,
     call_generate,
     call_judge,
     is_connection_failure,
@@ -209,7 +210,7 @@ class AnthropicBackend(LearnsQuirks):
                 kwargs["base_url"] = self.base_url
             if self.api_key is not None:
                 kwargs["api_key"] = self.api_key
-            self._client = self._sdk.AsyncAnthropic(**kwargs)
+            self._client = built_from_environ(lambda: self._sdk.AsyncAnthropic(**kwargs))
             self._client_loop = loop
         return self._client
 

@@ -22,11 +22,13 @@ import threading
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol, runtime_checkable
+from typing import Any, Literal, Protocol, TypeVar, runtime_checkable
 
 from pytest_aimeasure.judge.backends.secrets import redact
 from pytest_aimeasure.measure.artifact import replace_lone_surrogates
 from pytest_aimeasure.measure.models import Usage
+
+T = TypeVar("T")
 
 ToolMode = Literal["forced", "auto", "scripted"]
 
@@ -225,6 +227,27 @@ def retry_after_of(exc: BaseException) -> float | None:
                 return found
         link = link.__cause__ or link.__context__
     return None
+
+
+ENVIRON_READ_ATTEMPTS = 5
+
+
+def built_from_environ(build: Callable[[], T]) -> T:
+    """``build()`` (an HTTP client) retried when reading ``os.environ`` raced a change to it.
+
+    httpx (and the SDKs on top of it) read the proxy variables by iterating ``os.environ`` when a
+    client is built, here on the judge's loop thread, while pytest's main thread sets and deletes
+    ``PYTEST_CURRENT_TEST`` at every test phase: the iteration then fails (``KeyError`` for a
+    variable deleted under it, ``RuntimeError`` for a dict that changed size). The window is a few
+    microseconds, so another attempt succeeds; a user's call failing on it would be a judge error
+    for nothing."""
+    for attempt in range(ENVIRON_READ_ATTEMPTS):
+        try:
+            return build()
+        except (KeyError, RuntimeError):
+            if attempt == ENVIRON_READ_ATTEMPTS - 1:
+                raise
+    raise AssertionError("unreachable")  # the loop returns or raises
 
 
 def auto_tool_instruction(tool_name: str) -> str:

@@ -20,7 +20,7 @@ import random
 from collections.abc import Mapping
 from typing import Any
 
-from pytest_aimeasure.judge.backends.base import parse_retry_after
+from pytest_aimeasure.judge.backends.base import built_from_environ, parse_retry_after
 
 __all__ = ["DEFAULT_TIMEOUT_S", "HttpStatusError", "JsonApi", "View"]
 
@@ -102,7 +102,8 @@ class JsonApi:
             # The judge's calls in flight are bounded by the engine's limit, not by the pools.
             limits = httpx.Limits(max_connections=None, max_keepalive_connections=32)
             self._clients = [
-                httpx.AsyncClient(headers=self.headers, limits=limits) for _ in range(POOL_SHARDS)
+                built_from_environ(lambda: httpx.AsyncClient(headers=self.headers, limits=limits))
+                for _ in range(POOL_SHARDS)
             ]
             self._busy = [0] * POOL_SHARDS
             self._loop = loop
