@@ -63,7 +63,10 @@ class PendingMeasurement(Measurement):
 
     # -- the pipeline's side (runtime.Deferred) --------------------------------------------------
     def done(self) -> bool:
-        return self._future.done()
+        # (The pipeline asks this of every pending item while it waits for room: read the private
+        # attribute directly, not through pydantic's lookup of a missing attribute.)
+        future: Future[Measurement] = self.__pydantic_private__["_future"]  # type: ignore[index]
+        return future.done()
 
     def wait(self, timeout: float | None = None) -> None:
         with contextlib.suppress(CancelledError, WaitTimeout):

@@ -53,8 +53,13 @@ class Held:
     len(reports) + 1 finished. A Ctrl-C may land while the item is being logged; the abandon goes on
     from here, so no report is lost or sent twice."""
 
+    landed: bool = False
+    """Every verdict of the item landed (known once true: it never turns false)."""
+
     def done(self) -> bool:
-        return self.record is None or all(d.done() for d in self.record.deferred)
+        if not self.landed:
+            self.landed = self.record is None or all(d.done() for d in self.record.deferred)
+        return self.landed
 
     def wait(self, timeout: float | None = None) -> None:
         if self.record is not None:
@@ -124,10 +129,10 @@ class Pipeline:
         if reason is not None:
             self.drain()
             return reason
-        while self.pending() >= self.depth:
+        while len(waiting := [h for h in self.queue if not h.done()]) >= self.depth:
             # Room opens when any pending verdict lands, not only the oldest: one slow item at the
             # head must not leave the judge's free slots without calls to start.
-            next(h for h in self.queue if not h.done()).wait(ROOM_POLL_S)
+            waiting[0].wait(ROOM_POLL_S)
             self.flush()
         return None
 
