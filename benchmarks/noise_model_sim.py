@@ -23,6 +23,9 @@ Noise models:
   later session one.
 * ``lucky``: independent noise, but the baseline's (last) session scored 0.4 above the truth on every
   item.
+* ``shift``: a moving generator, and every session (the baseline's and each new one) shifted as a
+  whole by N(0, 0.2²), the size the prior assumes for a one-session baseline: a pooled baseline's
+  history measures that shift with only P − 1 degrees of freedom.
 
 The limit: a test that knows var(D) (measured here as the sd of D over the A/A replicates of the same
 case) and applies the same rule at the same false-fail level, D ≤ −tolerance and D/sd(D) < −z_{0.99};
@@ -66,7 +69,7 @@ TOLERANCE = 0.5
 POOL = 5
 SPREAD = 0.5
 LUCKY = 0.4
-OLD_REF = "62e0d5f"  # the rule before the session-wide prior held with repeats (issue 19, round 3)
+OLD_REF = "cc1c877"  # the rule before a pooled history kept a floor under the session-wide shift
 Z975 = 1.959963984540054
 Z99 = 2.3263478740408408  # the rule's family-wise one-sided level, 1%
 Z98 = 2.0537489106318225  # the lucky baseline's bound, 2%
@@ -84,6 +87,7 @@ class Case:
     base_repeats: int | None = None  # generations an item in the baseline's sessions; None: ``repeats``
     items: int = 5
     target: float = 0.01  # A/A bound
+    session_sd: float = 0.0  # sd of a shift shared by every item of a session, each session its own
 
 
 CASES = (
@@ -97,6 +101,9 @@ CASES = (
     Case("moving, N=3, 3 repeats, pooled 5", "moving", 3, pooled=True, repeats=3),
     Case("moving, N=3, one update (3 outputs)", "moving", 3, pooled=False, base_repeats=3),
     Case("moving, N=5, one update (3 outputs)", "moving", 5, pooled=False, base_repeats=3),
+    Case("shift sd 0.2, moving, N=3, one session", "moving", 3, pooled=False, session_sd=0.2),
+    Case("shift sd 0.2, moving, N=3, pooled 5", "moving", 3, pooled=True, session_sd=0.2),
+    Case("shift sd 0.2, moving, N=3, pooled 5, m=10", "moving", 3, pooled=True, session_sd=0.2, items=10),
     Case("lucky +0.4, N=3, one session", "independent", 3, pooled=False, lucky=LUCKY, target=0.02),
     Case(
         "lucky +0.4, N=3, one update (3 outputs)",
@@ -203,8 +210,12 @@ def run_case(case: Case, replicates: int, seed: int, drop: float) -> Tally:
     for _ in range(math.ceil(replicates / PER_BASELINE)):
         truth = rng.uniform(2.5, 4.5, size=case.items)
         k_base = case.repeats if case.base_repeats is None else case.base_repeats
-        earlier = [session(rng, truth, case, 0.0, k_base) for _ in range(POOL - 1 if case.pooled else 0)]
-        earlier.append(session(rng, truth, case, case.lucky, k_base))
+        earlier = [
+            session(rng, truth, case, rng.normal(0.0, case.session_sd) if case.session_sd else 0.0, k_base)
+            for _ in range(POOL - 1 if case.pooled else 0)
+        ]
+        last = rng.normal(0.0, case.session_sd) if case.session_sd else 0.0
+        earlier.append(session(rng, truth, case, case.lucky + last, k_base))
         entries: dict[str, BaselineEntry] = {}
         for run in earlier:
             entries, _ = merge_entries(
@@ -212,8 +223,9 @@ def run_case(case: Case, replicates: int, seed: int, drop: float) -> Tally:
             )
         baseline = BaselineFile(entries=entries)
         for shift, deltas in ((0.0, tally.aa_deltas), (-drop, tally.drop_deltas)) * PER_BASELINE:
+            moved = shift + (rng.normal(0.0, case.session_sd) if case.session_sd else 0.0)
             result = compare(
-                baseline, measurements(session(rng, truth, case, shift, case.repeats)), whole_suite=True
+                baseline, measurements(session(rng, truth, case, moved, case.repeats)), whole_suite=True
             )
             dimension = result.dimensions[DIMENSION]
             assert deltas is not None and dimension.delta is not None

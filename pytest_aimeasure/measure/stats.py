@@ -583,6 +583,13 @@ class Prior:
     without repeats, with a margin for the simulation's own error (benchmarks/noise_model_sim.py:
     0.19 gave 2.0% [1.3, 3.1] at m = 5)."""
 
+    shared_floor_var: float = 0.01
+    """The least σ²_c (sd 0.1) assumed once pooled sessions measure the shift: five sessions measure
+    it with 4 df, and its estimate max(0, ·) is near zero as often as not while a real shift of the
+    prior's size goes on. Without this floor a pooled baseline failed 1.3–1.6% of unchanged runs
+    under a session-wide shift of sd 0.2 (benchmarks/noise_model_sim.py, m = 5 and 10); with it
+    1.0–1.1%, for 2–5 points of detection without a shift (46% → 41% at m = 5)."""
+
 
 CONSERVATIVE_PRIOR = Prior()
 
@@ -715,9 +722,10 @@ class _Shared:
 
 
 def _shared(history: SessionHistory | None, pooled: float, prior: Prior | None) -> _Shared:
-    """The session-wide shift's variance in D: measured from SHARED_MIN_SESSIONS pooled sessions,
-    else assumed by the prior. Generation repeats do not measure it: every repeat of a session shares
-    that session's shift, so a lucky one-session baseline is as lucky with repeats as without."""
+    """The session-wide shift's variance in D: measured from SHARED_MIN_SESSIONS pooled sessions
+    (at least the prior's floor), else assumed by the prior. Generation repeats do not measure it:
+    every repeat of a session shares that session's shift, so a lucky one-session baseline is as
+    lucky with repeats as without."""
     factor = 1.0 + 1.0 / pooled
     if (
         history is not None
@@ -725,8 +733,12 @@ def _shared(history: SessionHistory | None, pooled: float, prior: Prior | None) 
         and (prior is None or history.df_shared >= SHARED_MIN_SESSIONS - 1)
     ):
         if history.shared_p is not None and history.shared_p > SHARED_PRETEST:
-            return _Shared(0.0, None, "history")  # no sign of a shift: its truncated estimate is bias
-        return _Shared(history.var_shared * factor, history.df_shared, "history")
+            measured = _Shared(0.0, None, "history")  # no sign of a shift: its truncated estimate is bias
+        else:
+            measured = _Shared(history.var_shared * factor, history.df_shared, "history")
+        if prior is not None and measured.var < prior.shared_floor_var * factor:
+            return _Shared(prior.shared_floor_var * factor, None, "history")  # a known constant
+        return measured
     if prior is None:
         return _Shared(0.0, None, None)
     return _Shared(prior.shared_var * factor, None, "prior")

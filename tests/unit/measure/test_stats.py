@@ -453,12 +453,16 @@ def test_history_adds_a_session_wide_shift_only_when_its_f_test_sees_one() -> No
     quiet = session_history([[[3], [4], [2]], [[4], [4], [3]], [[3], [5], [2]], [[4], [4], [2]]])
     assert quiet is not None and quiet.shared_p is not None and quiet.shared_p > 0.25
     d = drift([[3], [4], [2]], [[3], [4], [2]], tolerance=0.5, history=quiet, prior=Prior())
-    assert (d.shared_source, d.var_shared) == ("history", 0.0)
-    # Every item up a point in one session: a shift, added.
+    # Its estimate is not added, but four sessions cannot rule out a shift of sd 0.1: the floor holds.
+    assert (d.shared_source, d.var_shared) == ("history", pytest.approx(2 * Prior().shared_floor_var))
+    # Comparing two measurements of the same artifacts (no prior) assumes nothing.
+    bare = drift([[3], [4], [2]], [[3], [4], [2]], tolerance=0.5, history=quiet)
+    assert (bare.shared_source, bare.var_shared) == ("history", 0.0)
+    # Every item up a point in one session: a shift, added, above the floor.
     loud = session_history([[[3], [4], [2]], [[3], [4], [2]], [[3], [4], [2]], [[4], [5], [3]]])
     assert loud is not None and loud.shared_p == 0.0
     d = drift([[3], [4], [2]], [[3], [4], [2]], tolerance=0.5, history=loud, prior=Prior())
-    assert d.shared_source == "history" and d.var_shared > 0
+    assert d.shared_source == "history" and d.var_shared > 2 * Prior().shared_floor_var
 
 
 def test_every_interval_of_a_mean_of_scores_stays_on_the_scale() -> None:
