@@ -38,6 +38,7 @@ import socket
 import subprocess
 import tempfile
 import threading
+import time
 from collections.abc import Callable, Iterator
 from datetime import datetime, timezone
 from pathlib import Path
@@ -269,14 +270,23 @@ class AppendFile:
             raise error
 
 
+SYNC_REST_S = 0.2
+"""After a background fsync the syncer rests this long; what is requested meanwhile is merged into
+its next fsync. An item's record is on disk within about this long (its samples were fsync-ed before
+its verdict), and a session of many quick items pays a few fsyncs a second, not one per item: waking
+the thread and syncing for each item was 1.2 ms of CPU per item, 2,000 scripted items under load."""
+
+
 class _Syncer:
     """One daemon thread that fsyncs the append files handed to it, so a caller that need not wait
-    for the disk (an item's final record) does not. Requests made while it syncs are merged."""
+    for the disk (an item's final record) does not. Requests made while it syncs or rests
+    (:data:`SYNC_REST_S`) are merged into one fsync per file."""
 
     def __init__(self) -> None:
         self._cond = threading.Condition()
         self._pending: dict[int, AppendFile] = {}
         self._thread: threading.Thread | None = None
+        self._waiting = False  # the thread waits for a request (it is not syncing nor resting)
 
     def request(self, file: AppendFile) -> None:
         with self._cond:
@@ -284,16 +294,20 @@ class _Syncer:
             if self._thread is None or not self._thread.is_alive():
                 self._thread = threading.Thread(target=self._run, name="aimeasure-fsync", daemon=True)
                 self._thread.start()
-            self._cond.notify()
+            if self._waiting:
+                self._cond.notify()
 
     def _run(self) -> None:
         while True:
             with self._cond:
                 while not self._pending:
+                    self._waiting = True
                     self._cond.wait()
+                self._waiting = False
                 batch, self._pending = list(self._pending.values()), {}
             for file in batch:
                 file._background_sync()
+            time.sleep(SYNC_REST_S)
 
 
 _SYNCER = _Syncer()
@@ -484,8 +498,8 @@ class Run:
     def record_item(self, result: ItemResult) -> None:
         """Append one test's final record. Called by the controller as each test ends: the line is
         written before this returns (a killed session keeps it) and fsync-ed by the background
-        syncer, so the test loop does not wait for the disk; the samples behind it were fsync-ed
-        when they were judged."""
+        syncer within about :data:`SYNC_REST_S`, so the test loop does not wait for the disk; the
+        samples behind it were fsync-ed when they were judged."""
         with self._lock:
             if self._items is None:
                 self._items = AppendFile(self.path / "items.jsonl")

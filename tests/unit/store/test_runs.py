@@ -461,6 +461,25 @@ def test_item_records_are_fsynced_by_the_background_syncer_and_at_close(
     assert [i.nodeid for i in store.open_run(run.run_id).items()] == ["t.py::a", "t.py::b"]
 
 
+def test_a_burst_of_item_records_shares_a_few_background_fsyncs_and_all_reach_the_disk(
+    store: RunStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    run = start(store, "r1")
+    run.record_item(ItemResult(nodeid="t.py::first", kind="dimension", outcome="passed"))
+    items = run._items
+    assert items is not None
+    fsyncs = _count_fsyncs(monkeypatch)
+    for n in range(50):  # a session of quick tests: one record as each test ends
+        run.record_item(ItemResult(nodeid=f"t.py::i{n}", kind="dimension", outcome="passed"))
+        time.sleep(0.002)  # (the next test runs meanwhile: the syncer would get to each record)
+    deadline = time.monotonic() + 30
+    while items._synced < items._written and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert items._synced == items._written == 51, "every record fsync-ed without close()"
+    assert 1 <= len(fsyncs) <= 10  # was about one per record: a thread woken and a sync each
+    run.close()
+
+
 def test_a_failed_background_fsync_is_raised_by_the_next_append(
     store: RunStore, monkeypatch: pytest.MonkeyPatch
 ) -> None:
