@@ -36,6 +36,7 @@ from typing import Any
 import pytest
 
 from pytest_aimeasure.cli import main as cli
+from pytest_aimeasure.judge.backends.litellm import import_litellm
 from pytest_aimeasure.store.runs import RunStore, read_journal
 from pytest_aimeasure.testing.server import ProviderServer, SeenRequest
 from tests.conftest import read_results
@@ -566,27 +567,15 @@ def test_spend_of_a_priced_model_equals_litellms_figure(
     assert result.ret == 0, result.stdout.str()
     assert len(usages) == TOTAL_SAMPLES
 
-    # litellm's own arithmetic, in a child process: importing litellm here would install its
-    # importlib_metadata finder in this process and break later in-process pytester sessions.
-    script = (
-        "import json, sys, litellm\n"
-        "usages = json.load(sys.stdin)\n"
-        "print(json.dumps([sum(litellm.cost_per_token(model=sys.argv[1], prompt_tokens=i, "
-        "completion_tokens=o)) for i, o in usages]))\n"
-    )
+    # litellm's own arithmetic, from the litellm this process imported before its first pytester
+    # session (tests/integration/conftest.py), so its import finder cannot break later sessions.
+    litellm = import_litellm()
 
     def litellm_costs(pairs: list[tuple[int, int]]) -> list[float]:
-        done = subprocess.run(
-            [sys.executable, "-c", script, PRICED_MODEL],
-            input=json.dumps(pairs),
-            capture_output=True,
-            text=True,
-            timeout=120,
-            check=True,
-            env={**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True"},
-        )
-        costs: list[float] = json.loads(done.stdout.strip().splitlines()[-1])
-        return costs
+        return [
+            sum(litellm.cost_per_token(model=PRICED_MODEL, prompt_tokens=i, completion_tokens=o))
+            for i, o in pairs
+        ]
 
     data = project.results()
     samples = [s for i in data["items"] for m in i["measurements"] for s in m["samples"]]
