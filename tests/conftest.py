@@ -42,11 +42,10 @@ def _no_provider_env(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
 
-def run_session(pytester: pytest.Pytester, *args: str, timeout: float = 300) -> pytest.RunResult:
-    """A pytest run of ``pytester``'s project: in-process (no interpreter to start, no SDK to import
-    again), unless it uses xdist (``-n``), whose workers need a process of their own."""
-    if "-n" in args:
-        return pytester.runpytest_subprocess(*args, timeout=timeout)
+def run_session(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
+    """A pytest run of ``pytester``'s project in this process: no interpreter to start and no SDK or
+    plugin module to import again. Under xdist (``-n``) only the workers get processes of their own;
+    the controller, where the reports are merged and every file is written, runs here."""
     return pytester.runpytest(*args)
 
 

@@ -94,7 +94,7 @@ def run(request: pytest.FixtureRequest, pytester: pytest.Pytester) -> Run:
     def session(*args: str, workers: bool = True) -> pytest.RunResult:
         argv = ("--ai-judge", "--judge-model", MODEL, "--judge-samples", "auto", "--aimeasure-json")
         argv += ("out.json",)
-        return run_session(pytester, *argv, *(xdist if workers else []), *args, timeout=120)
+        return run_session(pytester, *argv, *(xdist if workers else []), *args)
 
     return session
 

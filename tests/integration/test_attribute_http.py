@@ -67,10 +67,7 @@ Session = Callable[..., tuple[pytest.RunResult, dict[str, Any]]]
 def session(pytester: pytest.Pytester, model: str, *args: str) -> tuple[pytest.RunResult, dict[str, Any]]:
     argv = ("--ai-judge", "--judge-model", model, "--judge-samples", str(N), "--aimeasure-json", "out.json")
     argv += args
-    if "-n" in args:  # xdist in a subprocess; the environment, with the server's URL, is inherited
-        result = pytester.runpytest_subprocess(*argv, "-p", "xdist")
-    else:
-        result = pytester.runpytest(*argv)
+    result = pytester.runpytest(*argv)  # under -n the workers inherit the environment, with the server's URL
     return result, read_results(pytester.path / "out.json")
 
 

@@ -237,7 +237,7 @@ def test_judge_batch_under_xdist_each_worker_submits_and_journals_its_own_batche
     # A second file, so each worker (xdist is run by file here) gets work of its own.
     other = TWO_ITEMS.replace("The fox apologised.", "The owl apologised.").replace("fox fixed", "owl fixed")
     project.makepyfile(test_story2=textwrap.dedent(other))
-    result = project.runpytest_subprocess(*args(flavour), "-n", "2")
+    result = project.runpytest(*args(flavour), "-n", "2")
     assert result.ret == 0, result.stdout.str()
     assert server.batches.requests == 4 * SAMPLES
     assert {seen.path for seen in server.requests} == flavour.paths

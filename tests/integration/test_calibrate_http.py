@@ -179,7 +179,7 @@ def test_calibrate_under_xdist_gives_the_serial_figures(project: pytest.Pytester
     calibrated(project, "--judge-calibrate", "--judge-bias", "--judge-cache=off")
     serial = json.loads((project.path / "aimeasure-calibration.json").read_text())
     (project.path / "aimeasure-calibration.json").unlink()
-    result = project.runpytest_subprocess(
+    result = project.runpytest(
         "--ai-judge",
         "--judge-model",
         MODEL,

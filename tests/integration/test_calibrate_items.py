@@ -17,11 +17,7 @@ MODEL = "anthropic/claude-test"
 
 def run(pytester: pytest.Pytester, *args: str) -> tuple[pytest.RunResult, dict[str, Any]]:
     argv = ("--ai-judge", "--judge-model", MODEL, "--aimeasure-json", "out.json", *args)
-    # Under xdist in a subprocess (the environment, with the server's URL, is inherited).
-    if "-n" in args:
-        result = pytester.runpytest_subprocess(*argv, "-p", "xdist")
-    else:
-        result = pytester.runpytest(*argv)
+    result = pytester.runpytest(*argv)  # under -n the workers inherit the environment, with the server's URL
     return result, read_results(pytester.path / "out.json")
 
 

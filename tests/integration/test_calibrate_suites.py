@@ -64,10 +64,7 @@ def project(pytester: pytest.Pytester) -> pytest.Pytester:
 def run(pytester: pytest.Pytester, *args: str, generous: int = 0) -> tuple[pytest.RunResult, dict[str, Any]]:
     pytester.makeconftest(SCORER.replace("{generous}", str(generous)))
     argv = ("--ai-judge", "--judge-model", "scripted", "--aimeasure-json", "out.json", "-p", "no:randomly")
-    if "-n" in args:
-        result = pytester.runpytest_subprocess(*argv, *args, "-p", "xdist")
-    else:
-        result = pytester.runpytest(*argv, *args)
+    result = pytester.runpytest(*argv, *args)
     return result, read_results(pytester.path / "out.json")
 
 

@@ -239,9 +239,9 @@ def test_failed_gate_makes_no_judge_call_for_its_artifact_with_xdist(
         test_gated_params=textwrap.dedent(GATED_PARAMS), test_gated_artifacts=textwrap.dedent(GATED_ARTIFACTS)
     )
     pytester.makeconftest(textwrap.dedent(WHERE_CONFTEST))
-    result = pytester.runpytest_subprocess(
+    result = pytester.runpytest(
         "--ai-judge", "--judge-model", ANTHROPIC, "--judge-samples", "2", "--aimeasure-json", "out.json",
-        "-rs", "-n", "2", timeout=120,
+        "-rs", "-n", "2",
     )  # fmt: skip
     check_gated_session(pytester, server, result, ["test_gated_params", "test_gated_artifacts"])
     # The gate and the dimensions of each module ran on one worker (it is the gate's outcome, kept in
@@ -605,14 +605,8 @@ def test_unreachable_provider_names_its_url_and_stops_being_called(
     # One item at a time, so the count is exact: pipelined, the items' calls start together and
     # every call already started meets the closed port before the third failure is counted.
     args = ("--judge-samples", "1", "--judge-retries", "0", "--judge-pipeline", "0")
-    if xdist:
-        # One file runs on one worker (loadfile), and each process keeps its own count.
-        result = pytester.runpytest_subprocess(
-            "--ai-judge", "--judge-model", model, "--aimeasure-json", "out.json", *args, "-n", "2",
-            timeout=120,
-        )  # fmt: skip
-    else:
-        result = judged(pytester, model, *args)
+    # Under -n 2 one file runs on one worker (loadfile), and each process keeps its own count.
+    result = judged(pytester, model, *args, *(("-n", "2") if xdist else ()))
     result.assert_outcomes(errors=6)
     items = results(pytester)["items"]
     assert all(i["outcome"] == "error" and i["judge_error"] and i["measurements"] == [] for i in items)
@@ -662,13 +656,7 @@ def test_connection_resets_mid_response_are_retried_not_taken_for_an_unreachable
     server.script(Fault.reset(), Fault.reset(), Fault.reset())
     pytester.makepyfile(textwrap.dedent(TWENTY_ITEMS))
     args = ("--judge-samples", "3", "--judge-retries", "4")
-    if xdist:
-        result = pytester.runpytest_subprocess(
-            "--ai-judge", "--judge-model", model, "--aimeasure-json", "out.json", *args, "-n", "2",
-            timeout=180,
-        )  # fmt: skip
-    else:
-        result = judged(pytester, model, *args)
+    result = judged(pytester, model, *args, *(("-n", "2") if xdist else ()))
     result.assert_outcomes(passed=20)
     items = results(pytester)["items"]
     assert len(items) == 20

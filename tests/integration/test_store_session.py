@@ -115,11 +115,9 @@ class Project:
         return [*out, *extra]
 
     def run(self, *extra: str, json_name: str | None = "out.json", xdist: bool = False) -> pytest.RunResult:
-        """One session: in-process, or a subprocess with two xdist workers."""
+        """One session in this process, its controller's with two xdist workers if ``xdist``."""
         args = self.args(*extra, json_name=json_name)
-        if xdist:
-            return self.pytester.runpytest_subprocess(*args, "-n", "2", timeout=180)
-        return self.pytester.runpytest(*args)
+        return self.pytester.runpytest(*args, *(("-n", "2") if xdist else ()))
 
     def results(self, name: str = "out.json") -> dict[str, Any]:
         return read_results(self.path / name)

@@ -121,7 +121,7 @@ def test_one_shared_key_makes_the_fast_target_wait(pytester: pytest.Pytester, se
 
 def test_under_xdist_each_output_is_generated_once(pytester: pytest.Pytester, server: ProviderServer) -> None:
     pytester.makefile(".aimeasure.yaml", speed=suite())
-    result = pytester.runpytest_subprocess(*JUDGE, "-n", "2", "--aimeasure-json", "out.json")
+    result = pytester.runpytest(*JUDGE, "-n", "2", "--aimeasure-json", "out.json")
     result.assert_outcomes(passed=4)
     seen = sorted((r.model, r.prompt) for r in generations(server))
     assert seen == sorted((m, f"Answer question {p}.") for m in ("fast-model", "slow-model") for p in PROMPTS)
