@@ -87,10 +87,7 @@ def session(
 ) -> tuple[pytest.RunResult, dict[str, Any]]:
     argv = ("--ai-judge", "--judge-model", model, "--judge-samples", str(N), "--aimeasure-json", "out.json")
     argv += ("-p", "no:cacheprovider", *args)
-    if "-n" in args:  # xdist in a subprocess; the environment, with the server's URL, is inherited
-        result = pytester.runpytest_subprocess(*argv, "-p", "xdist")
-    else:
-        result = pytester.runpytest(*argv)
+    result = pytester.runpytest(*argv)  # under -n the workers inherit the environment, with the server's URL
     out = pytester.path / "out.json"
     return result, read_results(out) if out.exists() else {}
 
@@ -146,13 +143,10 @@ def test_each_dimension_is_judged_by_its_own_model(pytester: pytest.Pytester, se
         assert clarity["fingerprint"]["model"] == "claude-base" and clarity["judge"] == BASE
 
 
-@XDIST
 def test_changing_one_dimensions_judge_leaves_the_others_comparable(
-    pytester: pytest.Pytester, server: ProviderServer, xdist: tuple[str, ...], monkeypatch: pytest.MonkeyPatch
+    pytester: pytest.Pytester, server: ProviderServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     pytester.makepyfile(test_dims=textwrap.dedent(PER_DIMENSION))
-    # The baseline and the rerun under the same judges are in-process in both variants: the xdist
-    # variant is about the controller comparing what its workers measured after one judge changed.
     result, _ = session(pytester, "--update-baseline")
     assert result.ret == 0, result.stdout.str()
     baseline = json.loads((pytester.path / "aimeasure-baseline.json").read_text())
@@ -166,26 +160,29 @@ def test_changing_one_dimensions_judge_leaves_the_others_comparable(
     compared = {d: (c["verdict"], c["delta"], c["shared_source"]) for d, c in data["dimensions"].items()}
     assert compared == {d: ("inconclusive", 0.0, "prior") for d in ("tone", "accuracy", "clarity")}
 
-    # tone's judge changes: only tone is not comparable; accuracy and clarity compare as before.
+    # tone's judge changes: only tone is not comparable; accuracy and clarity compare as before. In
+    # one process, then with two workers: the controller compares what its workers measured, with
+    # their per-dimension judges and fingerprints (the baseline is the same one for both sessions).
     monkeypatch.setenv("TONE_JUDGE", "anthropic/claude-tone-2")
-    server.reset_stats()
-    result, data = session(pytester, "--judge-cache=off", *xdist)
-    assert result.ret == 1
-    assert server.calls_by_model == {"claude-tone-2": 4 * N, "judge-acc": 4 * N, "claude-base": 4 * N}
-    assert {d: (c["verdict"], c["delta"]) for d, c in data["dimensions"].items()} == {
-        "tone": ("not_comparable", None),
-        "accuracy": ("inconclusive", 0.0),
-        "clarity": ("inconclusive", 0.0),
-    }
-    assert data["dimensions"]["tone"]["changed_fields"] == ["model"]
-    not_comparable = [f for f in data["findings"] if f["kind"] == "not_comparable"]
-    assert [f["subject"] for f in not_comparable] == ["tone"]
-    items = {i["item_id"]: i for i in data["items"] if i["item_id"]}
-    assert {i["verdict"] for k, i in items.items() if k.startswith("tone::")} == {"not_comparable"}
-    others = [i for k, i in items.items() if not k.startswith("tone::")]
-    assert len(others) == 8  # paired with their entries: a difference of 0 each, no verdict "not comparable"
-    assert all(i["comparison"]["delta"] == 0 and i["verdict"] != "not_comparable" for i in others)
-    assert data["failed_because"] and "not comparable" in data["failed_because"][0]
+    for xdist in ((), ("-n", "2")):
+        server.reset_stats()
+        result, data = session(pytester, "--judge-cache=off", *xdist)
+        assert result.ret == 1, xdist
+        assert server.calls_by_model == {"claude-tone-2": 4 * N, "judge-acc": 4 * N, "claude-base": 4 * N}
+        assert {d: (c["verdict"], c["delta"]) for d, c in data["dimensions"].items()} == {
+            "tone": ("not_comparable", None),
+            "accuracy": ("inconclusive", 0.0),
+            "clarity": ("inconclusive", 0.0),
+        }
+        assert data["dimensions"]["tone"]["changed_fields"] == ["model"]
+        not_comparable = [f for f in data["findings"] if f["kind"] == "not_comparable"]
+        assert [f["subject"] for f in not_comparable] == ["tone"]
+        items = {i["item_id"]: i for i in data["items"] if i["item_id"]}
+        assert {i["verdict"] for k, i in items.items() if k.startswith("tone::")} == {"not_comparable"}
+        others = [i for k, i in items.items() if not k.startswith("tone::")]
+        assert len(others) == 8  # paired with their entries: a difference of 0 each, not "not comparable"
+        assert all(i["comparison"]["delta"] == 0 and i["verdict"] != "not_comparable" for i in others)
+        assert data["failed_because"] and "not comparable" in data["failed_because"][0]
 
 
 def test_a_dimensions_judge_with_an_unknown_provider_stops_collection_with_a_suggestion(
