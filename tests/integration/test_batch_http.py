@@ -334,6 +334,10 @@ def test_a_judge_without_a_batch_api_with_judge_batch_is_a_usage_error(
     result.stderr.fnmatch_lines([f"*--judge-batch: batch mode speaks the Anthropic*{model} is neither*"])
 
 
+# One batch API: a resume polls a journaled batch id with the code every batched session polls with
+# (both APIs' retrieve and results calls run in every test here); what a kill leaves to find is the
+# flavour's own code, and the test after this one runs it for both.
+@pytest.mark.parametrize("flavour", [ANTHROPIC], ids=["anthropic"])
 @pytest.mark.parametrize(
     ("pipeline", "killed"),
     [([], 2), (["--judge-pipeline=1"], 1)],
