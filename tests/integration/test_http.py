@@ -634,12 +634,12 @@ TWENTY_ITEMS = """
 """
 
 
-@pytest.mark.parametrize(
-    ("model", "xdist"), [(ANTHROPIC, False), (LITELLM, False), (ANTHROPIC, True)],
-    ids=["anthropic", "litellm", "anthropic-n2"],
-)  # fmt: skip
+# In one process: a worker classifies a reset with the same code, each worker's breaker is
+# test_unreachable_provider_names_its_url_and_stops_being_called[anthropic-n2], and the spend's counts
+# (transport_retries among them) are summed from the workers field by field (merge_spend).
+@pytest.mark.parametrize("model", BACKENDS)
 def test_connection_resets_mid_response_are_retried_not_taken_for_an_unreachable_provider(
-    pytester: pytest.Pytester, provider_env: ProviderServer, model: str, xdist: bool
+    pytester: pytest.Pytester, provider_env: ProviderServer, model: str
 ) -> None:
     """The server takes each request, then resets the connection without a reply: the first three
     calls (one item's three samples: three failures in a row, as the breaker counts them), then every
@@ -656,7 +656,7 @@ def test_connection_resets_mid_response_are_retried_not_taken_for_an_unreachable
     server.script(Fault.reset(), Fault.reset(), Fault.reset())
     pytester.makepyfile(textwrap.dedent(TWENTY_ITEMS))
     args = ("--judge-samples", "3", "--judge-retries", "4")
-    result = judged(pytester, model, *args, *(("-n", "2") if xdist else ()))
+    result = judged(pytester, model, *args)
     result.assert_outcomes(passed=20)
     items = results(pytester)["items"]
     assert len(items) == 20

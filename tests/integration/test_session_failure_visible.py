@@ -126,13 +126,13 @@ def test_not_comparable_judge_fails_a_junit_case(recorded: pytest.Pytester) -> N
     ), result.stdout.str()
 
 
-@pytest.mark.parametrize("mode", [False, True], ids=["plain", "xdist"])
-def test_budget_stop_fails_junit_cases(project: Project, mode: bool) -> None:
+# In one process: under xdist the controller writes the session's cases from its findings as for drift
+# (test_drift_fails_a_junit_case_the_summary_line_and_history[xdist]), and the budget's findings come
+# from the workers' stopped items (test_store_session's test_budget_stops_new_calls_...[xdist]).
+def test_budget_stop_fails_junit_cases(project: Project) -> None:
     project.model = PRICED_MODEL
     project.server.scorer = long_verdict
-    result = project.run(
-        "--judge-budget-usd=0.02", "--judge-cache=off", "--junitxml", "junit.xml", xdist=mode
-    )
+    result = project.run("--judge-budget-usd=0.02", "--judge-cache=off", "--junitxml", "junit.xml")
     assert result.ret == pytest.ExitCode.TESTS_FAILED
     data = project.results()
     stopped = sorted(

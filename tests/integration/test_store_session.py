@@ -13,7 +13,7 @@ artifact is a per-test error, and a resumed rejudge still never generates; the b
 calls (one ledger for all workers); the spend of a priced model matches litellm's own arithmetic;
 ``--judge-dry-run`` calls nothing; bad store paths, unknown run ids and a resume with another judge
 are usage errors before any call; ``latest`` is the run started last; ``aimeasure history`` /
-``show`` read the runs produced here. Rerun, replay, rejudge and the budget also run under ``-n 2``.
+``show`` read the runs produced here. Rerun, rejudge, the budget and a corrupt cache also run under ``-n 2``.
 
 Most tests start from a copy of one recorded run (``recorded_store``) instead of recording again.
 """
@@ -369,21 +369,22 @@ def test_two_workers_record_at_once_and_an_unchanged_rerun_under_xdist_makes_no_
     assert means(data) == means(first)
 
 
-@pytest.mark.parametrize("xdist", MODES)
+# In one process: workers read the sample cache as test_two_workers_record_at_once_and_an_unchanged_
+# rerun_under_xdist_makes_no_call's rerun does, and a judge error raised in a worker crosses to the
+# controller as test_bad_input's lone-surrogate error [xdist] and test_pipeline's pending error [n2] do.
 def test_replay_serves_stored_samples_and_a_miss_is_an_error_naming_what_is_missing(
-    project: Project, recorded_store: Path, xdist: bool
+    project: Project, recorded_store: Path
 ) -> None:
     record(project, recorded_store)
-    if not xdist:
-        result, calls = project.calls_during("--judge-cache=replay")
-        assert result.ret == 0, result.stdout.str()
-        assert calls == 0
-        assert samples_by_source(project.results()) == {"cache": TOTAL_SAMPLES}
+    result, calls = project.calls_during("--judge-cache=replay")
+    assert result.ret == 0, result.stdout.str()
+    assert calls == 0
+    assert samples_by_source(project.results()) == {"cache": TOTAL_SAMPLES}
 
     # A new story was never judged: replay must not call the judge for it, and says what is missing;
     # the stored ones are served as before.
     project.pytester.makepyfile(test_story=module_source(stories=STORIES + 1))
-    result, calls = project.calls_during("--judge-cache=replay", xdist=xdist)
+    result, calls = project.calls_during("--judge-cache=replay")
     assert calls == 0
     assert result.ret == pytest.ExitCode.TESTS_FAILED
     data = project.results()
