@@ -55,13 +55,30 @@ def project(
     return pytester
 
 
+# A terminal's Ctrl-C reaches a process whose SIGINT is Python's default. A child inherits an ignored
+# or blocked SIGINT from the process that starts it, and in one loaded full run every SIGINT sent from
+# one xdist worker went unnoticed while its SIGTERMs worked: the session runs under the disposition a
+# terminal gives, and says on stderr when it inherited another.
+AS_FROM_A_TERMINAL = """
+import runpy, signal, sys
+inherited = signal.getsignal(signal.SIGINT)
+blocked = signal.SIGINT in signal.pthread_sigmask(signal.SIG_BLOCK, [])
+signal.signal(signal.SIGINT, signal.default_int_handler)
+signal.pthread_sigmask(signal.SIG_UNBLOCK, [signal.SIGINT])
+if inherited is not signal.default_int_handler or blocked:
+    print(f"[inherited SIGINT {inherited!r}, blocked {blocked}]", file=sys.stderr)
+sys.argv = ["pytest", *sys.argv[1:]]
+runpy.run_module("pytest", run_name="__main__", alter_sys=True)
+"""
+
+
 def start(project: pytest.Pytester, *extra: str) -> subprocess.Popen[bytes]:
     """The session in its own process group, so a signal reaches it as a terminal's would."""
     return subprocess.Popen(
         [
             sys.executable,
-            "-m",
-            "pytest",
+            "-c",
+            AS_FROM_A_TERMINAL,
             "-p",
             "no:cacheprovider",
             "--ai-judge",

@@ -382,11 +382,23 @@ def test_ctrl_c_logs_what_landed_gives_up_the_rest_and_the_run_says_interrupted(
     assert result.ret == pytest.ExitCode.INTERRUPTED
     result.stdout.fnmatch_lines(["*KeyboardInterrupt*"])
     reports = json.loads((project.path / "reports.json").read_text())
-    assert {r[0].split("::")[-1] for r in reports} == {"test_first"}
+    # Only test_first's verdict landed. A held call still in flight is given up unlogged; one the
+    # interrupt kept from being sent (queued behind others, common on a loaded machine) is logged
+    # as a skip that says so, and noted (never a pass or a failure: no verdict landed).
+    calls = [r for r in reports if r[1] == "call"]
+    landed = {r[0].split("::")[-1] for r in calls if r[2] != "skipped"}
+    assert landed == {"test_first"}
+    assert {r[0] for r in reports} == {r[0] for r in calls}  # no item without its verdict's report
+    noted = [r for r in calls if r[2] == "skipped"]
+    assert all(
+        r[0].split("::")[-1].startswith("test_held") and "interrupted before this call was sent" in r[3]
+        for r in noted
+    ), noted
     metas = list((project.path / ".aimeasure" / "runs").glob("*/meta.json"))
     assert [json.loads(m.read_text())["status"] for m in metas] == ["interrupted"]
     data = read_results(project.path / "out.json")
-    assert [i["nodeid"].split("::")[-1] for i in data["items"]] == ["test_first"]
+    judged = [i["nodeid"].split("::")[-1] for i in data["items"] if i["outcome"] != "skipped"]
+    assert judged == ["test_first"]
 
 
 @XDIST
