@@ -24,7 +24,7 @@ from pytest_aimeasure.testing import ProviderServer
 
 ITEMS = 40
 SAMPLES = 3
-LATENCY_S = 1.0
+LATENCY_S = 0.3
 MARGIN_S = 0.15
 """A call the engine had already sent when the signal came may reach the server a moment later."""
 
@@ -126,7 +126,7 @@ XDIST = pytest.mark.parametrize("workers", [[], ["-n", "2"]], ids=["serial", "xd
 def test_ctrl_c_starts_no_call_that_was_not_sent_yet(
     project: pytest.Pytester, server: ProviderServer, workers: list[str]
 ) -> None:
-    # Every call takes 1 s, 4 at a time per process (the pipeline keeps many more queued). Before, the
+    # Every call takes 0.3 s, 4 at a time per process (the pipeline keeps many more queued). Before, the
     # queued calls kept going out during the 2 s the calls in flight are given to land.
     proc = start(project, *workers)
     sent = signal_when_busy(proc, server, signal.SIGINT, calls=4 * max(1, len(workers)))
