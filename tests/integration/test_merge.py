@@ -1,6 +1,6 @@
 """Shard merge: three ``-k`` shards merged are the same session as one process running everything.
 
-Under xdist (one variant): shards run with workers merge into the same baseline."""
+Under xdist: a shard run with workers merges into the same baseline."""
 
 from __future__ import annotations
 
@@ -55,9 +55,11 @@ def merge(
     return cli_main(["merge", *shards, "-o", str(out), "--baseline", str(pytester.path / baseline), *extra])
 
 
-def run_shards(pytester: pytest.Pytester, *extra: str) -> None:
+def run_shards(pytester: pytest.Pytester, *extra: str, workers_for: int | None = None) -> None:
+    """Each shard in a session of its own; shard ``workers_for``'s with two xdist workers."""
     for i, expr in enumerate(SHARDS):
-        pytester.runpytest(*ARGS, "-k", expr, "--aimeasure-json", f"shard{i}.json", *extra)
+        xdist = ("-n", "2") if i == workers_for else ()
+        pytester.runpytest(*ARGS, "-k", expr, "--aimeasure-json", f"shard{i}.json", *extra, *xdist)
 
 
 _RUN = re.compile(r'"run": "([^"]+)"')
@@ -83,30 +85,30 @@ def verdicts(data: dict[str, Any]) -> tuple[bool, dict[str, str], dict[str, str 
     )
 
 
-@pytest.mark.parametrize("xdist", [(), ("-n", "2")], ids=["serial", "xdist"])
-def test_three_shards_merged_equal_one_process(project: pytest.Pytester, xdist: tuple[str, ...]) -> None:
+def test_three_shards_merged_equal_one_process(project: pytest.Pytester) -> None:
     set_scores(project, {"*": [4, 4, 4]}, [3, 3, 4])
     # the baseline: one process versus three shards merged with --update-baseline
-    assert project.runpytest(*ARGS, *xdist, "--update-baseline").ret == 0
+    assert project.runpytest(*ARGS, "--update-baseline").ret == 0
     whole = (project.path / "aimeasure-baseline.json").read_text()
     (project.path / "aimeasure-baseline.json").rename(project.path / "whole-baseline.json")
-    run_shards(project, *xdist)
-    assert merge(project, project.path / "merged0.json", "--update-baseline") == 0
-    merged = (project.path / "aimeasure-baseline.json").read_text()
-    # Equal but for the runs the entries' sources name: one process's run there, the shards' here.
-    assert json.loads(merged)["entries"] and _runs(merged) == set(shard_runs(project))
-    assert _without_runs(merged) == _without_runs(whole)
-    if xdist:
-        # Shards run with workers merge as one process's run does; the drop's comparison across the
-        # shards below is the merge's own arithmetic, the same whichever way the shards ran.
-        return
+    # The shards each in one process, then again with one shard run by two xdist workers: what the
+    # controller writes of its workers' items merges as one process's results do.
+    for workers_for in (None, 0):
+        run_shards(project, workers_for=workers_for)
+        assert merge(project, project.path / "merged0.json", "--update-baseline") == 0
+        merged = (project.path / "aimeasure-baseline.json").read_text()
+        # Equal but for the runs the entries' sources name: one process's run there, the shards' here.
+        assert json.loads(merged)["entries"] and _runs(merged) == set(shard_runs(project))
+        assert _without_runs(merged) == _without_runs(whole), workers_for
+        if workers_for is None:
+            (project.path / "aimeasure-baseline.json").unlink()  # each merge writes a new baseline
 
     # a drop across the shards: one comparison with one family over every test (a drop of only some
     # items is, at six items, within what items move between sessions: the paired spread, issue 14)
     drop = {"a1": [2, 2, 3], "a2": [2, 3, 2], "b1": [3, 2, 2], "b2": [2, 3, 2], "c1": [3, 2, 2]}
     set_scores(project, {"*": [2, 2, 3], **drop}, [3, 3, 4])
-    one = project.runpytest(*ARGS, *xdist, "--aimeasure-json", "one.json")
-    run_shards(project, *xdist)
+    one = project.runpytest(*ARGS, "--aimeasure-json", "one.json")
+    run_shards(project)
     code = merge(project, project.path / "merged.json")
     one_data = json.loads((project.path / "one.json").read_text())
     merged = json.loads((project.path / "merged.json").read_text())
