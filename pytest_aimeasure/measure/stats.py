@@ -586,9 +586,11 @@ class Prior:
     shared_floor_var: float = 0.01
     """The least σ²_c (sd 0.1) assumed once pooled sessions measure the shift: five sessions measure
     it with 4 df, and its estimate max(0, ·) is near zero as often as not while a real shift of the
-    prior's size goes on. Without this floor a pooled baseline failed 1.3–1.6% of unchanged runs
-    under a session-wide shift of sd 0.2 (benchmarks/noise_model_sim.py, m = 5 and 10); with it
-    1.0–1.1%, for 2–5 points of detection without a shift (46% → 41% at m = 5)."""
+    prior's size goes on. Under a session-wide shift of sd 0.2 a pooled baseline failed 1.3–1.5% of
+    unchanged runs at m = 5 without this floor, 1.0–1.2% with it (3.3% and 3.0% at m = 10 on one
+    seed, 1.6% and 1.1% on another: benchmarks/noise_model_sim.py), for 2–5 points of detection
+    without a shift (44% → 41% at m = 5). Not enough to hold 1% there; more weight on the prior
+    costs more detection (docs/concepts.md)."""
 
 
 CONSERVATIVE_PRIOR = Prior()
