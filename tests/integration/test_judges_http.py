@@ -6,8 +6,8 @@ Each artifact's text says how each judge model scores it: ``claude-base=4,4,4 cl
 the model ``claude-base`` answers its three calls on that artifact 4, 4, 4 (in whatever order they
 arrive) and ``claude-opus`` answers 3. A model the text does not name answers 4.
 
-Under xdist: a dimension's judge changed (the workers' per-dimension judges and fingerprints),
-escalation, and a suite dimension's own judge.
+Under xdist: a dimension's judge changed (the workers' per-dimension judges and fingerprints), and a
+suite dimension's own judge and escalation.
 """
 
 from __future__ import annotations
@@ -124,7 +124,8 @@ PER_DIMENSION = """
 
 
 # Serial only: under xdist, each worker judging a dimension with its own model and the controller
-# reading their fingerprints is test_changing_one_dimensions_judge_leaves_the_others_comparable[xdist].
+# reading their fingerprints is the -n 2 session of
+# test_changing_one_dimensions_judge_leaves_the_others_comparable.
 def test_each_dimension_is_judged_by_its_own_model(pytester: pytest.Pytester, server: ProviderServer) -> None:
     pytester.makepyfile(test_dims=textwrap.dedent(PER_DIMENSION))
     result, data = session(pytester, "--judge-cache=off")
@@ -259,12 +260,13 @@ ESCALATING = """
 """
 
 
-@XDIST
+# In one process: a worker escalates, and sends the escalated measurement with its standing one to the
+# controller, in test_a_suite_dimension_has_its_own_judge_and_escalates[xdist].
 def test_a_disagreeing_item_is_rejudged_by_the_stronger_model_and_a_clear_one_is_not(
-    pytester: pytest.Pytester, server: ProviderServer, scorer: ScoresInText, xdist: tuple[str, ...]
+    pytester: pytest.Pytester, server: ProviderServer, scorer: ScoresInText
 ) -> None:
     pytester.makepyfile(test_esc=textwrap.dedent(ESCALATING))
-    result, data = session(pytester, "--aimeasure-html", "report.html", "-v", *xdist)
+    result, data = session(pytester, "--aimeasure-html", "report.html", "-v")
     # "low" is clearly below the floor (2, 2, 2): not escalated, a floor breach.
     assert result.ret == 1
     # N standing calls for every item; N escalated calls for the split item only.
