@@ -302,9 +302,16 @@ def test_short_summary_and_line_traceback_carry_the_verdicts_message(
     scores = {"test_tone[b]": [2, 2, 3], "test_judge_error": "bad"}
     (project.path / "scores.json").write_text(json.dumps(scores))
     args = (*BASE, "--judge-pipeline", depth, *nx(xdist), "--junitxml", "junit.xml")
+    # --tb=line points at the call of judge.score with the whole first line...
+    result = run_session(project, *args, "--tb=line")
+    result.assert_outcomes(passed=1, failed=1, errors=1)
+    where = f"{project.path}/test_short.py:6"
+    result.stdout.fnmatch_lines(
+        [f"{where}: FloorBreach: tone: mean 2.33 (95% CI 1.00–3.77, n=3) is below the floor 3"]
+    )
+    # ... the one-line summary names the verdict, not only the test...
     result = run_session(project, *args, "-rA", "-vv")
     result.assert_outcomes(passed=1, failed=1, errors=1)
-    # The one-line summary names the verdict, not only the test...
     result.stdout.fnmatch_lines(
         [
             "ERROR test_short.py::test_judge_error - judge error: no valid verdict*",
@@ -313,14 +320,7 @@ def test_short_summary_and_line_traceback_carry_the_verdicts_message(
         ],
         consecutive=False,
     )
-    # ... --tb=line points at the call of judge.score with the whole first line ...
-    result = run_session(project, *args, "--tb=line")
-    where = f"{project.path}/test_short.py:6"
-    result.stdout.fnmatch_lines(
-        [f"{where}: FloorBreach: tone: mean 2.33 (95% CI 1.00–3.77, n=3) is below the floor 3"]
-    )
-    # ... the failure section still shows the whole verdict, without a traceback ...
-    result = run_session(project, *args)
+    # ... the same session's failure section still shows the whole verdict, without a traceback ...
     result.stdout.fnmatch_lines(["FloorBreach: tone: mean 2.33*", "samples: 2, 2, 3", "lowest sample (#0*"])
     assert "Traceback" not in result.stdout.str() and "raise " not in result.stdout.str()
     # ... and JUnit's failure message is the verdict's.
