@@ -61,10 +61,14 @@ def _moved_items(data: dict[str, Any]) -> int:
     return sum(1 for delta in deltas if delta is not None and abs(delta) >= 1)
 
 
-@pytest.mark.parametrize("xdist", [(), ("-n", "2")], ids=["serial", "xdist"])
-def test_aa_sessions_of_a_moving_generator_pass_and_a_one_point_drop_fails(
-    project: pytest.Pytester, xdist: tuple[str, ...]
-) -> None:
+def _passes_as_a_a(code: int, data: dict[str, Any], number: int) -> None:
+    dimension = data["dimensions"]["clarity"]
+    assert code == 0, (number, dimension, data["failed_because"])
+    assert dimension["verdict"] != "not_comparable"  # N is not part of the fingerprint
+    assert dimension["history_sessions"] == 4  # the pooled sessions give the between-session spread
+
+
+def test_aa_sessions_of_a_moving_generator_pass_and_a_one_point_drop_fails(project: pytest.Pytester) -> None:
     baseline = json.loads((project.path / "aimeasure-baseline.json").read_text())
     assert baseline["format"] == 2
     entry = next(iter(baseline["entries"].values()))
@@ -73,19 +77,18 @@ def test_aa_sessions_of_a_moving_generator_pass_and_a_one_point_drop_fails(
 
     moved = 0
     for number in range(10, 14):  # four A/A sessions, at N = 5: more samples, same ruler
-        # (the xdist variant runs the first with workers; the rule itself is the controller's)
-        workers = xdist if number == 10 else ()
-        code, data = session(project, number, "--judge-samples", "5", *workers)
-        dimension = data["dimensions"]["clarity"]
-        assert code == 0, (number, dimension, data["failed_because"])
-        assert dimension["verdict"] != "not_comparable"  # N is not part of the fingerprint
-        assert dimension["history_sessions"] == 4  # the pooled sessions give the between-session spread
+        code, data = session(project, number, "--judge-samples", "5")
+        _passes_as_a_a(code, data, number)
         moved += _moved_items(data)
     # The samples of an item agree, yet items moved by a point or more between sessions: the old rule
     # (SE from the samples' spread, floored at 1/12) called such moves significant.
     assert moved >= 4
-
-    code, data = session(project, 20, "--judge-samples", "5", *xdist, shift=-1.0)
-    assert data["dimensions"]["clarity"]["verdict"] == "regressed"
-    assert code == pytest.ExitCode.TESTS_FAILED
-    assert any("regressions against the baseline" in r for r in data["failed_because"])
+    # The first again with two xdist workers (the rule itself is the controller's), then the drop, in
+    # one process and with workers.
+    code, data = session(project, 10, "--judge-samples", "5", "-n", "2")
+    _passes_as_a_a(code, data, 10)
+    for xdist in ((), ("-n", "2")):
+        code, data = session(project, 20, "--judge-samples", "5", *xdist, shift=-1.0)
+        assert data["dimensions"]["clarity"]["verdict"] == "regressed", xdist
+        assert code == pytest.ExitCode.TESTS_FAILED
+        assert any("regressions against the baseline" in r for r in data["failed_because"])
