@@ -3,8 +3,8 @@ against the local provider server, whose scorer reads each artifact's quality (`
 prompt and answers like the judge model the request names: ``claude-old`` faithfully, ``claude-new`` one
 point lower. Calls are counted on the server.
 
-Under xdist (one variant): the controller attributing a judge swap after its workers measured, and
-the update that follows; the sessions around them run in-process."""
+Under xdist: the controller attributing a judge swap after its workers measured, and the update that
+follows; the sessions around them run in one process only."""
 
 from __future__ import annotations
 
@@ -78,16 +78,13 @@ def attribution_finding(data: dict[str, Any]) -> dict[str, Any]:
     return finding
 
 
-@pytest.mark.parametrize("xdist", [(), ("-n", "2")], ids=["serial", "xdist"])
 def test_a_judge_swap_on_unchanged_artifacts_is_attributed_to_the_judge(
-    project: pytest.Pytester, server: ProviderServer, xdist: tuple[str, ...]
+    project: pytest.Pytester, server: ProviderServer
 ) -> None:
-    # The baseline, the unattributed swap and the final check run in-process either way: the xdist
-    # variant is about the controller attributing (rejudging the baseline's artifacts) after its
-    # workers measured, and about the update that follows it.
     result, _ = session(project, OLD, "--update-baseline")
     assert result.ret == 0, result.stdout.str()
-    baseline = json.loads((project.path / "aimeasure-baseline.json").read_text())
+    baseline_path = project.path / "aimeasure-baseline.json"
+    baseline = json.loads(baseline_path.read_text())
     entry = baseline["entries"]["clarity::test_clarity.py::test_clarity[0]"]
     assert entry["sources"][0]["artifact_sha256"] and entry["sources"][0]["run"]
 
@@ -96,42 +93,49 @@ def test_a_judge_swap_on_unchanged_artifacts_is_attributed_to_the_judge(
     assert result.ret == 1
     assert data["dimensions"]["clarity"]["verdict"] == "not_comparable"
 
-    server.reset_stats()
-    result, data = session(project, NEW, "--aimeasure-attribute", "--judge-cache=off", *xdist)
-    assert result.ret == 0, result.stdout.str()
-    # Today's items and the baseline's artifacts, each judged N times by the new model, none by the old.
-    assert server.calls_by_model == {"claude-new": 2 * ITEMS * N}
-    finding = attribution_finding(data)
-    a = data["attribution"]["clarity"]
-    assert a["m"] == ITEMS and a["skipped"] == {}
-    assert a["moved"] == "judge"
-    assert a["total"] == pytest.approx(-1.0)
-    assert a["judge"]["delta"] == pytest.approx(-1.0)
-    low, high = a["judge"]["ci95"]
-    assert low < -1.0 < high < 0  # the judge moved: its interval holds -1 and excludes 0
-    assert a["system"]["delta"] == pytest.approx(0.0)
-    low, high = a["system"]["ci95"]
-    assert low < 0 < high and high - low < 1.0  # the system did not move, with a tight interval
-    assert "of Δ -1.00, -1.00 [" in finding["message"]
-    assert "is the judge on unchanged artifacts" in finding["message"]
-    assert finding["severity"] == "warn"
-    not_comparable = [f for f in data["findings"] if f["kind"] == "not_comparable"]
-    assert [f["severity"] for f in not_comparable] == ["info"]  # measured now, not a reason to fail
-    result.stdout.fnmatch_lines(["*clarity*attributed (the judge moved, the system did not)*"])
+    # Attributed in one process, then by the controller (rejudging the baseline's artifacts) after
+    # its two xdist workers measured.
+    for xdist in ((), ("-n", "2")):
+        server.reset_stats()
+        result, data = session(project, NEW, "--aimeasure-attribute", "--judge-cache=off", *xdist)
+        assert result.ret == 0, result.stdout.str()
+        # Today's items and the baseline's artifacts, each judged N times by the new model, none by the old.
+        assert server.calls_by_model == {"claude-new": 2 * ITEMS * N}
+        finding = attribution_finding(data)
+        a = data["attribution"]["clarity"]
+        assert a["m"] == ITEMS and a["skipped"] == {}
+        assert a["moved"] == "judge"
+        assert a["total"] == pytest.approx(-1.0)
+        assert a["judge"]["delta"] == pytest.approx(-1.0)
+        low, high = a["judge"]["ci95"]
+        assert low < -1.0 < high < 0  # the judge moved: its interval holds -1 and excludes 0
+        assert a["system"]["delta"] == pytest.approx(0.0)
+        low, high = a["system"]["ci95"]
+        assert low < 0 < high and high - low < 1.0  # the system did not move, with a tight interval
+        assert "of Δ -1.00, -1.00 [" in finding["message"]
+        assert "is the judge on unchanged artifacts" in finding["message"]
+        assert finding["severity"] == "warn"
+        not_comparable = [f for f in data["findings"] if f["kind"] == "not_comparable"]
+        assert [f["severity"] for f in not_comparable] == ["info"]  # measured now, not a reason to fail
+        result.stdout.fnmatch_lines(["*clarity*attributed (the judge moved, the system did not)*"])
 
     # The update after it keeps the chain: the old artifacts' sessions, rescored by the new judge,
     # pool with today's under the new ruler (cache off: from the cache, today's samples would be
-    # a re-read of the rejudged session, which is not pooled twice).
-    args = ("--aimeasure-attribute", "--update-baseline", "--judge-cache=off", *xdist)
-    result, data = session(project, NEW, *args)
-    assert result.ret == 0, result.stdout.str()
-    baseline = json.loads((project.path / "aimeasure-baseline.json").read_text())
-    for k, quality in enumerate(QUALITIES):
-        entry = baseline["entries"][f"clarity::test_clarity.py::test_clarity[{k}]"]
-        assert entry["fingerprint"]["model"] == "claude-new"
-        assert entry["sessions"] == [N, N]
-        assert entry["scores"] == [quality - 1] * (2 * N)
-        assert len(entry["sources"]) == 2
+    # a re-read of the rejudged session, which is not pooled twice). In one process, then from the
+    # same baseline again with two workers.
+    before_update = baseline_path.read_text()
+    for xdist in ((), ("-n", "2")):
+        baseline_path.write_text(before_update)
+        args = ("--aimeasure-attribute", "--update-baseline", "--judge-cache=off", *xdist)
+        result, data = session(project, NEW, *args)
+        assert result.ret == 0, result.stdout.str()
+        baseline = json.loads(baseline_path.read_text())
+        for k, quality in enumerate(QUALITIES):
+            entry = baseline["entries"][f"clarity::test_clarity.py::test_clarity[{k}]"]
+            assert entry["fingerprint"]["model"] == "claude-new", xdist
+            assert entry["sessions"] == [N, N]
+            assert entry["scores"] == [quality - 1] * (2 * N)
+            assert len(entry["sources"]) == 2
     result, data = session(project, NEW)
     assert result.ret == 0
     assert data["dimensions"]["clarity"]["verdict"] == "stable"
