@@ -347,6 +347,10 @@ class JudgeEngine:
         self._stopped = threading.Event()
         self._frozen = False
         self._refrozen = False
+        # The sink's fsync on a worker thread, shared by the items that reach it together (loop
+        # thread only): the round running, and the one that starts when it ends.
+        self._sync_running: asyncio.Future[None] | None = None
+        self._sync_next: asyncio.Future[None] | None = None
 
     # -- loop management -------------------------------------------------------------------------
     def submit(self, coro: Coroutine[Any, Any, T]) -> Future[T]:
@@ -480,7 +484,7 @@ class JudgeEngine:
         if self.sink is not None:
             # The item's samples were written as they landed (a killed process keeps them); one
             # fsync makes them durable before its verdict is known, off the loop's thread.
-            await asyncio.to_thread(self.sink.sync)
+            await self._durable()
         for result in results:
             if isinstance(result, BaseException) and not isinstance(result, Exception):
                 raise result
@@ -505,6 +509,47 @@ class JudgeEngine:
                 raise judge_errors[0]
             raise errors[0]
         return sorted((r for r in results if isinstance(r, Sample)), key=lambda s: s.index)
+
+    async def _durable(self) -> None:
+        """Return once an fsync that started after every sample written so far has ended. Items
+        that reach it together share a round (one worker thread woken, one fsync) instead of one
+        each: a round already running may have started before this item's samples were written, so
+        the item waits for the next one, which starts when it ends."""
+        assert self.sink is not None
+        if self._sync_running is None:
+            round_ = self._sync_running = self._start_sync_round()
+        else:
+            if self._sync_next is None:
+                self._sync_next = asyncio.get_running_loop().create_future()
+            round_ = self._sync_next
+        await asyncio.shield(round_)  # (an item cancelled meanwhile leaves the round to the others)
+
+    def _start_sync_round(self) -> asyncio.Future[None]:
+        assert self.sink is not None
+        loop = asyncio.get_running_loop()
+        running: asyncio.Future[None] = loop.run_in_executor(None, self.sink.sync)
+
+        def ended(done: asyncio.Future[None]) -> None:
+            self._sync_running = None
+            waiting, self._sync_next = self._sync_next, None
+            if waiting is None:
+                return
+            following = self._sync_running = self._start_sync_round()
+
+            def hand_over(result: asyncio.Future[None]) -> None:
+                if waiting.done():
+                    return
+                if result.cancelled():
+                    waiting.cancel()
+                elif (error := result.exception()) is not None:
+                    waiting.set_exception(error)
+                else:
+                    waiting.set_result(None)
+
+            following.add_done_callback(hand_over)
+
+        running.add_done_callback(ended)
+        return running
 
     def _item_rule(
         self, spec: ItemSpec, backend: Backend, samples: list[Sample], prompt_hash: str, rubric_hash: str

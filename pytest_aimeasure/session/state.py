@@ -235,6 +235,8 @@ class SessionState:
         """The calibrated variance floors that hold for ``measurements``: a dimension's floor only
         when every one of its measurements was taken with the ruler the calibration measured (the
         standing judge's, as calibration measured it). A stale calibration supplies nothing."""
+        if not self.calibrated_floors:
+            return {}  # (without a calibration, no fingerprint of every measurement to hash)
         prints: dict[str, set[str]] = {}
         for m in measurements:
             prints.setdefault(m.dimension, set()).add(m.standing.fingerprint.digest())

@@ -3,6 +3,9 @@ and what the budget's estimate counts, the replay cache's miss."""
 
 from __future__ import annotations
 
+import asyncio
+import dataclasses
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -172,3 +175,56 @@ def test_a_lone_surrogate_the_judge_sends_is_replaced_before_it_is_checked_or_gi
     given_back = backend.requests[1].messages[1].content
     assert given_back == "I think it is a \ufffd"
     given_back.encode("utf-8")  # the next request could be sent
+
+
+class SlowDiskSink:
+    """A sink whose fsync takes a while and notes how many samples it covered (those written
+    before it started), and each item's last sample."""
+
+    def __init__(self) -> None:
+        self.written = 0
+        self.durable = 0
+        self.syncs = 0
+        self.last_of: dict[str, int] = {}
+
+    def lookup(self, key: Any, *, item_id: str | None = None, nodeid: str | None = None) -> None:
+        return None
+
+    def record(self, key: Any, *, item_id: str, nodeid: str, sample: Any, sync: bool = True) -> None:
+        self.written += 1
+        self.last_of[item_id] = self.written
+
+    def sync(self) -> None:
+        covered = self.written  # (read as the fsync starts, on its worker thread)
+        time.sleep(0.02)
+        self.syncs += 1
+        self.durable = max(self.durable, covered)
+
+    def describe_key(self, key: Any) -> str:
+        return "nothing"
+
+
+def test_items_that_finish_together_share_an_fsync_and_each_waits_for_one_covering_its_samples() -> None:
+    sink = SlowDiskSink()
+    verdict = {"dimension": "tone", "score": 4, "rationale": "warm"}
+    engine = JudgeEngine(
+        JudgeSettings(model="fake-judge"),
+        make_backend=lambda name: ScriptedReplies([verdict] * 60),
+        sink=sink,
+    )
+    specs = [dataclasses.replace(spec(3), item_id=f"tone::t.py::test_{n}") for n in range(20)]
+
+    async def measured(item: ItemSpec) -> tuple[str, int]:
+        await engine.ameasure(item)
+        return item.item_id, sink.durable  # what was durable when the item's verdict could be known
+
+    async def together() -> list[tuple[str, int]]:
+        return await asyncio.gather(*(measured(item) for item in specs))
+
+    try:
+        landed = engine.run(together())
+    finally:
+        engine.close()
+    assert all(durable >= sink.last_of[item_id] for item_id, durable in landed)
+    assert sink.written == 60 and sink.durable == 60
+    assert 1 <= sink.syncs <= 3  # was one fsync (and one thread woken) per item: 20
