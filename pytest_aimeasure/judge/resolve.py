@@ -169,11 +169,11 @@ _import_lock = threading.Lock()
 
 def import_transport(model: str, *, batch: bool = False) -> None:
     """Import what ``model``'s built-in backend sends its calls through, so that a caller can pay for
-    it off the event loop or in the background: httpx (about 0.2 s) for ``anthropic/`` and the
-    native ``openai/`` route, litellm (seconds) for other providers, the SDK of the batch API under
-    ``batch``; nothing for the scripted judge or a string that is no model. Serialised: importing one
-    package graph in two threads at once can hand a thread a partially initialised module (openai's
-    has import cycles)."""
+    it off the event loop or in the background: httpx (about 0.2 s) and its TLS context for
+    ``anthropic/`` and the native ``openai/`` route, litellm (seconds) for other providers, the SDK
+    of the batch API under ``batch``; nothing for the scripted judge or a string that is no model.
+    Serialised: importing one package graph in two threads at once can hand a thread a partially
+    initialised module (openai's has import cycles)."""
     try:
         kind = route(model)
     except ModelError:
@@ -186,7 +186,11 @@ def import_transport(model: str, *, batch: bool = False) -> None:
         if kind == "anthropic" and batch:
             import anthropic  # noqa: F401
         elif (kind == "anthropic" or model.partition("/")[0] in NATIVE_PREFIXES) and not batch:
-            import httpx  # noqa: F401
+            import httpcore  # noqa: F401  (httpx's transport imports it with the first client)
+
+            from pytest_aimeasure.judge.backends.http import tls_context
+
+            tls_context()  # the CA bundle's load, off the first request's path
         else:
             import_litellm()
 

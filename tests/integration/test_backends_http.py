@@ -527,6 +527,38 @@ def test_calls_in_flight_are_spread_over_several_connection_pools(kind: str) -> 
 
 
 @pytest.mark.parametrize("kind", KINDS)
+def test_every_client_of_the_process_shares_one_tls_context_per_ca_bundle(
+    kind: str, server: ProviderServer, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    # Loading the CA bundle takes about 70 ms: each of the shards' clients loaded its own, 0.6 s
+    # before the session's first request could go out.
+    import httpx
+
+    from pytest_aimeasure.judge.backends import http
+
+    built: list[object] = []
+    real = httpx.create_ssl_context
+
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        built.append(real(*args, **kwargs))
+        return built[-1]
+
+    monkeypatch.setattr(httpx, "create_ssl_context", counted)
+    monkeypatch.setattr(http, "_TLS", {})
+    for _ in range(2):  # two backends (a dimension's own judge=, an escalation model): one context
+        assert judge(make_backend(kind, server)).tool_input is not None
+    assert len(built) == 1
+    # A bundle of one's own (SSL_CERT_FILE) gets its own context, as httpx would build it.
+    bundle = tmp_path / "ca.pem"
+    import certifi
+
+    bundle.write_bytes(Path(certifi.where()).read_bytes())
+    monkeypatch.setenv("SSL_CERT_FILE", str(bundle))
+    assert judge(make_backend(kind, server)).tool_input is not None
+    assert len(built) == 2 and server.calls == 3
+
+
+@pytest.mark.parametrize("kind", KINDS)
 def test_backend_survives_a_new_event_loop(kind: str, server: ProviderServer) -> None:
     backend = make_backend(kind, server)
     first = asyncio.run(backend.judge(judge_request()))  # no aclose: the loop dies with the client open

@@ -16,13 +16,15 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import random
+import threading
 from collections.abc import Mapping
 from typing import Any
 
 from pytest_aimeasure.judge.backends.base import built_from_environ, parse_retry_after
 
-__all__ = ["DEFAULT_TIMEOUT_S", "HttpStatusError", "JsonApi", "View"]
+__all__ = ["DEFAULT_TIMEOUT_S", "HttpStatusError", "JsonApi", "View", "tls_context"]
 
 DEFAULT_TIMEOUT_S = 600.0
 """A call's limit when none is set: the SDKs' default (10 minutes), connecting within 5 s."""
@@ -34,6 +36,25 @@ POOL_SHARDS = 8
 scans every connection it holds (and polls each idle one's socket) whenever a request starts or
 ends, so one pool of 64 connections cost the judge's loop thread more time per call than the call's
 own work: calls in flight then waited for the loop, not for the provider."""
+
+
+_TLS: dict[tuple[str | None, str | None], Any] = {}
+_TLS_LOCK = threading.Lock()
+
+
+def tls_context() -> Any:
+    """The process's one TLS context for the judge's clients, as httpx would build each (certifi's CA
+    bundle, or ``SSL_CERT_FILE`` / ``SSL_CERT_DIR``). Loading the bundle takes about 70 ms, and every
+    client of every shard loaded its own: 0.6 s of the first request's wait went to eight copies of
+    one file. Built once per bundle, so a test that sets the variables still gets its own."""
+    import httpx
+
+    key = (os.environ.get("SSL_CERT_FILE"), os.environ.get("SSL_CERT_DIR"))
+    with _TLS_LOCK:
+        context = _TLS.get(key)
+        if context is None:
+            context = _TLS[key] = httpx.create_ssl_context()
+        return context
 
 
 class View:
@@ -101,8 +122,11 @@ class JsonApi:
         if not self._clients or self._loop is not loop:
             # The judge's calls in flight are bounded by the engine's limit, not by the pools.
             limits = httpx.Limits(max_connections=None, max_keepalive_connections=32)
+            tls = tls_context()
             self._clients = [
-                built_from_environ(lambda: httpx.AsyncClient(headers=self.headers, limits=limits))
+                built_from_environ(
+                    lambda: httpx.AsyncClient(headers=self.headers, limits=limits, verify=tls)
+                )
                 for _ in range(POOL_SHARDS)
             ]
             self._busy = [0] * POOL_SHARDS
