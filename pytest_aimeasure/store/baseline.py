@@ -70,14 +70,18 @@ class BaselineError(Exception):
         self.path = path
 
 
+Sha256 = Annotated[str, Field(pattern=r"^[0-9a-f]{64}$")]
+"""A stored artifact's name in the run store (its content's sha256, lowercase hex)."""
+
+
 class EntrySource(BaseModel):
     """Where one pooled session of an entry came from: its run and the artifact it judged."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     run: str | None = None
-    artifact_sha256: str | None = Field(default=None, pattern=r"^[0-9a-f]{64}$")
-    generations: list[Annotated[str, Field(pattern=r"^[0-9a-f]{64}$")]] | None = Field(
+    artifact_sha256: Sha256 | None = None
+    generations: list[Sha256] | None = Field(
         default=None,
         min_length=2,
         description="a session that judged generation repeats: each repeat's artifact, in the order of "

@@ -54,13 +54,13 @@ def _generated(path: Path) -> int:
     return len(log.read_text()) if log.exists() else 0
 
 
-def _update_with_three_outputs(pytester: pytest.Pytester) -> None:
+def _update_with_outputs(pytester: pytest.Pytester, outputs: int = 3) -> None:
     pytester.makeconftest(CONFTEST)
     pytester.makepyfile(test_story=TESTS)
-    pytester.runpytest(*ARGS, "--update-baseline", "--aimeasure-baseline-repeats", "3").assert_outcomes(
-        passed=1
-    )
-    assert _generated(pytester.path) == 3
+    pytester.runpytest(
+        *ARGS, "--update-baseline", "--aimeasure-baseline-repeats", str(outputs)
+    ).assert_outcomes(passed=1)
+    assert _generated(pytester.path) == outputs
 
 
 def _entry(path: Path) -> dict[str, object]:
@@ -106,12 +106,7 @@ def test_update_baseline_generates_three_outputs_and_later_runs_compare_with_the
 
 
 def test_explicit_repeats_and_a_baseline_repeats_of_one_are_kept(pytester: pytest.Pytester) -> None:
-    pytester.makeconftest(CONFTEST)
-    pytester.makepyfile(test_story=TESTS)
-    pytester.runpytest(*ARGS, "--update-baseline", "--aimeasure-baseline-repeats", "1").assert_outcomes(
-        passed=1
-    )
-    assert _generated(pytester.path) == 1
+    _update_with_outputs(pytester, 1)
     assert "generations" not in _entry(pytester.path)
 
     pytester.makeconftest(
@@ -130,7 +125,7 @@ def test_explicit_repeats_and_a_baseline_repeats_of_one_are_kept(pytester: pytes
 def test_rejudging_the_update_run_reads_its_stored_outputs_and_generates_none(
     pytester: pytest.Pytester,
 ) -> None:
-    _update_with_three_outputs(pytester)
+    _update_with_outputs(pytester)
     rejudged = pytester.runpytest(*ARGS, "--aimeasure-rejudge", "latest", "--aimeasure-json", "re.json")
     rejudged.assert_outcomes(passed=1)
     assert _generated(pytester.path) == 3
@@ -177,7 +172,7 @@ def test_a_bad_baseline_repeats_value_is_a_usage_error(pytester: pytest.Pytester
 def test_attribution_rejudges_every_output_of_a_baseline_entry_that_pooled_generation_repeats(
     pytester: pytest.Pytester,
 ) -> None:
-    _update_with_three_outputs(pytester)
+    _update_with_outputs(pytester)
     entry = _entry(pytester.path)
     (source,) = entry["sources"]  # type: ignore[misc]
     assert len(source["generations"]) == 3  # each output's artifact, in the order of the generations
