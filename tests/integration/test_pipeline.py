@@ -3,7 +3,8 @@
 
 Serial sessions run in-process but for Ctrl-C's and pytest-timeout's. Each behaviour that a worker
 changes (calls in flight, reports and their order, -x, reruns, timeouts, repeats, pending verdicts,
-the short summary) also runs under -n 2."""
+the short summary) also runs under xdist, with one worker: each project is one module, which the plugin's
+loadfile gives to one worker (a second would start and exit idle)."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import read_results, run_session
+from tests.conftest import ONE_WORKER, read_results, run_session
 
 # A scripted judge that holds every call until `target` calls are in flight at once (or 60 s pass),
 # and writes the most it saw in flight: with the pipeline, calls of several tests meet there.
@@ -170,11 +171,11 @@ def in_flight(path: Path) -> int:
     return max(int(p.read_text()) for p in path.glob("inflight-*.txt"))
 
 
-XDIST = pytest.mark.parametrize("xdist", [False, True], ids=["serial", "n2"])
+XDIST = pytest.mark.parametrize("xdist", [False, True], ids=["serial", "xdist"])
 
 
 def nx(xdist: bool) -> tuple[str, ...]:
-    return ("-n", "2") if xdist else ()
+    return ONE_WORKER if xdist else ()
 
 
 @XDIST
@@ -280,7 +281,7 @@ def test_reports_json_and_baseline_are_the_same_with_the_pipeline_on_and_off(
 @pytest.mark.parametrize(
     ("xdist", "depth"),
     [(False, "0"), (False, "32"), (True, "32")],
-    ids=["waits-serial", "pipelined-serial", "pipelined-n2"],
+    ids=["waits-serial", "pipelined-serial", "pipelined-xdist"],
 )
 def test_short_summary_and_line_traceback_carry_the_verdicts_message(
     project: pytest.Pytester, xdist: bool, depth: str
@@ -464,7 +465,10 @@ def test_pytest_timeout_composes_with_the_pipeline(
         """
     )
     monkeypatch.setenv("BARRIER", "6")
-    result = project.runpytest_subprocess(*BASE, "--judge-samples", "2", "--timeout", "120", *nx(xdist))
+    args = (*BASE, "--judge-samples", "2", "--timeout", "120", *nx(xdist))
+    # Serially in a process of its own, where pytest-timeout's signal fires; under xdist it fires in
+    # the worker, so the controller runs here.
+    result = run_session(project, *args) if xdist else project.runpytest_subprocess(*args)
     # The timeout still fires inside a pipelined session, and the others' verdicts still land.
     result.assert_outcomes(passed=3, failed=1)
     result.stdout.fnmatch_lines(["*Failed: Timeout (>2.0s) from pytest-timeout*", "FAILED *::test_hangs*"])
@@ -494,7 +498,7 @@ def test_repeats_are_pipelined_and_pool_as_without_the_pipeline(
     monkeypatch.setenv("BARRIER", "8")
     result = run_session(project, *BASE, "--judge-samples", "2", "--aimeasure-json", "out.json", *nx(xdist))
     result.assert_outcomes(passed=2)
-    assert in_flight(project.path) == 8  # (one module: one xdist worker runs both tests)
+    assert in_flight(project.path) == 8  # (under xdist, one worker runs both tests)
     on = read_results(project.path / "out.json")
     for old in project.path.glob("inflight-*.txt"):
         old.unlink()
