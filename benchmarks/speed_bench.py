@@ -30,6 +30,13 @@ The table (medians over the rounds, min..max in brackets):
   with the plugin disabled (``-p no:aimeasure``) (target <= 1.02x).
 
 Figures are for the machine they ran on; only the ratios printed side by side in one run carry over.
+
+To compare two trees of the plugin side by side (e.g. main and a branch) on a loaded machine, pass
+``--tree main=/work/main --tree mine=.``: each tree's runs get its ``PYTHONPATH``, interleaved
+round by round, and a second table gives per tree and route the wall, the span over its floor, the
+limit reached and the process's CPU per judge call. ``--ours-only`` skips inspect-ai, W and the
+inert runs; ``--jitter`` makes the server's latency vary (each answer waits ``--latency`` plus up to
+``--jitter`` seconds more, uniform).
 """
 
 from __future__ import annotations
@@ -37,6 +44,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import shutil
 import statistics
 import subprocess
@@ -49,6 +57,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import pytest_aimeasure
 from pytest_aimeasure.testing import ProviderServer
 
 ROUTES = {"anthropic": "anthropic/claude-bench", "openai": "openai/judge-bench"}
@@ -103,6 +112,7 @@ class Run:
     calls: int
     max_in_flight: int
     limit_reached: int | None = None  # ours: the adaptive limit's highest value (from the JSON)
+    cpu_s: float = 0.0  # the process's CPU time, user + system
 
 
 def base_env(server: ProviderServer) -> dict[str, str]:
@@ -114,9 +124,12 @@ def base_env(server: ProviderServer) -> dict[str, str]:
 
 def timed(server: ProviderServer, command: list[str], cwd: Path, env: dict[str, str]) -> Run:
     server.reset_stats()
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     started = time.monotonic()
     proc = subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True, timeout=900)
     wall = time.monotonic() - started
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     seen = server.requests
     if proc.returncode not in (0, 1) and not seen:
         sys.stderr.write(proc.stdout[-3000:] + proc.stderr[-3000:])
@@ -129,20 +142,31 @@ def timed(server: ProviderServer, command: list[str], cwd: Path, env: dict[str, 
         span_s=None if first is None or last is None else last - first,
         calls=len(seen),
         max_in_flight=server.max_in_flight,
+        cpu_s=cpu,
     )
 
 
-def ours(server: ProviderServer, root: Path, route: str, items: int, samples: int) -> Run:
+def ours(
+    server: ProviderServer,
+    root: Path,
+    route: str,
+    items: int,
+    samples: int,
+    tree: Path | None = None,
+    extra: list[str] | None = None,
+) -> Run:
     folder = Path(tempfile.mkdtemp(prefix=f"ours-{route}-", dir=root))
     (folder / "test_bench.py").write_text(textwrap.dedent(TEST_MODULE.format(items=items)))
     (folder / "pytest.ini").write_text(OWN_ROOTDIR)
     env = base_env(server)
+    if tree is not None:
+        env["PYTHONPATH"] = str(tree)
     env["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"  # only pytest's own plugins and ours are billed
     out = folder / "out.json"
     command = [
         sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "pytest_aimeasure.plugin",
         "--ai-judge", "--judge-model", ROUTES[route], "--judge-samples", str(samples),
-        "--aimeasure-json", str(out),
+        "--aimeasure-json", str(out), *(extra or []),
     ]  # fmt: skip
     run = timed(server, command, folder, env)
     expected = items * samples
@@ -217,9 +241,25 @@ def main() -> None:
     parser.add_argument("--inert-tests", type=int, default=2000)
     parser.add_argument("--smoke", action="store_true", help="small sizes: check the script, not the targets")
     parser.add_argument("--dir", type=Path, default=None, help="where the runs' folders go (default: ./)")
+    parser.add_argument("--jitter", type=float, default=0.0, help="up to this many seconds more per answer")
+    parser.add_argument(
+        "--tree", action="append", default=[], metavar="LABEL=PATH",
+        help="run ours from this source tree (its PYTHONPATH); repeat to compare trees side by side",
+    )  # fmt: skip
+    parser.add_argument(
+        "--ours-only", action="store_true", help="only our big workload (no inspect, W, inert)"
+    )
+    parser.add_argument("--routes", default="anthropic,openai", help="our routes, comma-separated")
+    parser.add_argument(
+        "--judge-args", default="", help="more arguments for our sessions, e.g. '--judge-concurrency 8'"
+    )
     args = parser.parse_args()
     if args.smoke:
         args.items, args.rounds, args.small_rounds, args.inert_tests = 40, 1, 1, 200
+    if args.tree or args.ours_only:
+        here = Path(pytest_aimeasure.__file__).resolve().parent.parent
+        _compare_trees(args, _trees(args.tree) if args.tree else {"this tree": here})
+        return
 
     load_before = os.getloadavg()
     root = Path(tempfile.mkdtemp(prefix="speed-bench-", dir=args.dir or Path.cwd()))
@@ -229,7 +269,7 @@ def main() -> None:
     inert_off: list[float] = []
     started = time.monotonic()
     try:
-        with ProviderServer(latency=args.latency) as server:
+        with ProviderServer(latency=args.latency, jitter=args.jitter) as server:
             steps: list[tuple[str, Callable[[], Any]]] = []
             for n in range(max(args.rounds, args.small_rounds)):
                 if n < args.rounds:
@@ -323,6 +363,77 @@ def main() -> None:
     print(f"| span / floor, openai/ | {med(span_over_floor(big['openai']))} | <= 1.1x |")
     print(f"| inert: plugin loaded, --ai-judge off / plugin disabled, {args.inert_tests} trivial tests | "
           f"{ratio(inert_on, inert_off)} ({med(inert_on)} s / {med(inert_off)} s) | <= 1.02x |")  # fmt: skip
+
+
+def _trees(given: list[str]) -> dict[str, Path]:
+    trees: dict[str, Path] = {}
+    for entry in given:
+        label, sep, path = entry.partition("=")
+        if not sep or not label or not (Path(path) / "pytest_aimeasure" / "__init__.py").exists():
+            raise SystemExit(f"--tree {entry!r}: give LABEL=PATH, PATH a source tree with pytest_aimeasure/")
+        trees[label] = Path(path).resolve()
+    return trees
+
+
+def _compare_trees(args: argparse.Namespace, trees: dict[str, Path]) -> None:
+    """Our big workload from each tree, rounds interleaved; wall, span / floor, limit and CPU per call."""
+    routes = [r for r in args.routes.split(",") if r]
+    if unknown := [r for r in routes if r not in ROUTES]:
+        raise SystemExit(f"--routes: unknown {unknown}; choose from {sorted(ROUTES)}")
+    load_before = os.getloadavg()
+    root = Path(tempfile.mkdtemp(prefix="speed-bench-", dir=args.dir or Path.cwd()))
+    runs: dict[tuple[str, str], list[Run]] = {(t, r): [] for t in trees for r in routes}
+    # A small session beside each big one: the CPU a call adds is the difference over the calls'.
+    small: dict[tuple[str, str], list[Run]] = {(t, r): [] for t in trees for r in routes}
+    started = time.monotonic()
+    try:
+        with ProviderServer(latency=args.latency, jitter=args.jitter) as server:
+            for _ in range(args.rounds):
+                for route in routes:
+                    for label, tree in trees.items():
+                        print(
+                            f"  {time.monotonic() - started:6.1f}s  {label} {route} ...",
+                            file=sys.stderr,
+                            flush=True,
+                        )
+                        run = ours(
+                            server, root, route, args.items, args.samples, tree, args.judge_args.split()
+                        )
+                        runs[(label, route)].append(run)
+                        extra = args.judge_args.split()
+                        small[(label, route)].append(ours(server, root, route, 10, 1, tree, extra))
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+    load_after = os.getloadavg()
+    calls = args.items * args.samples
+    print(
+        f"\nspeed_bench trees: {os.cpu_count()} cores, load average {load_before[0]:.2f} before, "
+        f"{load_after[0]:.2f} after; latency {args.latency:g} s, jitter {args.jitter:g} s; "
+        f"{args.items} x {args.samples}, {args.rounds} rounds; {args.judge_args or 'defaults'}; "
+        f"{time.monotonic() - started:.0f} s in all"
+    )
+    print(
+        "\n| tree | route | wall, s | span, s | span / floor (most in flight) | span / floor (limit reached) "
+        "| most in flight | limit reached "
+        "| CPU ms / call | CPU ms a call adds |"
+    )
+    print("|---|---|---|---|---|---|---|---|---|---|")
+    for (label, route), got in runs.items():
+        added = [
+            1000 * (big.cpu_s - few.cpu_s) / (calls - 10)
+            for big, few in zip(got, small[(label, route)], strict=True)
+        ]
+        floors = [r.span_s / (calls * args.latency / r.max_in_flight) for r in got if r.span_s]
+        at_limit = [
+            r.span_s / (calls * args.latency / r.limit_reached) for r in got if r.span_s and r.limit_reached
+        ]
+        print(
+            f"| {label} | {route} | {med([r.wall_s for r in got])} | "
+            f"{med([r.span_s for r in got if r.span_s is not None])} | {med(floors)} | {med(at_limit)} | "
+            f"{med([float(r.max_in_flight) for r in got])} | "
+            f"{med([float(r.limit_reached or 0) for r in got])} | "
+            f"{med([1000 * r.cpu_s / calls for r in got])} | {med(added)} |"
+        )
 
 
 if __name__ == "__main__":

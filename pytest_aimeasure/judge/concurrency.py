@@ -4,11 +4,14 @@ is not judging."""
 
 from __future__ import annotations
 
-__all__ = ["ADAPTIVE_CEILING", "ADAPTIVE_START", "SLOW_FACTOR"]
+__all__ = ["ADAPTIVE_CEILING", "ADAPTIVE_START", "PAYS_WITHIN"]
 
 ADAPTIVE_START = 16
 """Calls in flight to a provider at the start, when ``--judge-concurrency`` is not given."""
 ADAPTIVE_CEILING = 64
 """The most calls in flight the adaptive limit grows to, when ``--judge-concurrency`` is not given."""
-SLOW_FACTOR = 2.0
-"""An answer slower than this many times the fastest one seen does not grow the limit."""
+PAYS_WITHIN = 1.25
+"""Slow start doubles the limit while a doubling raises the round's mean latency by at most this
+factor (it bought at least 2 / 1.25 = 1.6 times the answers per second). Above the noise of a
+round's mean: with a provider whose calls take 0.2-0.5 s, two rounds of 16 differ by about 9% (sd),
+so 1.25 is 2.8 sd; CPU-bound, the doubling past the knee raises it 1.3-1.7 times (speed_bench)."""

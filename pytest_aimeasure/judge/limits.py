@@ -12,16 +12,22 @@ all of them:
   429, which retries after it. The provider is asked once, when the cooldown ends, instead of by each
   call on its own schedule;
 * **an adaptive limit** (AIMD, as TCP does): the limit halves on a 429/529 (once per window: 429s of
-  calls that started before the last decrease don't halve it again), and grows by one after a run of
-  ``limit`` successes at the current level; never below 1, never above the ceiling.
+  calls that started before the last decrease don't halve it again), and grows back by one after each
+  round at the current level (``limit`` answers to calls started at it); never below 1, never above
+  the ceiling.
 
 Without ``--judge-concurrency`` nobody knows the provider's limit, so the limiter finds it (the
 numbers are in :mod:`pytest_aimeasure.judge.concurrency`): it starts at ``ADAPTIVE_START`` (16) calls
-in flight and, until the first 429/529, grows by one with every answer (slow start: the limit doubles
-per round trip), up to ``ADAPTIVE_CEILING`` (64); then the rule above. It grows only while latency
-holds: an answer that took more than ``SLOW_FACTOR`` (2) times the fastest one seen says the provider
-is queueing calls, not serving more of them, so it adds nothing. An explicit ``--judge-concurrency N``
-starts at N and is the ceiling.
+in flight and, until the first 429/529, doubles after each round (slow start), up to
+``ADAPTIVE_CEILING`` (64), for as long as more calls buy more answers per second. A round's mean
+latency says whether they did: by Little's law, answers per second are the calls in flight over
+their mean latency, so a doubling that raised it by more than ``PAYS_WITHIN`` (1.25) bought less
+than 1.6 times the answers: the calls now wait, at the provider or for this process's own CPU,
+instead of being served. Slow start ends there, at the knee: the calls in flight that the last
+round's rate needs at the round before's latency (no fewer than that round had). The limit stays
+there (the limit reached), as the ceiling that growth after a 429/529 comes back to. A round counts
+only when all its slots were taken at once: a limit the session cannot fill says nothing about the
+provider. An explicit ``--judge-concurrency N`` starts at N and is the ceiling; only 429/529 move it.
 
 The limiter runs on the judge engine's event loop; it is not thread-safe. The clock is injectable so
 the adaptive rule can be tested without waiting.
@@ -30,11 +36,12 @@ the adaptive rule can be tested without waiting.
 from __future__ import annotations
 
 import asyncio
+import statistics
 import time
 from collections import deque
 from collections.abc import Callable
 
-from pytest_aimeasure.judge.concurrency import ADAPTIVE_CEILING, ADAPTIVE_START, SLOW_FACTOR
+from pytest_aimeasure.judge.concurrency import ADAPTIVE_CEILING, ADAPTIVE_START, PAYS_WITHIN
 
 __all__ = ["ADAPTIVE_CEILING", "ADAPTIVE_START", "MAX_COOLDOWN_S", "ProviderLimit", "backoff_s"]
 
@@ -56,6 +63,7 @@ class ProviderLimit:
 
     ``acquire()`` waits for a slot (first come, first served) and returns a token to hand back to
     :meth:`note_success` / :meth:`note_rate_limit`; :meth:`release` frees the slot.
+    :meth:`try_acquire` takes a free slot without waiting.
     """
 
     def __init__(
@@ -66,9 +74,13 @@ class ProviderLimit:
         self.ceiling = ceiling
         self.limit = ceiling if start is None else start
         self.highest_limit = self.limit
-        """The highest limit reached (what the adaptive limit found)."""
-        self._slow_start = self.limit < ceiling  # one more per answer until the first 429/529
-        self._fastest: float | None = None  # the shortest answer seen, seconds
+        """The highest limit reached (what the adaptive limit found): once slow start finds the knee,
+        the knee (the level tried past it does not count)."""
+        self._adaptive = self.limit < ceiling  # no --judge-concurrency: latency moves the limit too
+        self._slow_start = self._adaptive  # doubling per round until the first 429/529 or the knee
+        self._previous_mean: float | None = None  # the last round's mean latency, in slow start
+        self._previous_level = self.limit  # the level before the last doubling
+        self._knee: int | None = None  # where more calls stopped paying: 429 recovery stops there
         self.in_flight = 0
         self.max_in_flight = 0
         self.cooldown_until = float("-inf")
@@ -80,8 +92,11 @@ class ProviderLimit:
         self.limited_since: float | None = None
         """When the provider's answers became nothing but 429/529 (None: its last answer was one)."""
         self._clock = clock
-        self._window = 0  # bumped by every decrease
-        self._successes = 0  # in the current window, since the last change
+        self._level = 0  # bumped by every change of the limit: a call's token is the level it started at
+        self._decreased_at = 0  # the level of the last decrease: 429s of calls started before it are old
+        self._answers = 0  # answers to calls started at the current level, in the round under way
+        self._latencies: list[float] = []  # their latencies
+        self._peak = 0  # the most calls in flight since the current level began
         self._streak = 0  # rate limits in a row, for the backoff without retry-after
         self._waiters: deque[asyncio.Future[int]] = deque()
         self._timer: asyncio.TimerHandle | None = None
@@ -120,13 +135,21 @@ class ProviderLimit:
     def _start(self) -> int:
         self.in_flight += 1
         self.max_in_flight = max(self.max_in_flight, self.in_flight)
-        return self._window
+        self._peak = max(self._peak, self.in_flight)
+        return self._level
 
     # -- slots -----------------------------------------------------------------------------------
-    async def acquire(self) -> int:
-        """Wait for a slot; the returned token names the window the call starts in."""
+    def try_acquire(self) -> int | None:
+        """A slot now, if one is free and nobody waits for one (else None); the token as :meth:`acquire`."""
         if not self._waiters and self._may_start():
             return self._start()
+        return None
+
+    async def acquire(self) -> int:
+        """Wait for a slot; the returned token names the level the call starts at."""
+        token = self.try_acquire()
+        if token is not None:
+            return token
         waiter: asyncio.Future[int] = asyncio.get_running_loop().create_future()
         self._waiters.append(waiter)
         self._wake()
@@ -162,26 +185,58 @@ class ProviderLimit:
 
     # -- what the provider said ------------------------------------------------------------------
     def note_success(self, token: int, latency_s: float | None = None) -> None:
-        """A call that started in window ``token`` got an answer after ``latency_s`` seconds: after
-        ``limit`` of them in the current window (one, in slow start) the limit grows by one, up to
-        the ceiling, unless the answer was slow (see the module's docstring)."""
+        """A call that started at level ``token`` got an answer after ``latency_s`` seconds. After a
+        round (``limit`` answers to calls started at the current level, with every slot taken at
+        once) the limit may change: see the module's docstring."""
         self._streak = 0
         self.limited_since = None
+        if token != self._level:
+            return  # started at another level: it says nothing about this one
+        self._answers += 1
         if latency_s is not None:
-            if self._fastest is not None and latency_s > SLOW_FACTOR * self._fastest:
-                return  # queueing at the provider: more calls would only wait there
-            self._fastest = latency_s if self._fastest is None else min(self._fastest, latency_s)
-        if token != self._window or self.limit >= self.ceiling:
+            self._latencies.append(latency_s)
+        if self._answers < self.limit:
             return
-        self._successes += 1
-        if self._successes >= (1 if self._slow_start else self.limit):
-            self.limit += 1
-            self.highest_limit = max(self.highest_limit, self.limit)
-            self._successes = 0
-            self._wake()
+        latencies, self._latencies, self._answers = self._latencies, [], 0
+        if self._peak < self.limit:
+            return  # the session did not fill the limit: the round says nothing about the provider
+        self._end_round(statistics.fmean(latencies) if latencies else None)
+
+    def _end_round(self, mean: float | None) -> None:
+        level = self.limit
+        if self._slow_start and self._adaptive and mean is not None and mean > 0:
+            previous, self._previous_mean = self._previous_mean, mean
+            if previous is not None and mean > PAYS_WITHIN * previous:
+                # The doubling bought too little: keep the calls in flight that this round's rate
+                # needs at the previous round's latency (Little's law), no fewer than then.
+                self._slow_start = False
+                knee = min(level, max(self._previous_level, round(level * previous / mean)))
+                self._knee = self.highest_limit = max(self._previous_level, knee)
+                self._set(knee)
+                return
+        if self._slow_start:
+            self._previous_level = level
+            self._grow(min(2 * level, self.ceiling))
+        elif level < (self.ceiling if self._knee is None else self._knee):
+            self._grow(level + 1)  # after a 429/529: one more per round, back to the knee at most
+
+    def _grow(self, level: int) -> None:
+        if level <= self.limit:
+            return
+        self.highest_limit = max(self.highest_limit, level)
+        self._set(level)
+        self._wake()
+
+    def _set(self, level: int) -> None:
+        """A new limit: a new level, whose round starts now."""
+        self.limit = level
+        self._level += 1
+        self._answers = 0
+        self._latencies = []
+        self._peak = self.in_flight
 
     def note_rate_limit(self, token: int, retry_after: float | None) -> float:
-        """A call that started in window ``token`` got a 429/529. Halves the limit (once per window),
+        """A call that started at level ``token`` got a 429/529. Halves the limit (once per window),
         pauses every call until ``retry_after`` seconds from now (or the backoff), and returns the
         pause in seconds."""
         self.rate_limited += 1
@@ -189,11 +244,10 @@ class ProviderLimit:
         if self.limited_since is None:
             self.limited_since = self._clock()
         self._slow_start = False
-        if token == self._window:
-            self.limit = max(1, self.limit // 2)
+        if token >= self._decreased_at:
+            self._set(max(1, self.limit // 2))
             self.lowest_limit = min(self.lowest_limit, self.limit)
-            self._window += 1
-            self._successes = 0
+            self._decreased_at = self._level
         pause = retry_after if retry_after is not None else backoff_s(self._streak)
         pause = min(max(pause, 0.0), MAX_COOLDOWN_S)
         now = self._clock()

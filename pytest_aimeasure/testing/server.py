@@ -26,6 +26,7 @@ All are stdlib-only on purpose: the plugin's fixture imports them, and importing
 
 from __future__ import annotations
 
+import random
 import threading
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
@@ -65,12 +66,17 @@ class ProviderServer:
         self,
         *,
         latency: float = 0.0,
+        jitter: float = 0.0,
         scorer: Callable[[SeenRequest], Outcome] | None = None,
         generator: Callable[[SeenRequest], str] | None = None,
         host: str = "127.0.0.1",
     ) -> None:
         self.latency = latency
         self.latency_by_model: dict[str, float] = {}
+        self.jitter = jitter
+        """Each answer waits its latency plus a random extra of 0 to ``jitter`` seconds (uniform,
+        seeded: the same sequence every run), as a real provider's latency varies from call to call."""
+        self._jitter_random = random.Random(0)
         self.scorer = scorer
         self.generator = generator
         self.host = host
@@ -321,7 +327,8 @@ class ProviderServer:
         return reply
 
     def _decide(self, seen: SeenRequest) -> Reply:
-        self._sleep(self.latency_by_model.get(seen.model, self.latency))
+        extra = self._jitter_random.uniform(0.0, self.jitter) if self.jitter > 0 else 0.0
+        self._sleep(self.latency_by_model.get(seen.model, self.latency) + extra)
 
         if seen.model in self.reject_temperature_models and seen.temperature is not None:
             return error_reply(

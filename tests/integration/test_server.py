@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import random
 import subprocess
 import sys
 import threading
@@ -552,6 +553,18 @@ def test_latency_by_model_overrides_latency() -> None:
         changed = time.monotonic() - started
     # Lower bounds only (an upper bound would measure the machine's load): held at least that long.
     assert slow >= 0.3 and changed >= 0.2
+
+
+def test_jitter_holds_each_answer_its_latency_plus_a_seeded_random_extra() -> None:
+    draws = random.Random(0)
+    extras = [draws.uniform(0.0, 0.1) for _ in range(4)]
+    with ProviderServer(latency=0.05, jitter=0.1) as server:
+        for _ in extras:
+            assert post_openai(server, openai_body())[0] == 200
+        held = [seen.finished - seen.started for seen in server.requests]
+    # Lower bounds only (load only adds time): each one at least its own draw, in order.
+    assert all(h >= 0.05 + extra for h, extra in zip(held, extras, strict=True)), (held, extras)
+    assert max(extras) - min(extras) > 0.02  # the draws differ: the latency varies call to call
 
 
 # -- lifecycle and protocol errors -------------------------------------------------------------------

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import heapq
+import random
 
 import pytest
 
@@ -17,44 +19,121 @@ class FakeClock:
         return self.now
 
 
-def test_the_limit_halves_on_a_rate_limit_and_grows_back_one_per_window_of_successes() -> None:
+def full_round(limit: ProviderLimit, latency_s: float | None = None) -> None:
+    """Take every slot of the current level at once, then answer each after ``latency_s``."""
+    tokens = []
+    while (token := limit.try_acquire()) is not None:
+        tokens.append(token)
+    for token in tokens:
+        limit.release()
+        limit.note_success(token, latency_s)
+
+
+def simulate(
+    limit: ProviderLimit,
+    clock: FakeClock,
+    calls: int,
+    latency_s: float,
+    *,
+    jitter_s: float = 0.0,
+    cpu_s: float = 0.0,
+    provider_slots: int | None = None,
+    seed: int = 0,
+) -> None:
+    """``calls`` judge calls, always more waiting than the limit lets out, on the fake clock: the
+    provider answers each after ``latency_s`` plus up to ``jitter_s`` (uniform), serving at most
+    ``provider_slots`` at once (the rest queue there); then this process spends ``cpu_s`` of its one
+    CPU on the answer before the call counts as answered (answers queue for it)."""
+    rng = random.Random(seed)
+    answers: list[tuple[float, int, int, float]] = []  # (provider done, order, token, sent)
+    provider_free: list[float] = []  # when each of the provider's busy slots frees (a heap)
+    cpu_free = clock.now
+    started = answered = 0
+    while answered < calls:
+        while started < calls and (token := limit.try_acquire()) is not None:
+            begins = clock.now
+            if provider_slots is not None:
+                while provider_free and provider_free[0] <= clock.now:
+                    heapq.heappop(provider_free)
+                if len(provider_free) >= provider_slots:
+                    begins = heapq.heappop(provider_free)
+            done = begins + latency_s + rng.uniform(0.0, jitter_s)
+            if provider_slots is not None:
+                heapq.heappush(provider_free, done)
+            heapq.heappush(answers, (done, started, token, clock.now))
+            started += 1
+        done, _, token, sent = heapq.heappop(answers)
+        cpu_free = max(cpu_free, done) + cpu_s
+        clock.now = cpu_free
+        limit.release()
+        limit.note_success(token, clock.now - sent)
+        answered += 1
+
+
+def test_the_limit_halves_on_a_rate_limit_and_grows_back_one_per_round() -> None:
     clock = FakeClock()
     limit = ProviderLimit(8, clock=clock)
-    token = limit._window
+    token = limit.try_acquire()
+    assert token is not None
+    limit.release()
     limit.note_rate_limit(token, retry_after=2.0)
     assert limit.limit == 4
-    # 4 successes at the new level (one window) add one; the next window needs 5.
-    token = limit._window
-    for _ in range(3):
-        limit.note_success(token)
-    assert limit.limit == 4
-    limit.note_success(token)
+    clock.now += 2.0
+    # A round at the new level (4 answers to calls started at it) adds one; the next round needs 5.
+    full_round(limit)
     assert limit.limit == 5
-    for _ in range(5):
-        limit.note_success(token)
+    full_round(limit)
     assert limit.limit == 6
-    for _ in range(6 + 7 + 8 * 3):
-        limit.note_success(token)
+    for _ in range(5):
+        full_round(limit)
     assert limit.limit == 8  # never above the user's limit
     assert limit.lowest_limit == 4
+
+
+def test_a_round_the_session_does_not_fill_grows_nothing() -> None:
+    limit = ProviderLimit(8, start=4, clock=FakeClock())
+    for _ in range(3):  # 3 calls at a time under a limit of 4: the limit is never reached
+        tokens = [limit.try_acquire() for _ in range(3)]
+        for token in tokens:
+            assert token is not None
+            limit.release()
+            limit.note_success(token, 0.2)
+    assert limit.limit == limit.highest_limit == 4
+    full_round(limit, 0.2)
+    assert limit.limit == 8
 
 
 def test_the_limit_halves_once_per_window_and_never_below_one() -> None:
     clock = FakeClock()
     limit = ProviderLimit(8, clock=clock)
-    started_before = limit._window
+    early = [limit.try_acquire() for _ in range(5)]
     # Four calls in flight together all get a 429: one decrease, not four.
-    for _ in range(4):
-        limit.note_rate_limit(started_before, retry_after=None)
+    for token in early[:4]:
+        assert token is not None
+        limit.release()
+        limit.note_rate_limit(token, retry_after=None)
     assert limit.limit == 4
     assert limit.rate_limited == 4
-    for _ in range(5):
-        limit.note_rate_limit(limit._window, retry_after=None)
+    for _ in range(2):  # a 429 of a call started after the last decrease halves again
+        clock.now += 10.0  # past the pause
+        token = limit.try_acquire()
+        assert token is not None
+        limit.release()
+        limit.note_rate_limit(token, retry_after=None)
     assert limit.limit == 1
-    # A success of a call that started before the last decrease does not count toward growth.
-    limit.note_success(started_before)
+    # The answer of a call that started before the last decrease does not count toward growth.
+    clock.now += 10.0
+    assert early[4] is not None and limit.in_flight == 1
+    limit.release()
+    limit.note_success(early[4])
     assert limit.limit == 1
-    limit.note_success(limit._window)
+    token = limit.try_acquire()
+    assert token is not None
+    limit.release()
+    limit.note_rate_limit(token, retry_after=None)
+    assert limit.limit == 1  # never below one
+    clock.now += 10.0
+    full_round(limit)
     assert limit.limit == 2
 
 
@@ -62,24 +141,24 @@ def test_one_cooldown_for_all_honours_retry_after_and_counts_overlaps_once() -> 
     clock = FakeClock()
     limit = ProviderLimit(4, clock=clock)
     assert not limit.cooling
-    assert limit.note_rate_limit(limit._window, retry_after=3.0) == 3.0
+    assert limit.note_rate_limit(limit._level, retry_after=3.0) == 3.0
     assert limit.cooling and limit.cooldown_until == 103.0
     clock.now = 101.0
     # A second 429 inside the pause extends it to its own retry-after: 1 s more, not 3.
-    limit.note_rate_limit(limit._window, retry_after=3.0)
+    limit.note_rate_limit(limit._level, retry_after=3.0)
     assert limit.cooldown_until == 104.0
     assert limit.waited_s == pytest.approx(4.0)
     # A shorter retry-after never shortens the pause.
-    limit.note_rate_limit(limit._window, retry_after=0.5)
+    limit.note_rate_limit(limit._level, retry_after=0.5)
     assert limit.cooldown_until == 104.0
     clock.now = 104.0
     assert not limit.cooling
     # Without retry-after: the backoff, growing with 429s in a row, reset by a success.
-    assert limit.note_rate_limit(limit._window, retry_after=None) == backoff_s(4)
-    limit.note_success(limit._window)
-    assert limit.note_rate_limit(limit._window, retry_after=None) == backoff_s(1) == 0.5
+    assert limit.note_rate_limit(limit._level, retry_after=None) == backoff_s(4)
+    limit.note_success(limit._level)
+    assert limit.note_rate_limit(limit._level, retry_after=None) == backoff_s(1) == 0.5
     # An absurd retry-after is capped.
-    assert limit.note_rate_limit(limit._window, retry_after=3600.0) == MAX_COOLDOWN_S
+    assert limit.note_rate_limit(limit._level, retry_after=3600.0) == MAX_COOLDOWN_S
 
 
 def test_slots_are_handed_out_in_order_and_never_during_a_cooldown() -> None:
@@ -124,15 +203,15 @@ def test_starved_time_counts_from_the_first_rate_limit_since_the_last_answer() -
     clock = FakeClock()
     limit = ProviderLimit(4, clock=clock)
     assert limit.starved_s() == 0.0
-    limit.note_rate_limit(limit._window, retry_after=1.0)
+    limit.note_rate_limit(limit._level, retry_after=1.0)
     clock.now += 5.0
-    limit.note_rate_limit(limit._window, retry_after=1.0)
+    limit.note_rate_limit(limit._level, retry_after=1.0)
     clock.now += 2.5
     assert limit.starved_s() == 7.5 and limit.limited_in_a_row == 2
-    limit.note_success(limit._window)  # an answer: the count starts again
+    limit.note_success(limit._level)  # an answer: the count starts again
     assert limit.starved_s() == 0.0 and limit.limited_in_a_row == 0
     clock.now += 1.0
-    limit.note_rate_limit(limit._window, retry_after=None)
+    limit.note_rate_limit(limit._level, retry_after=None)
     clock.now += 3.0
     assert limit.starved_s() == 3.0
 
@@ -153,42 +232,95 @@ def test_giving_up_ends_the_cooldown_so_waiting_calls_take_their_slots_now() -> 
     assert asyncio.run(scenario()) >= 0
 
 
-def test_without_a_given_limit_it_starts_at_the_start_and_doubles_per_round_trip_up_to_the_ceiling() -> None:
+def test_without_a_given_limit_it_starts_at_the_start_and_doubles_per_round_up_to_the_ceiling() -> None:
     limit = ProviderLimit(64, start=16, clock=FakeClock())
     assert limit.limit == 16
-    for _ in range(16):  # one round trip of 16 answers at the same latency
-        limit.note_success(limit._window, latency_s=0.2)
+    full_round(limit, 0.2)  # one round: 16 answers at the same latency
     assert limit.limit == 32
-    for _ in range(100):
-        limit.note_success(limit._window, latency_s=0.2)
+    for _ in range(5):
+        full_round(limit, 0.2)
     assert limit.limit == limit.highest_limit == 64  # the ceiling
 
 
-def test_slow_answers_do_not_grow_the_limit() -> None:
-    limit = ProviderLimit(64, start=16, clock=FakeClock())
-    limit.note_success(limit._window, latency_s=0.2)
-    assert limit.limit == 17
-    for _ in range(10):  # queueing at the provider: more than twice the fastest answer
-        limit.note_success(limit._window, latency_s=0.5)
-    assert limit.limit == 17
-    limit.note_success(limit._window, latency_s=0.3)
-    assert limit.limit == 18
+def test_cpu_bound_the_limit_stops_where_more_calls_stop_buying_answers() -> None:
+    # This process needs 6.7 ms of CPU per answer: at most 150 answers per second, which 30 calls in
+    # flight at 0.2 s already give. More calls only wait for the CPU (the rule before, an answer
+    # under twice the fastest one grows the limit, took it to the ceiling, 64).
+    clock = FakeClock()
+    limit = ProviderLimit(64, start=16, clock=clock)
+    simulate(limit, clock, 3000, 0.2, cpu_s=0.2 / 30)
+    assert 30 <= limit.limit == limit.highest_limit <= 42
 
 
-def test_after_a_rate_limit_the_adaptive_limit_grows_additively() -> None:
+def test_cpu_bound_with_a_varying_latency_the_limit_still_stops_near_the_knee() -> None:
+    # 0.2-0.4 s a call (0.3 s on average), 10 ms of CPU an answer: the knee is 0.3 / 0.01 = 30.
+    for seed in range(10):
+        clock = FakeClock()
+        limit = ProviderLimit(64, start=16, clock=clock)
+        simulate(limit, clock, 3000, 0.2, jitter_s=0.2, cpu_s=0.01, seed=seed)
+        assert 30 <= limit.highest_limit <= 44, seed
+
+
+def test_a_varying_latency_does_not_stop_the_growth_while_more_calls_pay() -> None:
+    # A provider whose calls take 0.2-0.5 s, and nothing else bounds the rate: each doubling pays,
+    # whatever the rounds' noise.
+    for seed in range(20):
+        clock = FakeClock()
+        limit = ProviderLimit(64, start=16, clock=clock)
+        simulate(limit, clock, 600, 0.2, jitter_s=0.3, cpu_s=0.0005, seed=seed)
+        assert limit.limit == limit.highest_limit == 64, seed
+
+
+def test_a_provider_that_queues_calls_past_its_capacity_gets_no_more_than_a_doubling_past_it() -> None:
+    clock = FakeClock()
+    limit = ProviderLimit(64, start=16, clock=clock)
+    simulate(limit, clock, 2000, 0.2, provider_slots=24)
+    assert 24 <= limit.limit == limit.highest_limit <= 32
+    assert limit.max_in_flight == 64  # the doubling that showed it
+
+
+def test_a_given_limit_is_not_moved_by_latency() -> None:
+    clock = FakeClock()
+    limit = ProviderLimit(8, clock=clock)
+    simulate(limit, clock, 500, 0.2, cpu_s=0.2 / 4)  # four calls would do
+    assert limit.limit == limit.highest_limit == 8
+
+
+def test_after_a_rate_limit_the_adaptive_limit_grows_additively_back_to_the_knee() -> None:
+    clock = FakeClock()
+    limit = ProviderLimit(64, start=16, clock=clock)
+    simulate(limit, clock, 1000, 0.2, cpu_s=0.2 / 30)
+    knee = limit.limit
+    assert knee < 64
+    token = limit.try_acquire()
+    assert token is not None
+    limit.release()
+    limit.note_rate_limit(token, retry_after=0.0)
+    assert limit.limit == knee // 2 and limit.highest_limit == knee
+    full_round(limit, 0.2)
+    assert limit.limit == knee // 2 + 1  # one more after a round
+    for _ in range(knee):
+        full_round(limit, 0.2)
+    assert limit.limit == knee  # and no further: more calls stopped paying there
+
+
+def test_after_a_rate_limit_in_slow_start_the_limit_grows_back_one_per_round_up_to_the_ceiling() -> None:
     limit = ProviderLimit(64, start=16, clock=FakeClock())
-    limit.note_rate_limit(limit._window, retry_after=0.0)
+    token = limit.try_acquire()
+    assert token is not None
+    limit.release()
+    limit.note_rate_limit(token, retry_after=0.0)
     assert limit.limit == 8 and limit.highest_limit == 16
-    for _ in range(7):
-        limit.note_success(limit._window, latency_s=0.2)
-    assert limit.limit == 8  # one more only after a window of 8 answers
-    limit.note_success(limit._window, latency_s=0.2)
+    full_round(limit, 0.2)
     assert limit.limit == 9
+    for _ in range(60):
+        full_round(limit, 0.2)
+    assert limit.limit == 64
 
 
 def test_a_given_limit_starts_there_and_is_the_ceiling() -> None:
     limit = ProviderLimit(8, clock=FakeClock())
     assert limit.limit == 8
-    for _ in range(50):
-        limit.note_success(limit._window, latency_s=0.2)
+    for _ in range(10):
+        full_round(limit, 0.2)
     assert limit.limit == limit.highest_limit == 8
