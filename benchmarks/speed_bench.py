@@ -37,6 +37,13 @@ round by round, and a second table gives per tree and route the wall, the span o
 limit reached and the process's CPU per judge call. ``--ours-only`` skips inspect-ai, W and the
 inert runs; ``--jitter`` makes the server's latency vary (each answer waits ``--latency`` plus up to
 ``--jitter`` seconds more, uniform).
+
+``--start-only`` runs only W, on each ``--routes`` route and from each ``--tree`` (interleaved rounds,
+``--small-rounds`` of them), and prints what the session's start costs: process start -> first
+request and W's wall as the server saw them, the process's CPU, and the main thread's CPU when the
+first test's call ends (its judge call then belongs to the judge's thread: the main thread's share
+of the wait for the first request, which the machine's load moves less than wall time), each with
+its ratio to the first tree's.
 """
 
 from __future__ import annotations
@@ -104,6 +111,27 @@ def test_trivial(n):
 """
 
 
+# Loaded into our runs with -p: the main thread's CPU when the first test's call ends (its judge
+# call then belongs to the judge's thread).
+START_PROBE = """
+import json, os, time
+
+import pytest
+
+_done = []
+
+
+@pytest.hookimpl(wrapper=True, tryfirst=True)
+def pytest_runtest_call(item):
+    result = yield
+    if not _done:
+        _done.append(1)
+        with open(os.environ["SPEED_BENCH_PROBE"], "w") as out:
+            json.dump({"main_cpu_s": time.thread_time()}, out)
+    return result
+"""
+
+
 @dataclass
 class Run:
     wall_s: float
@@ -113,6 +141,7 @@ class Run:
     max_in_flight: int
     limit_reached: int | None = None  # ours: the adaptive limit's highest value (from the JSON)
     cpu_s: float = 0.0  # the process's CPU time, user + system
+    main_cpu_s: float | None = None  # ours: the main thread's CPU when the first test's call ended
 
 
 def base_env(server: ProviderServer) -> dict[str, str]:
@@ -158,17 +187,22 @@ def ours(
     folder = Path(tempfile.mkdtemp(prefix=f"ours-{route}-", dir=root))
     (folder / "test_bench.py").write_text(textwrap.dedent(TEST_MODULE.format(items=items)))
     (folder / "pytest.ini").write_text(OWN_ROOTDIR)
+    (folder / "speed_bench_probe.py").write_text(START_PROBE)  # (python -m: the folder is on sys.path)
     env = base_env(server)
     if tree is not None:
         env["PYTHONPATH"] = str(tree)
     env["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"  # only pytest's own plugins and ours are billed
+    env["SPEED_BENCH_PROBE"] = str(folder / "probe.json")
     out = folder / "out.json"
     command = [
         sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "pytest_aimeasure.plugin",
-        "--ai-judge", "--judge-model", ROUTES[route], "--judge-samples", str(samples),
-        "--aimeasure-json", str(out), *(extra or []),
+        "-p", "speed_bench_probe", "--ai-judge", "--judge-model", ROUTES[route], "--judge-samples",
+        str(samples), "--aimeasure-json", str(out), *(extra or []),
     ]  # fmt: skip
     run = timed(server, command, folder, env)
+    probe = folder / "probe.json"
+    if probe.exists():
+        run.main_cpu_s = json.loads(probe.read_text())["main_cpu_s"]
     expected = items * samples
     spend = json.loads(out.read_text())["spend"] if out.exists() else {}
     if run.calls != expected:
@@ -251,14 +285,18 @@ def main() -> None:
     )
     parser.add_argument("--routes", default="anthropic,openai", help="our routes, comma-separated")
     parser.add_argument(
+        "--start-only", action="store_true", help="only W, with what the start costs (per tree, route)"
+    )
+    parser.add_argument(
         "--judge-args", default="", help="more arguments for our sessions, e.g. '--judge-concurrency 8'"
     )
     args = parser.parse_args()
     if args.smoke:
         args.items, args.rounds, args.small_rounds, args.inert_tests = 40, 1, 1, 200
-    if args.tree or args.ours_only:
+    if args.tree or args.ours_only or args.start_only:
         here = Path(pytest_aimeasure.__file__).resolve().parent.parent
-        _compare_trees(args, _trees(args.tree) if args.tree else {"this tree": here})
+        trees = _trees(args.tree) if args.tree else {"this tree": here}
+        (_start_only if args.start_only else _compare_trees)(args, trees)
         return
 
     load_before = os.getloadavg()
@@ -434,6 +472,55 @@ def _compare_trees(args: argparse.Namespace, trees: dict[str, Path]) -> None:
             f"{med([float(r.limit_reached or 0) for r in got])} | "
             f"{med([1000 * r.cpu_s / calls for r in got])} | {med(added)} |"
         )
+
+
+def _start_only(args: argparse.Namespace, trees: dict[str, Path]) -> None:
+    """W from each tree on each route, rounds interleaved (the trees' order alternating)."""
+    routes = [r for r in args.routes.split(",") if r]
+    if unknown := [r for r in routes if r not in ROUTES]:
+        raise SystemExit(f"--routes: unknown {unknown}; choose from {sorted(ROUTES)}")
+    load_before = os.getloadavg()
+    root = Path(tempfile.mkdtemp(prefix="speed-bench-", dir=args.dir or Path.cwd()))
+    runs: dict[tuple[str, str], list[Run]] = {(t, r): [] for t in trees for r in routes}
+    labels = list(trees)
+    started = time.monotonic()
+    try:
+        with ProviderServer(latency=args.latency, jitter=args.jitter) as server:
+            for n in range(args.small_rounds):
+                for label in labels if n % 2 == 0 else labels[::-1]:
+                    for route in routes:
+                        elapsed = time.monotonic() - started
+                        print(f"  {elapsed:6.1f}s  W {label} {route} ...", file=sys.stderr, flush=True)
+                        runs[(label, route)].append(
+                            ours(server, root, route, 20, 3, trees[label], args.judge_args.split())
+                        )
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+    load_after = os.getloadavg()
+    print(
+        f"\nspeed_bench --start-only: {os.cpu_count()} cores, load average {load_before[0]:.2f} before, "
+        f"{load_after[0]:.2f} after; latency {args.latency:g} s; W = 20 x 3, {args.small_rounds} rounds; "
+        f"{time.monotonic() - started:.0f} s in all"
+    )
+    figures: list[tuple[str, Callable[[Run], float | None]]] = [
+        ("start -> first request, s", lambda r: r.first_request_s),
+        ("W wall, s", lambda r: r.wall_s),
+        ("process CPU, s", lambda r: r.cpu_s),
+        ("main thread CPU to the first call's end, s", lambda r: r.main_cpu_s),
+    ]
+    print("\n| route | tree | " + " | ".join(name for name, _ in figures) + " |")
+    print("|---|---|" + "---|" * len(figures))
+    for route in routes:
+        first: list[list[float]] = []
+        for i, label in enumerate(labels):
+            cells = []
+            for j, (_, get) in enumerate(figures):
+                values = [v for v in map(get, runs[(label, route)]) if v is not None]
+                if i == 0:
+                    first.append(values)
+                cells.append(med(values) + ("" if i == 0 else f" ({ratio(values, first[j])})"))
+            print(f"| {route}/ | {label} | " + " | ".join(cells) + " |")
+    print("\nTargets (quiet machine): start -> first request <= 1.5 s (both routes), W <= 2.5 s (anthropic/)")
 
 
 if __name__ == "__main__":

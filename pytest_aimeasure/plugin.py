@@ -59,6 +59,8 @@ def pytest_configure(config: pytest.Config) -> None:
     config.stash[state_key] = state
     if state.keeps_results:
         register_measuring(config, state)
+        # The judge's transport imports from now on, beside the session's start and collection.
+        state.warm_up()
 
 
 MEASURING = "aimeasure-session"

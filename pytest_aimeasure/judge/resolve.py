@@ -186,9 +186,10 @@ def import_transport(model: str, *, batch: bool = False) -> None:
         if kind == "anthropic" and batch:
             import anthropic  # noqa: F401
         elif (kind == "anthropic" or model.partition("/")[0] in NATIVE_PREFIXES) and not batch:
-            import httpcore  # noqa: F401  (httpx's transport imports it with the first client)
+            from pytest_aimeasure.judge.backends.http import import_httpx, tls_context
 
-            from pytest_aimeasure.judge.backends.http import tls_context
+            import_httpx()
+            import httpcore  # noqa: F401  (httpx's transport imports it with the first client)
 
             tls_context()  # the CA bundle's load, off the first request's path
         else:

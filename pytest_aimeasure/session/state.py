@@ -22,7 +22,7 @@ from pytest_aimeasure.session.settings import Settings
 __all__ = ["Outcome", "SessionFailure", "SessionState", "Settings"]
 
 if TYPE_CHECKING:
-    from collections.abc import Iterable
+    from collections.abc import Callable, Iterable
 
     from pytest_aimeasure.judge.engine import JudgeEngine
     from pytest_aimeasure.measure.models import Finding, Fingerprint, ItemResult, Measurement
@@ -52,7 +52,8 @@ class SessionState:
         self._engine_lock = threading.Lock()
         self.baseline: Any = None  # the loaded BaselineFile (controller only), None when there is none
         self._worker_baseline: Any = None  # a worker's read-only copy, for adaptive sampling only
-        self._warm_thread: threading.Thread | None = None
+        self._background: list[threading.Thread] = []  # the warm-up's, joined at close
+        self._warm_started = False
         self._warm_at_first_test = False
         self._sigterm_installed = False
         self.console: Console | None = None  # the terminal, for the judge's notices (judging only)
@@ -119,16 +120,14 @@ class SessionState:
             self.console = Console()  # now, before pytest captures a test's output
             self._on_sigterm()
             self._load_calibration()
-            # An xdist worker may be given no test at all (a module runs on one worker), so it
-            # imports the transport once it gets one: an idle worker paid the import (litellm's:
-            # seconds of CPU) and then waited for it to end before it could exit.
-            if self.is_worker:
-                self._warm_at_first_test = True
-            else:
-                self._warm_sdk()
+            self.warm_up()
             from pytest_aimeasure.session.recording import Recording
 
             self.recording = Recording.open(self.settings, self.config)
+            # The sample cache's file is opened (a new store: created, its tables written, fsynced)
+            # in the background, where sqlite waits for the disk without the GIL; the first judge
+            # call's lookup opened it before its request went out.
+            self._in_background("aimeasure-open-cache", self.recording.lookup.prepare)
             self.artifacts.recorder = self.recording
             self.artifacts.rejudge_run = self.recording.rejudge_run_id
             self.artifacts.resuming = self.recording.resuming
@@ -175,7 +174,6 @@ class SessionState:
     def _load_calibration(self) -> None:
         """Read the stored calibration (every process: its measured variance floors shape the error
         bars) and check the ini's anchor files before anything is judged."""
-        from pytest_aimeasure.calibrate.anchors import AnchorError
         from pytest_aimeasure.calibrate.file import CalibrationFileError, load_calibration, var_floors
 
         try:
@@ -184,7 +182,8 @@ class SessionState:
             raise pytest.UsageError(str(exc)) from None
         self.calibrated_floors = var_floors(self.stored_calibration, self.settings.model)
         if self.settings.calibrate and not self.is_worker:
-            from pytest_aimeasure.calibrate.anchors import load_anchor_file
+            # (the anchors' modules and YAML only here: a session without anchors judges sooner)
+            from pytest_aimeasure.calibrate.anchors import AnchorError, load_anchor_file
             from pytest_aimeasure.calibrate.references import ini_files
 
             try:
@@ -281,24 +280,51 @@ class SessionState:
             self._warm_at_first_test = False
             self._warm_sdk()
 
-    def _warm_sdk(self) -> None:
-        """Import the judge's transport in the background while pytest collects (an xdist worker: from
-        its first test on; litellm takes seconds), time the first judged test would otherwise wait for."""
-        from pytest_aimeasure.judge.resolve import import_transport
+    def warm_up(self) -> None:
+        """Start the judge's warm-up (:meth:`_warm_sdk`) once, as early as the model is known: from
+        ``pytest_configure`` on, so that it overlaps the session's start and collection. Nothing for a
+        session that sends no call (a dry run, ``--collect-only``). An xdist worker may be given no
+        test at all (a module runs on one worker), so it warms up once it gets one: an idle worker
+        paid the import (litellm's: seconds of CPU) and then waited for it to end before it could
+        exit."""
+        if self._warm_started or not self.judging or self.dry_run or self.config.option.collectonly:
+            return
+        self._warm_started = True
+        if self.is_worker:
+            self._warm_at_first_test = True
+        else:
+            self._warm_sdk()
 
+    def _warm_sdk(self) -> None:
+        """Import the judge's transport and read the price map in the background while pytest starts
+        and collects (an xdist worker: from its first test on; litellm takes seconds), time the first
+        judged test would otherwise wait for."""
         model = self.settings.model
         # xdist's controller runs no test: its workers judge, and an import here would only take a
         # core from them while they start (the few calls a controller makes at the end import then).
-        if model is None or self.config.pluginmanager.has_plugin("dsession"):
+        if model is None or distributes(self.config):
             return
+        batch = self.settings.batch
 
         def load() -> None:
+            from pytest_aimeasure.judge.resolve import import_transport, route
+            from pytest_aimeasure.store.cost import price_for
+
             # The backend's own import reports a problem where it matters.
             with contextlib.suppress(Exception):
-                import_transport(model, batch=self.settings.batch)
+                import_transport(model, batch=batch)
+                if route(model) != "scripted":
+                    # The price map (a 3 MB JSON file): an anthropic/ call reads it before its first
+                    # request (may the prompt be cached?), every route with its first reply's cost.
+                    price_for(model)
 
-        self._warm_thread = threading.Thread(target=load, name="aimeasure-warm-sdk", daemon=True)
-        self._warm_thread.start()
+        self._in_background("aimeasure-warm-sdk", load)
+
+    def _in_background(self, name: str, work: Callable[[], object]) -> None:
+        """Run ``work`` on a daemon thread that :meth:`close` waits for."""
+        thread = threading.Thread(target=work, name=name, daemon=True)
+        self._background.append(thread)
+        thread.start()
 
     def model_problem(self, model: str) -> str | None:
         """Why a dimension's ``judge=`` / ``escalate=`` model cannot judge in this session, or None:
@@ -387,10 +413,6 @@ class SessionState:
 
     def _note_anchor_refs(self, items: list[pytest.Item]) -> None:
         """Anchor references of the collected dimensions; bad anchor files stop the session here."""
-        from pytest_aimeasure.calibrate.anchors import AnchorError
-        from pytest_aimeasure.calibrate.references import marker_ref
-        from pytest_aimeasure.calibrate.runner import planned_calls
-        from pytest_aimeasure.measure.sampling import PlannedItem
         from pytest_aimeasure.session.markers import dimension_of
 
         self.anchor_refs = []
@@ -400,10 +422,20 @@ class SessionState:
                 continue
             dim = dimension_of(item)
             if dim is not None and dim.anchors:
+                from pytest_aimeasure.calibrate.references import marker_ref
+
                 ref = marker_ref(
                     dim.name, dim.anchors, base=item.path.parent, kwargs=dim.as_kwargs(), source=item.nodeid
                 )
                 self.anchor_refs.append(ref)
+        if not self.anchor_refs and not self.settings.anchor_globs:
+            # No anchors anywhere: nothing to check or calibrate, and the anchors' modules (YAML, the
+            # calibration runner) stay unimported, off the first judge call's path.
+            return
+        from pytest_aimeasure.calibrate.anchors import AnchorError
+        from pytest_aimeasure.calibrate.runner import planned_calls
+        from pytest_aimeasure.measure.sampling import PlannedItem
+
         try:
             targets = self._calibration_targets()
         except AnchorError as exc:
@@ -582,10 +614,11 @@ class SessionState:
             self._sigterm_installed = False
             if threading.current_thread() is threading.main_thread():
                 signal.signal(signal.SIGTERM, signal.SIG_DFL)
-        if self._warm_thread is not None:
+        for thread in self._background:
             # Never leave an import half done behind a short session: whatever runs next (pytester
             # restoring sys.modules, an embedding program) would find a partial module.
-            self._warm_thread.join(timeout=60)
+            thread.join(timeout=60)
+        self._background = []
         if self._engine is not None:
             self._engine.close()
             self._engine = None
@@ -603,6 +636,22 @@ class SessionState:
         self.baseline = self._worker_baseline = None
         self.outcome = None
         self.dimension_items = []
+
+
+def distributes(config: pytest.Config) -> bool:
+    """Is this process xdist's controller (it hands the tests to workers and runs none)? Answered
+    as xdist decides it (a distribution mode and workers to send to), so it holds in
+    ``pytest_configure`` already, before xdist registers its ``dsession`` plugin (last)."""
+    if config.pluginmanager.has_plugin("dsession"):
+        return True
+    option = config.option
+    return (
+        not hasattr(config, "workerinput")
+        and config.pluginmanager.hasplugin("xdist")
+        and getattr(option, "dist", "no") != "no"
+        and bool(getattr(option, "tx", None))
+        and not option.collectonly
+    )
 
 
 def _first_line(text: str) -> str:

@@ -284,6 +284,15 @@ class SampleLookup:
     def cache_enabled(self) -> bool:
         return not self._disabled
 
+    def prepare(self) -> None:
+        """Open the cache file now, so that the first lookup does not wait for it (a new store's
+        file is created and its tables written with fsyncs). For a background thread: sqlite waits
+        for the disk without the GIL. A failure is left for that lookup to meet and report."""
+        if self._disabled:
+            return
+        with contextlib.suppress(sqlite3.Error), self._db.lock:
+            self._db.connect()
+
     def _probe(self) -> sqlite3.Error | None:
         """Open the cache and read from it; the error met, if any (then the connection is closed)."""
         try:

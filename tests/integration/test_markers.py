@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 import textwrap
@@ -59,6 +60,24 @@ def test_no_judge_code_is_imported_without_ai_judge(pytester: pytest.Pytester) -
     )
     result = pytester.runpytest_subprocess("-s")
     result.stdout.re_match_lines([r".*HEAVY=$"])  # nothing heavy was imported
+
+
+def test_a_judging_session_without_anchors_imports_no_anchor_code(pytester: pytest.Pytester) -> None:
+    # What the session does not need stays unimported: its first judge call does not wait for it.
+    pytester.makepyfile(GATE_AND_DIMENSION)
+    pytester.makeconftest(
+        """
+        import sys
+        def pytest_runtest_call(item):
+            lazy = [m for m in ("yaml", "pytest_aimeasure.calibrate.anchors",
+                                "pytest_aimeasure.calibrate.runner") if m in sys.modules]
+            print("LAZY=" + ",".join(lazy))
+        """
+    )
+    # In a subprocess: this interpreter imported every module long ago.
+    result = pytester.runpytest_subprocess("-s", "--ai-judge", "--judge-model", "scripted")
+    result.assert_outcomes(passed=2)
+    assert re.findall(r"LAZY=([\w.,]*)", result.stdout.str()) == ["", ""]  # (gate, then dimension)
 
 
 def test_the_measuring_hooks_are_registered_only_in_a_session_that_measures(

@@ -18,13 +18,14 @@ import asyncio
 import json
 import os
 import random
+import sys
 import threading
 from collections.abc import Mapping
 from typing import Any
 
 from pytest_aimeasure.judge.backends.base import built_from_environ, parse_retry_after
 
-__all__ = ["DEFAULT_TIMEOUT_S", "HttpStatusError", "JsonApi", "View", "tls_context"]
+__all__ = ["DEFAULT_TIMEOUT_S", "HttpStatusError", "JsonApi", "View", "import_httpx", "tls_context"]
 
 DEFAULT_TIMEOUT_S = 600.0
 """A call's limit when none is set: the SDKs' default (10 minutes), connecting within 5 s."""
@@ -36,6 +37,29 @@ POOL_SHARDS = 8
 scans every connection it holds (and polls each idle one's socket) whenever a request starts or
 ends, so one pool of 64 connections cost the judge's loop thread more time per call than the call's
 own work: calls in flight then waited for the loop, not for the provider."""
+
+
+HTTPX_CLI = "httpx._main"
+
+
+def import_httpx() -> None:
+    """Import httpx without its command-line client. httpx's ``__init__`` tries ``httpx._main``,
+    which imports click and pygments (about 30 ms, a sixth of the import) whenever click is
+    installed (litellm installs it), even when rich is missing and the import then fails; the judge
+    never runs that client, and its import sat on the first request's path.
+    A ``None`` in ``sys.modules`` makes that one import fail, and httpx then binds ``httpx.main`` to
+    its stub; the entry is removed at once, so a later ``import httpx._main`` works (the ``httpx``
+    command runs in a process of its own)."""
+    if "httpx" in sys.modules:
+        return
+    blocked = HTTPX_CLI not in sys.modules
+    if blocked:
+        sys.modules[HTTPX_CLI] = None  # type: ignore[assignment]
+    try:
+        import httpx  # noqa: F401
+    finally:
+        if blocked and HTTPX_CLI in sys.modules and sys.modules[HTTPX_CLI] is None:
+            del sys.modules[HTTPX_CLI]
 
 
 _TLS: dict[tuple[str | None, str | None], Any] = {}

@@ -73,6 +73,28 @@ def test_mode_off_touches_no_database(store: RunStore) -> None:
     assert not store.cache_path.exists()
 
 
+def test_prepare_opens_the_cache_before_the_first_lookup_and_leaves_a_failure_to_it(store: RunStore) -> None:
+    lookup = SampleLookup(store, mode="on")
+    assert not store.cache_path.exists()  # a new store: the first lookup would create it
+    lookup.prepare()
+    assert store.cache_path.exists()
+    assert sqlite3.connect(store.cache_path).execute("SELECT COUNT(*) FROM samples").fetchone() == (0,)
+    lookup.put(record(key(0)))
+    assert lookup.get(key(0)) is not None
+    lookup.close()
+
+    off = SampleLookup(store, mode="off")
+    off.prepare()  # (the cache is off: nothing to open)
+    assert off.problems == []
+
+    store.cache_path.unlink()
+    store.cache_path.mkdir()  # a folder where the file should be: sqlite cannot open it
+    broken = SampleLookup(store, mode="on")
+    broken.prepare()  # no error here: the lookup meets it and says so, as without prepare
+    assert broken.get(key(0)) is None
+    assert len(broken.problems) == 1 and str(store.cache_path) in broken.problems[0]
+
+
 def test_mode_replay_reads_but_never_writes(store: RunStore) -> None:
     with pytest.raises(CacheError) as info:
         SampleLookup(store, mode="replay")
