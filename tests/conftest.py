@@ -58,6 +58,13 @@ modules keep ``-n 2``, and an idle worker's start and exit is
 ``test_clear_items_stop_at_the_minimum_and_a_borderline_item_takes_more[xdist]``'s."""
 
 
+def xdist_workers(project: Path) -> tuple[str, ...]:
+    """The xdist arguments for a session of the project in ``project``: a worker for each test module
+    or suite file (a loadfile scope), two at most; see :data:`ONE_WORKER`."""
+    scopes = [*project.glob("test_*.py"), *project.glob("*.aimeasure.yaml")]
+    return ("-n", str(min(2, max(1, len(scopes)))))
+
+
 def read_results(path: Path) -> dict[str, Any]:
     data: dict[str, Any] = json.loads(path.read_text())
     return data

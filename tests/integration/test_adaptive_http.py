@@ -87,14 +87,15 @@ Run = Callable[..., pytest.RunResult]
 
 @pytest.fixture(params=[False, True], ids=["one-process", "xdist"])
 def run(request: pytest.FixtureRequest, pytester: pytest.Pytester) -> Run:
-    """A session in this process, or (the xdist variant) with two workers; ``workers=False`` keeps a
-    session of the xdist variant in-process where only its outputs matter to the next one."""
-    xdist = ["-n", "2"] if request.param else []
+    """A session in this process, or (the xdist variant) with ``workers`` xdist workers (two unless
+    said); ``workers=0`` keeps a session of the xdist variant in-process where only its outputs matter
+    to the next one."""
 
-    def session(*args: str, workers: bool = True) -> pytest.RunResult:
+    def session(*args: str, workers: int = 2) -> pytest.RunResult:
         argv = ("--ai-judge", "--judge-model", MODEL, "--judge-samples", "auto", "--aimeasure-json")
         argv += ("out.json",)
-        return run_session(pytester, *argv, *(xdist if workers else []), *args)
+        xdist = ("-n", str(workers)) if request.param and workers else ()
+        return run_session(pytester, *argv, *xdist, *args)
 
     return session
 
@@ -155,13 +156,13 @@ def test_an_open_drift_decision_takes_more_samples_and_a_rerun_reuses_them(
     story.write_text("DRIFT-the fox mended the fence")
     first = ScoresByArtifact({"DRIFT-": [4]})
     server.scorer = first
-    run("--update-baseline", workers=False).assert_outcomes(passed=1)
+    run("--update-baseline", workers=0).assert_outcomes(passed=1)
     assert first.calls["DRIFT-"] == 3
 
     story.write_text("DRIFT-the fox mended the fence, then the gate")
     second = ScoresByArtifact({"DRIFT-": [4, 3]})
     server.scorer = second
-    result = run()
+    result = run(workers=1)  # one module: one worker (ONE_WORKER)
     result.assert_outcomes(passed=1)
     assert second.calls["DRIFT-"] == 9
     measurement = read_results(pytester.path / "out.json")["items"][0]["measurements"][0]
@@ -169,7 +170,7 @@ def test_an_open_drift_decision_takes_more_samples_and_a_rerun_reuses_them(
 
     third = ScoresByArtifact({"DRIFT-": [1]})  # any call now would show as a 1
     server.scorer = third
-    result = run(workers=False)
+    result = run(workers=0)
     result.assert_outcomes(passed=1)
     assert third.calls["DRIFT-"] == 0
     again = read_results(pytester.path / "out.json")["items"][0]["measurements"][0]

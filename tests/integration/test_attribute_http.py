@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from pytest_aimeasure.testing import ProviderServer, SeenRequest
-from tests.conftest import read_results
+from tests.conftest import ONE_WORKER, read_results
 
 OLD, NEW = "anthropic/claude-old", "anthropic/claude-new"
 PRICED = "anthropic/claude-sonnet-4-6"  # the server answers any model; this one has a price
@@ -95,7 +95,7 @@ def test_a_judge_swap_on_unchanged_artifacts_is_attributed_to_the_judge(
 
     # Attributed in one process, then by the controller (rejudging the baseline's artifacts) after
     # its two xdist workers measured.
-    for xdist in ((), ("-n", "2")):
+    for xdist in ((), ONE_WORKER):
         server.reset_stats()
         result, data = session(project, NEW, "--aimeasure-attribute", "--judge-cache=off", *xdist)
         assert result.ret == 0, result.stdout.str()
@@ -124,7 +124,7 @@ def test_a_judge_swap_on_unchanged_artifacts_is_attributed_to_the_judge(
     # a re-read of the rejudged session, which is not pooled twice). In one process, then from the
     # same baseline again with two workers.
     before_update = baseline_path.read_text()
-    for xdist in ((), ("-n", "2")):
+    for xdist in ((), ONE_WORKER):
         baseline_path.write_text(before_update)
         args = ("--aimeasure-attribute", "--update-baseline", "--judge-cache=off", *xdist)
         result, data = session(project, NEW, *args)

@@ -9,11 +9,11 @@ from collections.abc import Callable
 import pytest
 
 from pytest_aimeasure.testing import Outcome, ProviderServer, SeenRequest
-from tests.conftest import read_results, run_session
+from tests.conftest import ONE_WORKER, read_results, run_session
 
 Serve = Callable[[Callable[[SeenRequest], int]], ProviderServer]
 pytestmark = pytest.mark.usefixtures("as_controller")  # an outer xdist worker's id must not leak in
-MODES = [pytest.param((), id="serial"), pytest.param(("-n", "2"), id="xdist")]
+MODES = [pytest.param((), id="serial"), pytest.param(ONE_WORKER, id="xdist")]
 
 
 def run(pytester: pytest.Pytester, mode: tuple[str, ...], *args: str) -> pytest.RunResult:

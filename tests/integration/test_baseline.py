@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import read_results
+from tests.conftest import ONE_WORKER, read_results
 from tests.scripted import SCRIPTED_ARGS, scores_conftest
 
 CONFTEST = scores_conftest()
@@ -196,7 +196,7 @@ def test_corrupt_baseline_is_a_usage_error_and_left_untouched(
 def test_same_results_with_and_without_xdist(project: pytest.Pytester) -> None:
     scores(project, five([2, 2, 2]))
     serial = project.runpytest(*ARGS, "--aimeasure-json", "serial.json")
-    parallel = project.runpytest(*ARGS, "-n", "2", "--aimeasure-json", "parallel.json")
+    parallel = project.runpytest(*ARGS, *ONE_WORKER, "--aimeasure-json", "parallel.json")
     assert serial.ret == parallel.ret == 1
 
     def essence(path: Path) -> list[tuple[Any, ...]]:

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import read_results
+from tests.conftest import ONE_WORKER, read_results
 
 # A non-deterministic generator: each call writes a different story, and the scripted judge scores
 # them 5, 3, 4, 5, 3, ... Every call is logged to a file, so the count holds across xdist workers.
@@ -71,7 +71,7 @@ def _entry(path: Path) -> dict[str, object]:
     return entry
 
 
-@pytest.mark.parametrize("xdist", [[], ["-n", "2"]], ids=["serial", "xdist"])
+@pytest.mark.parametrize("xdist", [[], list(ONE_WORKER)], ids=["serial", "xdist"])
 def test_update_baseline_generates_three_outputs_and_later_runs_compare_with_their_spread(
     pytester: pytest.Pytester, xdist: list[str]
 ) -> None:

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from pytest_aimeasure.testing import SeenRequest
-from tests.conftest import read_results
+from tests.conftest import ONE_WORKER, read_results
 
 MODEL = "anthropic/claude-test"
 
@@ -117,7 +117,7 @@ def test_several_artifacts_are_shown_as_numbered_parts_and_judged_once_without_t
     assert "fairness" not in data["calibration_summary"]
 
 
-@pytest.mark.parametrize("xdist", [(), ("-n", "2")], ids=["serial", "xdist"])
+@pytest.mark.parametrize("xdist", [(), ONE_WORKER], ids=["serial", "xdist"])
 def test_order_probe_flags_a_judge_that_prefers_the_first_artifact(
     pytester: pytest.Pytester, serve: Any, xdist: tuple[str, ...]
 ) -> None:

@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from tests.conftest import run_session
+from tests.conftest import ONE_WORKER, run_session
 
 JUDGE = ("--ai-judge", "--judge-model", "scripted", "-p", "no:randomly")
 
@@ -56,7 +56,7 @@ def test_seen(pytestconfig):
 def test_the_header_names_the_instrument_when_the_judge_is_on(pytester: pytest.Pytester, xdist: bool) -> None:
     pytester.makeconftest(SCORER)
     pytester.makepyfile(test_story=ONE_GOOD_DIMENSION)
-    args = [*JUDGE, "--judge-samples=5", "--aimeasure-store=runs"] + (["-n", "2"] if xdist else [])
+    args = [*JUDGE, "--judge-samples=5", "--aimeasure-store=runs"] + (list(ONE_WORKER) if xdist else [])
     result = run_session(pytester, *args)
     result.assert_outcomes(passed=1)
     result.stdout.fnmatch_lines(

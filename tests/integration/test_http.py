@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 
 from pytest_aimeasure.testing import Fault, ProviderServer, SeenRequest
-from tests.conftest import read_results
+from tests.conftest import ONE_WORKER, read_results
 
 ANTHROPIC = "anthropic/claude-test"
 LITELLM = "openai/judge-test"
@@ -595,7 +595,7 @@ SIX_ITEMS = """
 
 @pytest.mark.parametrize(
     ("model", "xdist"), [(ANTHROPIC, False), (LITELLM, False), (ANTHROPIC, True)],
-    ids=["anthropic", "litellm", "anthropic-n2"],
+    ids=["anthropic", "litellm", "anthropic-xdist"],
 )  # fmt: skip
 def test_unreachable_provider_names_its_url_and_stops_being_called(
     pytester: pytest.Pytester, closed_port_env: dict[str, str], model: str, xdist: bool
@@ -605,8 +605,8 @@ def test_unreachable_provider_names_its_url_and_stops_being_called(
     # One item at a time, so the count is exact: pipelined, the items' calls start together and
     # every call already started meets the closed port before the third failure is counted.
     args = ("--judge-samples", "1", "--judge-retries", "0", "--judge-pipeline", "0")
-    # Under -n 2 one file runs on one worker (loadfile), and each process keeps its own count.
-    result = judged(pytester, model, *args, *(("-n", "2") if xdist else ()))
+    # Under xdist a worker keeps its own count (one module: one worker, see ONE_WORKER).
+    result = judged(pytester, model, *args, *(ONE_WORKER if xdist else ()))
     result.assert_outcomes(errors=6)
     items = results(pytester)["items"]
     assert all(i["outcome"] == "error" and i["judge_error"] and i["measurements"] == [] for i in items)
@@ -635,7 +635,7 @@ TWENTY_ITEMS = """
 
 
 # In one process: a worker classifies a reset with the same code, each worker's breaker is
-# test_unreachable_provider_names_its_url_and_stops_being_called[anthropic-n2], and the spend's counts
+# test_unreachable_provider_names_its_url_and_stops_being_called[anthropic-xdist], and the spend's counts
 # (transport_retries among them) are summed from the workers field by field (merge_spend).
 @pytest.mark.parametrize("model", BACKENDS)
 def test_connection_resets_mid_response_are_retried_not_taken_for_an_unreachable_provider(

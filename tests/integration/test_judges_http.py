@@ -23,7 +23,7 @@ from typing import Any
 import pytest
 
 from pytest_aimeasure.testing import ProviderServer, SeenRequest
-from tests.conftest import read_results
+from tests.conftest import ONE_WORKER, read_results
 from tests.integration.test_http import _sdks_warmed_outside_pytester  # noqa: F401  (the SDKs, warmed)
 
 BASE = "anthropic/claude-base"
@@ -165,7 +165,7 @@ def test_changing_one_dimensions_judge_leaves_the_others_comparable(
     # one process, then with two workers: the controller compares what its workers measured, with
     # their per-dimension judges and fingerprints (the baseline is the same one for both sessions).
     monkeypatch.setenv("TONE_JUDGE", "anthropic/claude-tone-2")
-    for xdist in ((), ("-n", "2")):
+    for xdist in ((), ONE_WORKER):
         server.reset_stats()
         result, data = session(pytester, "--judge-cache=off", *xdist)
         assert result.ret == 1, xdist

@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from pytest_aimeasure.cli.main import main as cli_main
+from tests.conftest import ONE_WORKER
 from tests.scripted import SCRIPTED_ARGS, scores_conftest
 
 CONFTEST = scores_conftest()
@@ -56,9 +57,9 @@ def merge(
 
 
 def run_shards(pytester: pytest.Pytester, *extra: str, workers_for: int | None = None) -> None:
-    """Each shard in a session of its own; shard ``workers_for``'s with two xdist workers."""
+    """Each shard in a session of its own; shard ``workers_for``'s with xdist (one module: one worker)."""
     for i, expr in enumerate(SHARDS):
-        xdist = ("-n", "2") if i == workers_for else ()
+        xdist = ONE_WORKER if i == workers_for else ()
         pytester.runpytest(*ARGS, "-k", expr, "--aimeasure-json", f"shard{i}.json", *extra, *xdist)
 
 
@@ -91,7 +92,7 @@ def test_three_shards_merged_equal_one_process(project: pytest.Pytester) -> None
     assert project.runpytest(*ARGS, "--update-baseline").ret == 0
     whole = (project.path / "aimeasure-baseline.json").read_text()
     (project.path / "aimeasure-baseline.json").rename(project.path / "whole-baseline.json")
-    # The shards each in one process, then again with one shard run by two xdist workers: what the
+    # The shards each in one process, then again with one shard run by an xdist worker: what the
     # controller writes of its workers' items merges as one process's results do.
     for workers_for in (None, 0):
         run_shards(project, workers_for=workers_for)

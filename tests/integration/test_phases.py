@@ -9,6 +9,7 @@ import pytest
 from pytest_aimeasure.report.html import render_html
 from pytest_aimeasure.report.markdown import summary_markdown
 from pytest_aimeasure.report.results import read_results
+from tests.conftest import ONE_WORKER
 
 SCORER = """
 def pytest_aimeasure_scripted_verdict(call, config):
@@ -40,7 +41,7 @@ def test_pacing(judge):
 """
 
 
-@pytest.mark.parametrize("xdist", [[], ["-n", "2"]], ids=["serial", "xdist"])
+@pytest.mark.parametrize("xdist", [[], list(ONE_WORKER)], ids=["serial", "xdist"])
 def test_the_report_has_a_table_per_phase(pytester: pytest.Pytester, xdist: list[str]) -> None:
     pytester.makeconftest(SCORER)
     pytester.makepyfile(test_adventure=TESTS)

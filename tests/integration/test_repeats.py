@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.conftest import read_results
+from tests.conftest import ONE_WORKER, read_results
 
 # -- through the plugin ------------------------------------------------------------------------------
 CONFTEST = """
@@ -45,7 +45,7 @@ def test_vivid(story, judge):
 """
 
 
-@pytest.mark.parametrize("xdist", [[], ["-n", "2"]], ids=["serial", "xdist"])
+@pytest.mark.parametrize("xdist", [[], list(ONE_WORKER)], ids=["serial", "xdist"])
 def test_a_generator_that_fails_one_time_in_three_reads_two_of_three(
     pytester: pytest.Pytester, xdist: list[str]
 ) -> None:

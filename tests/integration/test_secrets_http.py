@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from pytest_aimeasure.testing import Fault, ProviderServer, SeenRequest
+from tests.conftest import ONE_WORKER
 
 KEY = "canary-key-0123456789abcdef"  # the configured key: not shaped like sk-...
 STRAY = "sk-proj-CANARY9876543210zyx"  # a key-shaped secret nobody configured
@@ -45,7 +46,7 @@ def written(root: Path) -> dict[Path, str]:
     return {p: p.read_text(errors="replace") for p in root.rglob("*") if p.is_file()}
 
 
-@pytest.mark.parametrize("workers", [[], ["-n", "2"]], ids=["serial", "xdist"])
+@pytest.mark.parametrize("workers", [[], list(ONE_WORKER)], ids=["serial", "xdist"])
 def test_a_key_echoed_in_a_provider_error_is_redacted_everywhere(
     pytester: pytest.Pytester, server: ProviderServer, monkeypatch: pytest.MonkeyPatch, workers: list[str]
 ) -> None:

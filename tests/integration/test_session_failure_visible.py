@@ -12,11 +12,11 @@ from typing import Any
 import pytest
 
 from pytest_aimeasure.cli import main as cli
-from tests.conftest import read_results, run_session
+from tests.conftest import ONE_WORKER, read_results, run_session
 from tests.integration.test_baseline import ARGS, CONFTEST, FIVE_ITEMS, five, scores
 from tests.integration.test_store_session import PRICED_MODEL, Project, long_verdict, module_source
 
-MODES = [pytest.param((), id="plain"), pytest.param(("-n", "2"), id="xdist")]
+MODES = [pytest.param((), id="plain"), pytest.param(ONE_WORKER, id="xdist")]
 
 
 @pytest.fixture

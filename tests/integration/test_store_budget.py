@@ -18,7 +18,7 @@ import pytest
 
 from pytest_aimeasure.store.cost import Budget
 from pytest_aimeasure.testing import ProviderServer, SeenRequest
-from tests.conftest import read_results
+from tests.conftest import ONE_WORKER, read_results
 
 WORKER = """
 import json, sys
@@ -80,7 +80,7 @@ PRICED = "anthropic/claude-sonnet-4-5"  # litellm's price map: $3 / $15 a millio
 
 
 @pytest.mark.usefixtures("as_controller")
-@pytest.mark.parametrize("mode", [pytest.param((), id="serial"), pytest.param(("-n", "2"), id="xdist")])
+@pytest.mark.parametrize("mode", [pytest.param((), id="serial"), pytest.param(ONE_WORKER, id="xdist")])
 def test_a_budget_the_real_calls_fit_is_not_stopped_by_what_they_reserve(
     pytester: pytest.Pytester, serve: Serve, mode: tuple[str, ...]
 ) -> None:

@@ -39,7 +39,7 @@ from pytest_aimeasure.cli import main as cli
 from pytest_aimeasure.judge.backends.litellm import import_litellm
 from pytest_aimeasure.store.runs import RunStore, read_journal
 from pytest_aimeasure.testing.server import ProviderServer, SeenRequest
-from tests.conftest import read_results
+from tests.conftest import read_results, xdist_workers
 
 STORIES = 8
 SAMPLES = 3
@@ -115,9 +115,10 @@ class Project:
         return [*out, *extra]
 
     def run(self, *extra: str, json_name: str | None = "out.json", xdist: bool = False) -> pytest.RunResult:
-        """One session in this process, its controller's with two xdist workers if ``xdist``."""
+        """One session in this process, its controller's with xdist workers if ``xdist`` (one for each
+        test module, two at most)."""
         args = self.args(*extra, json_name=json_name)
-        return self.pytester.runpytest(*args, *(("-n", "2") if xdist else ()))
+        return self.pytester.runpytest(*args, *(xdist_workers(self.path) if xdist else ()))
 
     def results(self, name: str = "out.json") -> dict[str, Any]:
         return read_results(self.path / name)
@@ -320,7 +321,7 @@ def test_sigkill_mid_run_keeps_every_journaled_sample_and_resume_requests_only_t
 
 
 # --------------------------------------------------------------------------------------------------
-# unchanged rerun, replay, rejudge: serially and with two xdist workers
+# unchanged rerun, replay, rejudge: serially and with xdist workers
 # --------------------------------------------------------------------------------------------------
 
 MODES = [pytest.param(False, id="serial"), pytest.param(True, id="xdist")]
@@ -371,7 +372,7 @@ def test_two_workers_record_at_once_and_an_unchanged_rerun_under_xdist_makes_no_
 
 # In one process: workers read the sample cache as test_two_workers_record_at_once_and_an_unchanged_
 # rerun_under_xdist_makes_no_call's rerun does, and a judge error raised in a worker crosses to the
-# controller as test_bad_input's lone-surrogate error [xdist] and test_pipeline's pending error [n2] do.
+# controller as test_bad_input's lone-surrogate error [xdist] and test_pipeline's pending error [xdist] do.
 def test_replay_serves_stored_samples_and_a_miss_is_an_error_naming_what_is_missing(
     project: Project, recorded_store: Path
 ) -> None:

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from tests.conftest import run_session
+from tests.conftest import ONE_WORKER, run_session
 
 SOURCE = """
 import pathlib
@@ -43,7 +43,7 @@ def test_behind_the_gate(story, judge):
 ARGS = ("--ai-judge", "--judge-model", "scripted", "--judge-cache=off", "-p", "no:randomly", "-rs")
 
 
-@pytest.mark.parametrize("mode", [pytest.param((), id="plain"), pytest.param(("-n", "2"), id="xdist")])
+@pytest.mark.parametrize("mode", [pytest.param((), id="plain"), pytest.param(ONE_WORKER, id="xdist")])
 def test_dimension_test_without_a_score_fails_and_says_how_to_skip(
     pytester: pytest.Pytester, mode: tuple[str, ...]
 ) -> None:
