@@ -29,7 +29,9 @@ Landing = Callable[["Measurement | BaseException"], "BaseException | None"]
 """Applies a landed outcome (the measurement, or why there is none) to the test's record and
 returns the exception that decides the test (None when it passes)."""
 
-_NEVER_WAIT = frozenset({"done", "wait", "cancel", "settle", "settled", "result", "model_post_init"})
+_NEVER_WAIT = frozenset(
+    {"done", "wait", "on_done", "cancel", "settle", "settled", "result", "model_post_init"}
+)
 """Public names that read no value: the pipeline's side of the object (``runtime.Deferred``), and
 the hook pydantic calls while building it."""
 
@@ -71,6 +73,9 @@ class PendingMeasurement(Measurement):
     def wait(self, timeout: float | None = None) -> None:
         with contextlib.suppress(CancelledError, WaitTimeout):
             self._future.exception(timeout)
+
+    def on_done(self, callback: Callable[[], None]) -> None:
+        self._future.add_done_callback(lambda _: callback())
 
     def cancel(self) -> None:
         self._future.cancel()

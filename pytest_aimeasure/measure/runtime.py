@@ -9,7 +9,7 @@ scripts can read with :func:`drain_unattached`.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
@@ -32,6 +32,9 @@ class Deferred(Protocol):
 
     def wait(self, timeout: float | None = None) -> None:
         """Block until :meth:`done` (or ``timeout`` seconds passed)."""
+
+    def on_done(self, callback: Callable[[], None]) -> None:
+        """Call ``callback`` once :meth:`done` (at once if it is; else from the judge's thread)."""
 
     def settle(self) -> BaseException | None:
         """Apply the landed verdict to the test's record (once); the exception that decides the

@@ -17,6 +17,7 @@ first, so the order holds.
 
 from __future__ import annotations
 
+import threading
 import time
 from collections import deque
 from collections.abc import Callable
@@ -32,8 +33,9 @@ RERUNFAILURES = "rerunfailures"
 OWN_PROTOCOL = "aimeasure-pipeline-runner"
 PYTEST_RUNNER = "runner"
 
-ROOM_POLL_S = 0.005
-"""While the pipeline is full: how often the test thread looks whether any pending verdict landed."""
+ROOM_CHECK_S = 1.0
+"""While the pipeline is full the test thread sleeps until a pending verdict lands (it is woken);
+it looks anyway this often (a verdict that lands is never missed, so this is only a backstop)."""
 
 ABANDON_GRACE_S = 2.0
 """On Ctrl-C, how long the pending verdicts may take to land before they are given up."""
@@ -88,6 +90,8 @@ class Pipeline:
         self._worker: Any = False  # xdist's WorkerInteractor on a worker; False: not looked up yet
         self._indices: dict[int, int] | None = None
         self._other_runner: str | bool | None = False  # False: not looked up yet
+        self._landed = threading.Event()
+        """Set by the judge's thread whenever a pending verdict lands: room may have opened."""
 
     # -- which items the pipeline runs ------------------------------------------------------------
     def _foreign_runner(self) -> str | None:
@@ -129,10 +133,15 @@ class Pipeline:
         if reason is not None:
             self.drain()
             return reason
-        while len(waiting := [h for h in self.queue if not h.done()]) >= self.depth:
+        while len([h for h in self.queue if not h.done()]) >= self.depth:
             # Room opens when any pending verdict lands, not only the oldest: one slow item at the
-            # head must not leave the judge's free slots without calls to start.
-            waiting[0].wait(ROOM_POLL_S)
+            # head must not leave the judge's free slots without calls to start. Woken by the
+            # landing itself (was a look every 5 ms: a thread switch each time, and a scan of every
+            # pending item). Cleared before the look above is repeated, so no landing is missed.
+            self._landed.clear()
+            if len([h for h in self.queue if not h.done()]) < self.depth:
+                break
+            self._landed.wait(ROOM_CHECK_S)
             self.flush()
         return None
 
@@ -163,6 +172,8 @@ class Pipeline:
                 record.defer = False
                 # A test that read its measurement already waited for it: its reports are final.
                 record.deferred = [d for d in record.deferred if not d.settled]
+                for deferred in record.deferred:
+                    deferred.on_done(self._landed.set)
         self.queue.append(held)
         self.flush()
         return True
