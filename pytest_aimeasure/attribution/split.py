@@ -63,7 +63,9 @@ class ItemScores:
 class Part(BaseModel):
     """One part of the change, with its error bars (the fields of a drift)."""
 
-    model_config = ConfigDict(extra="forbid")
+    # defer_build: the schema is built on first use, not at import (the session's start paid
+    # for every model here before its first judge call, used or not).
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
     delta: float
     ci95: tuple[float, float]
@@ -90,7 +92,7 @@ class Part(BaseModel):
 class DimensionAttribution(BaseModel):
     """A dimension's change split into the judge's and the system's parts."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
     dimension: str
     m: int = Field(description="items attributed")

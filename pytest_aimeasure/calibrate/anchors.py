@@ -48,7 +48,9 @@ def _check_score(value: object, rater: str | None = None) -> int:
 class AnchorEntry(BaseModel):
     """One anchor as written in the file."""
 
-    model_config = ConfigDict(extra="forbid")
+    # defer_build: the schema is built on first use, not at import (the session's start paid
+    # for every model here before its first judge call, used or not).
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
     id: str = Field(
         min_length=1, description="unique within the dimension; keeps cache keys and reports stable"
@@ -115,7 +117,7 @@ class AnchorEntry(BaseModel):
 class AnchorFileModel(BaseModel):
     """A YAML anchor file."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
     dimension: str | None = Field(default=None, min_length=1, description="default for every anchor")
     rubric: str | None = Field(default=None, min_length=1, description="the rubric; else the marker's")

@@ -24,7 +24,9 @@ ProbeName = Literal["length", "self_preference", "range", "order"]
 
 
 class Thresholds(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    # defer_build: the schema is built on first use, not at import (the session's start paid
+    # for every model here before its first judge call, used or not).
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
     min_kappa: float = MIN_KAPPA_DEFAULT
     max_abs_bias: float = MAX_ABS_BIAS_DEFAULT
@@ -33,7 +35,7 @@ class Thresholds(BaseModel):
 class AnchorScore(BaseModel):
     """One anchor's human labels and the judge's samples."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
     id: str
     human: dict[str, int]
@@ -41,7 +43,7 @@ class AnchorScore(BaseModel):
 
 
 class LevelBias(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
     level: int = Field(description="human consensus level")
     n: int
@@ -50,7 +52,7 @@ class LevelBias(BaseModel):
 
 
 class Agreement(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
     kappa: float | None = Field(description="quadratic-weighted Cohen's κ, judge vs human consensus")
     alpha: float | None = Field(description="Krippendorff's α (interval) over every human rater + the judge")
@@ -61,7 +63,7 @@ class Agreement(BaseModel):
 
 
 class Bias(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
     mean: float = Field(description="mean over anchors of (judge mean − human mean)")
     ci_low: float | None
@@ -70,7 +72,7 @@ class Bias(BaseModel):
 
 
 class Repeatability(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
     samples: int
     within_sd: float = Field(description="pooled within-anchor SD of the judge's samples")
@@ -81,7 +83,7 @@ class Repeatability(BaseModel):
 
 
 class ProbeResult(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
     probe: ProbeName
     effect: float
@@ -95,7 +97,7 @@ class ProbeResult(BaseModel):
 class Trust(BaseModel):
     """The trust verdict (calibrate/trust.py): can this judge gate a release on this dimension?"""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
     verdict: Literal["trusted", "untrusted", "inconclusive"]
     kappa_ci_low: float | None = Field(description="95% jackknife interval of κ (Fisher z)")
@@ -111,7 +113,7 @@ class Trust(BaseModel):
 class DimensionCalibration(BaseModel):
     """One dimension's calibration against its anchor set."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
     dimension: str
     judge_model: str
@@ -147,7 +149,7 @@ class DimensionCalibration(BaseModel):
 class CalibrationFile(BaseModel):
     """``aimeasure-calibration.json``: the latest calibration of each dimension, kept with the baseline."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
     format: Literal[1] = 1
     dimensions: dict[str, DimensionCalibration] = Field(default_factory=dict)

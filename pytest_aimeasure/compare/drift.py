@@ -94,7 +94,9 @@ _FINGERPRINT_FIELDS = list(Fingerprint.model_fields)
 
 
 class _DriftFields(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    # defer_build: the schema is built on first use, not at import (the session's start paid
+    # for every model here before its first judge call, used or not).
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
     verdict: Verdict
     baseline_mean: float | None = None
@@ -157,7 +159,7 @@ class DimensionComparison(_DriftFields):
 
 
 class Comparison(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
     items: dict[str, ItemComparison] = Field(default_factory=dict)
     dimensions: dict[str, DimensionComparison] = Field(default_factory=dict)

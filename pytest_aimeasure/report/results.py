@@ -24,6 +24,10 @@ RESULTS_FORMAT = 1
 class ResultItem(ItemResult):
     """One test: its outcome, its measurement (samples, mean, CI, fingerprint) and its verdict."""
 
+    # defer_build: the schema is built on first use, not at import (the session's start paid
+    # for every model here before its first judge call, used or not).
+    model_config = ConfigDict(defer_build=True)  # (built when the results are written, not imported)
+
     verdict: str | None = Field(default=None, description="the item's comparison with the baseline")
     comparison: ItemComparison | None = None
 
@@ -31,7 +35,7 @@ class ResultItem(ItemResult):
 class BaselineDimension(BaseModel):
     """The baseline's estimate of one dimension over the items this session paired with it."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
     mean: float
     ci_low: float
@@ -42,7 +46,7 @@ class BaselineDimension(BaseModel):
 class CalibrationBin(BaseModel):
     """Anchors whose reference score falls in one bin: the judge's mean score on them."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
     reference: float
     judge: float
@@ -53,7 +57,7 @@ class CalibrationFigure(BaseModel):
     """One dimension's calibration, as the HTML report draws it (the optional input that a calibration
     step fills in; the report shows a section only when there is at least one)."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
     dimension: str
     anchors: int = Field(ge=0, description="anchor artifacts with a reference score")
@@ -68,7 +72,7 @@ class CalibrationFigure(BaseModel):
 
 
 class SessionResults(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
     format: Literal[1] = 1
     plugin_version: str = __version__

@@ -45,7 +45,9 @@ INLINE_DIMENSIONS = 4
 
 
 class DimensionCell(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    # defer_build: the schema is built on first use, not at import (the session's start paid
+    # for every model here before its first judge call, used or not).
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
     mean: float
     ci_low: float
@@ -58,7 +60,7 @@ class DimensionCell(BaseModel):
 class TableRow(BaseModel):
     """One target (of one run) in one suite."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
     label: str
     run: str | None = None
@@ -98,7 +100,7 @@ class TableRow(BaseModel):
 
 
 class SuiteTable(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
     suite: str
     dimensions: list[str]
@@ -110,7 +112,7 @@ class SuiteTable(BaseModel):
 class ComparisonTables(BaseModel):
     """The ``comparison_tables`` section of the JSON results."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
     format: Literal[1] = TABLES_FORMAT
     suites: dict[str, SuiteTable] = Field(default_factory=dict)

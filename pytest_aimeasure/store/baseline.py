@@ -77,7 +77,9 @@ Sha256 = Annotated[str, Field(pattern=r"^[0-9a-f]{64}$")]
 class EntrySource(BaseModel):
     """Where one pooled session of an entry came from: its run and the artifact it judged."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    # defer_build: the schema is built on first use, not at import (the session's start paid
+    # for every model here before its first judge call, used or not).
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
 
     run: str | None = None
     artifact_sha256: Sha256 | None = None
@@ -99,7 +101,7 @@ class StandingScores(BaseModel):
     """An escalated item's standing-judge scores (the newest session's), kept so that a later session
     in which the item was not escalated can still be compared with the baseline on that judge."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
     fingerprint: Fingerprint
     scores: list[Score] = Field(min_length=1)
@@ -108,7 +110,7 @@ class StandingScores(BaseModel):
 class BaselineEntry(BaseModel):
     """One item's committed measurement: the raw scores and the ruler they were taken with."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
     dimension: str = Field(min_length=1)
     nodeid: str = Field(min_length=1)
@@ -226,7 +228,7 @@ class BaselineEntry(BaseModel):
 class DimensionAggregate(BaseModel):
     """Per-dimension summary over the file's entries, for human readers; recomputed on every write."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
     mean: float
     m: int = Field(ge=1, description="items")
@@ -239,7 +241,7 @@ class DimensionAggregate(BaseModel):
 class BaselineFile(BaseModel):
     """The whole baseline file. ``entries`` is keyed by the stable item id ``dimension::nodeid``."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
     format: Literal[1, 2] = BASELINE_FORMAT
     entries: dict[str, BaselineEntry] = Field(default_factory=dict)
@@ -249,7 +251,7 @@ class BaselineFile(BaseModel):
 class UpdateSummary(BaseModel):
     """What :func:`update_baseline` did, item ids sorted in each list."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
     added: list[str] = Field(default_factory=list)
     updated: list[str] = Field(default_factory=list, description="entries replaced by this session's")
@@ -289,7 +291,7 @@ class SessionCoverage(BaseModel):
     The input of :func:`keep_reason`, the one rule for what ``--update-baseline`` may remove.
     """
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
     whole_suite: bool = Field(description="the session selected the whole suite")
     prune: bool = Field(default=False, description="--prune-baseline: drop the entries of unselected tests")

@@ -56,7 +56,9 @@ def _as_dimension_ref(value: Any) -> Any:
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+    # defer_build: the schema is built on first use, not at import (the session's start paid
+    # for every model here before its first judge call, used or not).
+    model_config = ConfigDict(extra="forbid", populate_by_name=True, defer_build=True)
 
 
 # -- gates -------------------------------------------------------------------------------------------

@@ -8,6 +8,8 @@ under ``if TYPE_CHECKING:`` (they never run). ``importlib.import_module("literal
 from __future__ import annotations
 
 import ast
+import subprocess
+import sys
 from pathlib import Path
 
 import networkx as nx
@@ -226,3 +228,32 @@ def test_every_folder_is_on_a_floor_and_imports_only_go_down() -> None:
 
 def test_the_package_root_keeps_only_the_hooks_and_the_public_api() -> None:
     assert sorted(p.name for p in PACKAGE.glob("*.py")) == ["__init__.py", "hookspecs.py", "plugin.py"]
+
+
+def test_models_the_start_does_not_use_are_built_on_first_use() -> None:
+    # The session's start imports these modules (before its first judge call); their schemas are
+    # built when a model is first used, not at import. In a child: this interpreter used them all.
+    modules = [
+        "pytest_aimeasure.report.results", "pytest_aimeasure.compare.drift",
+        "pytest_aimeasure.store.baseline", "pytest_aimeasure.calibrate.records",
+        "pytest_aimeasure.calibrate.anchors", "pytest_aimeasure.attribution.split",
+        "pytest_aimeasure.suites.spec", "pytest_aimeasure.report.targets",
+    ]  # fmt: skip
+    code = (
+        "import importlib, inspect, pydantic\n"
+        f"for name in {modules!r}:\n"
+        "    module = importlib.import_module(name)\n"
+        "    for model in vars(module).values():\n"
+        "        if inspect.isclass(model) and issubclass(model, pydantic.BaseModel) "
+        "and model.__module__ == name:\n"
+        "            print(name, model.__name__, model.__pydantic_complete__)\n"
+        "from pytest_aimeasure.store.baseline import BaselineFile\n"
+        "BaselineFile.model_validate({'entries': {}})\n"
+        "print('used', BaselineFile.__pydantic_complete__)\n"
+    )
+    child = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert child.returncode == 0, child.stderr
+    lines = child.stdout.splitlines()
+    assert len(lines) > len(modules)  # every module holds models
+    assert [line for line in lines[:-1] if not line.endswith(" False")] == []
+    assert lines[-1] == "used True"
