@@ -8,6 +8,7 @@ under ``if TYPE_CHECKING:`` (they never run). ``importlib.import_module("literal
 from __future__ import annotations
 
 import ast
+import functools
 import subprocess
 import sys
 from pathlib import Path
@@ -82,6 +83,14 @@ def import_graph(root: Path, *, type_checking: bool = False) -> nx.DiGraph:
     return graph
 
 
+@functools.cache
+def package_graph(*, type_checking: bool = False) -> nx.DiGraph:
+    """The package's own graph, read once a process: four tests ask for it, and reading every module
+    takes most of their time. Nothing changes the source while the tests run, and no test changes
+    the graph."""
+    return import_graph(PACKAGE, type_checking=type_checking)
+
+
 def cycles(graph: nx.DiGraph) -> list[list[str]]:
     """One cycle per strongly connected group of modules, as a path that returns to its start."""
     out = []
@@ -97,7 +106,7 @@ def cycles(graph: nx.DiGraph) -> list[list[str]]:
 def test_no_import_cycle() -> None:
     """Not even through imports made only for the type checker: a type-only circle is still two
     modules that cannot be read apart."""
-    graph = import_graph(PACKAGE, type_checking=True)
+    graph = package_graph(type_checking=True)
     found = cycles(graph)
     groups = [sorted(g) for g in nx.strongly_connected_components(graph) if len(g) > 1]
     assert not found, (
@@ -109,7 +118,7 @@ def test_no_import_cycle() -> None:
 
 
 def test_nothing_imports_the_hook_module() -> None:
-    graph = import_graph(PACKAGE)
+    graph = package_graph()
     assert HOOK_MODULE in graph
     importers = sorted(graph.predecessors(HOOK_MODULE))
     assert not importers, f"{HOOK_MODULE} is imported by {', '.join(importers)}"
@@ -169,7 +178,7 @@ def test_type_checking_imports_are_not_edges(tmp_path: Path) -> None:
 def test_the_graph_is_the_package() -> None:
     """Every module of the package is a node, and imports at load, lazy ones and package-relative
     names all become edges."""
-    graph = import_graph(PACKAGE)
+    graph = package_graph()
     assert set(graph) == set(module_names(PACKAGE))
     assert graph.has_edge(HOOK_MODULE, "pytest_aimeasure.session.options")  # plugin imports options
     assert graph.has_edge("pytest_aimeasure.testing", "pytest_aimeasure.testing.server")
@@ -214,7 +223,7 @@ def floor_of(module: str) -> int:
 
 def test_every_folder_is_on_a_floor_and_imports_only_go_down() -> None:
     """Type-only imports included: a report that names the session's settings type reaches up."""
-    graph = import_graph(PACKAGE, type_checking=True)
+    graph = package_graph(type_checking=True)
     up = []
     for source, target in graph.edges:
         if folder_of(source) == folder_of(target):
