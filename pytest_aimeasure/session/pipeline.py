@@ -58,10 +58,35 @@ class Held:
     landed: bool = False
     """Every verdict of the item landed (known once true: it never turns false)."""
 
+    watched: bool = False
+    """:attr:`landed` is set by the verdicts' own callbacks (:meth:`watch`), so :meth:`done` only
+    reads it (the test thread asks every pending item while it waits for room)."""
+
     def done(self) -> bool:
-        if not self.landed:
+        if not self.landed and not self.watched:
             self.landed = self.record is None or all(d.done() for d in self.record.deferred)
         return self.landed
+
+    def watch(self, landed: Callable[[], None]) -> None:
+        """Set :attr:`landed` when the last verdict lands (from the judge's thread), calling
+        ``landed`` on each."""
+        deferred = self.record.deferred if self.record is not None else []
+        if not deferred:
+            self.landed = True
+            return
+        lock = threading.Lock()
+        remaining = [len(deferred)]
+
+        def one_landed() -> None:
+            with lock:
+                remaining[0] -= 1
+                if remaining[0] == 0:
+                    self.landed = True
+            landed()
+
+        self.watched = True
+        for each in deferred:
+            each.on_done(one_landed)
 
     def wait(self, timeout: float | None = None) -> None:
         if self.record is not None:
@@ -172,8 +197,7 @@ class Pipeline:
                 record.defer = False
                 # A test that read its measurement already waited for it: its reports are final.
                 record.deferred = [d for d in record.deferred if not d.settled]
-                for deferred in record.deferred:
-                    deferred.on_done(self._landed.set)
+            held.watch(self._landed.set)
         self.queue.append(held)
         self.flush()
         return True
