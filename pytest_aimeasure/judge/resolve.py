@@ -11,6 +11,7 @@ knows, read from its bundled data files (importing litellm takes seconds).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import threading
@@ -192,6 +193,10 @@ def import_transport(model: str, *, batch: bool = False) -> None:
             import httpcore  # noqa: F401  (httpx's transport imports it with the first client)
 
             tls_context()  # the CA bundle's load, off the first request's path
+            with contextlib.suppress(ImportError):
+                # httpcore's async pool imports anyio's asyncio backend (about 0.1 s of CPU) when
+                # the first request starts (a private module: without it, that request imports it).
+                import anyio._backends._asyncio  # noqa: F401
         else:
             import_litellm()
 

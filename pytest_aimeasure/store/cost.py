@@ -42,11 +42,11 @@ import os
 import re
 import secrets
 import threading
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Generic, Literal, TypeVar
 
 from pytest_aimeasure.measure.models import Finding, Measurement, Usage
 from pytest_aimeasure.store.anthropic_prices import PROVIDER as ANTHROPIC
@@ -155,8 +155,35 @@ def price_map_path() -> Path | None:
     return None
 
 
-@lru_cache(maxsize=1)
-def _price_map() -> dict[str, dict[str, Any]]:
+T = TypeVar("T")
+
+
+class _Once(Generic[T]):
+    """A loader's value, computed once even when threads ask for it at the same moment (two threads
+    that miss an ``lru_cache`` both compute). The judge's warm-up reads the price map in the
+    background; a first judge call that asks meanwhile waits for that read instead of parsing the
+    3 MB file again beside it. ``cache_clear()`` as on an ``lru_cache``."""
+
+    def __init__(self, load: Callable[[], T]) -> None:
+        self._load = load
+        self._lock = threading.Lock()
+        self._value: T | None = None
+        self._loaded = False
+
+    def __call__(self) -> T:
+        if not self._loaded:
+            with self._lock:
+                if not self._loaded:
+                    self._value = self._load()
+                    self._loaded = True
+        return self._value  # type: ignore[return-value]  # (set above)
+
+    def cache_clear(self) -> None:
+        with self._lock:
+            self._value, self._loaded = None, False
+
+
+def _read_price_map() -> dict[str, dict[str, Any]]:
     path = price_map_path()
     if path is None:
         return {}
@@ -165,6 +192,9 @@ def _price_map() -> dict[str, dict[str, Any]]:
     except (OSError, ValueError):
         return {}
     return {k: v for k, v in data.items() if isinstance(v, dict)} if isinstance(data, dict) else {}
+
+
+_price_map = _Once(_read_price_map)
 
 
 def _number(value: Any) -> float | None:

@@ -218,3 +218,41 @@ def test_a_call_that_fits_the_spend_but_not_beside_the_calls_in_flight_may_wait(
     budget.settle(second, 0.2)
     assert budget.reserve(0.7, may_wait=True) is None  # 0.4 spent + 0.7 > 1.0: no call in flight frees that
     assert budget.reserve(0.01, may_wait=True) is None  # and the refusal is final
+
+
+def test_the_price_map_is_read_once_when_two_threads_ask_at_the_same_moment(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # The warm-up reads it in the background while the first judge call may ask for it too.
+    from pytest_aimeasure.store import cost
+
+    reads: list[str] = []
+    reading = threading.Event()
+    release = threading.Event()
+
+    def slow_loads(text: str) -> object:
+        reads.append(threading.current_thread().name)
+        reading.set()
+        assert release.wait(10)
+        return {"judge-x": {"input_cost_per_token": 1e-6, "output_cost_per_token": 2e-6}}
+
+    monkeypatch.setattr(cost.json, "loads", slow_loads)
+    cost._price_map.cache_clear()
+    got: dict[str, object] = {}
+
+    def ask(name: str) -> None:
+        got[name] = cost._price_map()
+
+    first = threading.Thread(target=ask, args=("warm-up",), name="warm-up")
+    second = threading.Thread(target=ask, args=("judge",), name="judge")
+    first.start()
+    assert reading.wait(10)
+    second.start()
+    second.join(0.05)  # it waits for the read under way (it would read the file again itself)
+    release.set()
+    first.join(10)
+    second.join(10)
+    monkeypatch.undo()
+    cost._price_map.cache_clear()
+    assert reads == ["warm-up"]
+    assert got["judge"] is got["warm-up"] and "judge-x" in got["judge"]  # type: ignore[operator]
