@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from pytest_aimeasure.testing import SeenRequest
-from tests.conftest import read_results
+from tests.conftest import ONE_WORKER, read_results
 
 MODEL = "anthropic/claude-test"
 LEVELS = [1, 2, 3, 4] * 3  # twelve anchors across the levels a +1 judge can still reach
@@ -186,8 +186,7 @@ def test_calibrate_under_xdist_gives_the_serial_figures(project: pytest.Pytester
         "--judge-calibrate",
         "--judge-bias",
         "--judge-cache=off",
-        "-n",
-        "2",
+        *ONE_WORKER,
         "-p",
         "xdist",
     )

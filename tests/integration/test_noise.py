@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import read_results
+from tests.conftest import ONE_WORKER, read_results
 
 CONFTEST = """
 import json, pathlib, random
@@ -83,11 +83,11 @@ def test_aa_sessions_of_a_moving_generator_pass_and_a_one_point_drop_fails(proje
     # The samples of an item agree, yet items moved by a point or more between sessions: the old rule
     # (SE from the samples' spread, floored at 1/12) called such moves significant.
     assert moved >= 4
-    # The first again with two xdist workers (the rule itself is the controller's), then the drop, in
-    # one process and with workers.
-    code, data = session(project, 10, "--judge-samples", "5", "-n", "2")
+    # The first again under xdist (the rule itself is the controller's; one module, one worker), then
+    # the drop, in one process and under xdist.
+    code, data = session(project, 10, "--judge-samples", "5", *ONE_WORKER)
     _passes_as_a_a(code, data, 10)
-    for xdist in ((), ("-n", "2")):
+    for xdist in ((), ONE_WORKER):
         code, data = session(project, 20, "--judge-samples", "5", *xdist, shift=-1.0)
         assert data["dimensions"]["clarity"]["verdict"] == "regressed", xdist
         assert code == pytest.ExitCode.TESTS_FAILED
