@@ -51,10 +51,15 @@ TWO_ITEMS = """
 """
 
 
+BATCH_S = 0.1
+"""How long a batch stays in progress: two polls at --judge-batch-poll=0.05, so each session polls a
+batch in progress before it ends. (The kills hold theirs for 3 s.)"""
+
+
 @pytest.fixture
 def server() -> Iterator[ProviderServer]:
     with ProviderServer() as running:
-        running.batches.delay = 0.3
+        running.batches.delay = BATCH_S
         yield running
 
 
@@ -124,7 +129,7 @@ def test_sdk_batches_against_the_local_server_partial_failure_and_expiry(server:
         requests=[{"custom_id": cid, "params": params} for cid in ("a", "b", "c")]  # type: ignore[misc]
     )
     assert batch.processing_status == "in_progress" and batch.request_counts.processing == 3
-    server.batches.end_all()  # ended by the test, not by racing the server's 0.3 s delay
+    server.batches.end_all()  # ended by the test, not by racing the server's delay
     ended = client.messages.batches.retrieve(batch.id)
     assert ended.processing_status == "ended"
     assert (ended.request_counts.succeeded, ended.request_counts.errored) == (2, 1)
@@ -374,7 +379,7 @@ def test_sigkill_while_a_batch_is_in_flight_then_resume_polls_it_and_never_resub
     killed_batch = server.batches.ids[0]
     assert [e["batch_id"] for e in journaled(journal)] == [killed_batch]
 
-    server.batches.delay = 0.3
+    server.batches.delay = BATCH_S
     result = project.runpytest(*args(flavour, *pipeline, "--aimeasure-resume=latest"))
     assert result.ret == 0, result.stdout.str()
     # The killed session's batch was polled, not submitted again: only what it did not hold went out.
@@ -429,7 +434,7 @@ def test_a_kill_between_the_create_and_the_journaled_id_resumes_by_finding_the_b
     (journal,) = (project.path / ".aimeasure" / "runs").glob("*/batches-*.jsonl")
     assert [sorted(e) for e in entries(journal)] == [["at", "custom_ids"]]  # the intent alone
 
-    server.batches.delay = 0.3
+    server.batches.delay = BATCH_S
     result = project.runpytest(*args(flavour, "--aimeasure-resume=latest"))
     assert result.ret == 0, result.stdout.str()
     assert server.batches.created == 1 and server.batches.lists == 1
