@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import gc
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -228,3 +229,26 @@ def test_items_that_finish_together_share_an_fsync_and_each_waits_for_one_coveri
     assert all(durable >= sink.last_of[item_id] for item_id, durable in landed)
     assert sink.written == 60 and sink.durable == 60
     assert 1 <= sink.syncs <= 3  # was one fsync (and one thread woken) per item: 20
+
+
+def test_building_the_first_backend_scans_only_the_young_generations_of_the_heap() -> None:
+    # A full collection there scanned every object the process had (60-80 ms of CPU, loaded
+    # machine) right before the session's first judge request, to free a few dozen objects.
+    generations: list[int] = []
+
+    def seen(phase: str, info: dict[str, int]) -> None:
+        if phase == "start":
+            generations.append(info["generation"])
+
+    enabled = gc.isenabled()
+    gc.disable()  # (no automatic collection meanwhile: only the engine's own)
+    gc.callbacks.append(seen)
+    try:
+        for engine in engine_with(ScriptedReplies([VALID])):
+            engine.backend()
+            assert engine.measure(spec()).scores == [4]
+    finally:
+        gc.callbacks.remove(seen)
+        if enabled:
+            gc.enable()
+    assert generations and max(generations) < 2
