@@ -40,10 +40,9 @@ inert runs; ``--jitter`` makes the server's latency vary (each answer waits ``--
 
 ``--start-only`` runs only W, on each ``--routes`` route and from each ``--tree`` (interleaved rounds,
 ``--small-rounds`` of them), and prints what the session's start costs: process start -> first
-request and W's wall as the server saw them, the process's CPU, and the main thread's CPU when the
-first test's call ends (its judge call then belongs to the judge's thread: the main thread's share
-of the wait for the first request, which the machine's load moves less than wall time), each with
-its ratio to the first tree's.
+request and W's wall as the server saw them, the process's CPU, and the CPU the process (and of it
+its main thread) had used when the first request connected (figures the machine's load moves less
+than wall time), each with its ratio to the first tree's.
 """
 
 from __future__ import annotations
@@ -111,24 +110,22 @@ def test_trivial(n):
 """
 
 
-# Loaded into our runs with -p: the main thread's CPU when the first test's call ends (its judge
-# call then belongs to the judge's thread).
+# Loaded into our runs with -p: the CPU the process, and its main thread, had used when the first
+# judge request connected to the server (an audit hook on socket.connect, on the judge's thread):
+# what the start costs, in a figure the machine's load moves less than wall time.
 START_PROBE = """
-import json, os, time
+import json, os, sys, threading, time
 
-import pytest
-
-_done = []
+_main = time.pthread_getcpuclockid(threading.main_thread().ident)
 
 
-@pytest.hookimpl(wrapper=True, tryfirst=True)
-def pytest_runtest_call(item):
-    result = yield
-    if not _done:
-        _done.append(1)
+def _first_connect(event, args):
+    if event == "socket.connect" and not os.path.exists(os.environ["SPEED_BENCH_PROBE"]):
         with open(os.environ["SPEED_BENCH_PROBE"], "w") as out:
-            json.dump({"main_cpu_s": time.thread_time()}, out)
-    return result
+            json.dump({"process_cpu_s": time.process_time(), "main_cpu_s": time.clock_gettime(_main)}, out)
+
+
+sys.addaudithook(_first_connect)
 """
 
 
@@ -141,7 +138,8 @@ class Run:
     max_in_flight: int
     limit_reached: int | None = None  # ours: the adaptive limit's highest value (from the JSON)
     cpu_s: float = 0.0  # the process's CPU time, user + system
-    main_cpu_s: float | None = None  # ours: the main thread's CPU when the first test's call ended
+    first_cpu_s: float | None = None  # ours: the process's CPU when the first request connected
+    main_cpu_s: float | None = None  # ours: its main thread's share of it
 
 
 def base_env(server: ProviderServer) -> dict[str, str]:
@@ -202,7 +200,8 @@ def ours(
     run = timed(server, command, folder, env)
     probe = folder / "probe.json"
     if probe.exists():
-        run.main_cpu_s = json.loads(probe.read_text())["main_cpu_s"]
+        probed = json.loads(probe.read_text())
+        run.first_cpu_s, run.main_cpu_s = probed["process_cpu_s"], probed["main_cpu_s"]
     expected = items * samples
     spend = json.loads(out.read_text())["spend"] if out.exists() else {}
     if run.calls != expected:
@@ -506,7 +505,8 @@ def _start_only(args: argparse.Namespace, trees: dict[str, Path]) -> None:
         ("start -> first request, s", lambda r: r.first_request_s),
         ("W wall, s", lambda r: r.wall_s),
         ("process CPU, s", lambda r: r.cpu_s),
-        ("main thread CPU to the first call's end, s", lambda r: r.main_cpu_s),
+        ("CPU to the first request, s", lambda r: r.first_cpu_s),
+        ("... of it the main thread's, s", lambda r: r.main_cpu_s),
     ]
     print("\n| route | tree | " + " | ".join(name for name, _ in figures) + " |")
     print("|---|---|" + "---|" * len(figures))
