@@ -20,7 +20,9 @@ Noise models:
   With ``repeats=K`` each session judges K generations an item. "one update (3 outputs)" is the
   default path since ``--update-baseline`` generates ``--aimeasure-baseline-repeats`` (3) outputs of
   an artifact that sets no repeats: the baseline's session judged three generations an item, each
-  later session one.
+  later session one. "repeats auto" cases declare ``repeats="auto"``: every session (the baseline's
+  and each new one) draws the outputs the plugin's ``choose_repeats`` reads from the baseline so far;
+  the "calls/gens" column then shows today's mean judge calls and outputs an item.
 * ``lucky``: independent noise, but the baseline's (last) session scored 0.4 above the truth on every
   item.
 * ``shift``: a moving generator, and every session (the baseline's and each new one) shifted as a
@@ -35,7 +37,9 @@ its cut is max(tolerance, z_0.99·sd(D), 0.4 + z_0.98·sd_lucky(D)); against one
 detect more, whatever it knows (see robust_limit).
 
 Run:  nice -n 10 python benchmarks/noise_model_sim.py [--sessions 1000] [--seed 1] [--old-ref REF]
-      (--no-old skips the old rule; --quick: 400 sessions, for a smoke test). The figures quoted in
+      (--no-old skips the old rule; --quick: 400 sessions, for a smoke test; --only TEXT runs the
+      cases whose name holds TEXT: the repeats="auto" figures come from --only "repeats auto"
+      --old-ref 306e36e, the rule just before "auto", which drew one output). The figures quoted in
       docs/concepts.md come from --sessions 1000 --power-sessions 400 (the defaults' sessions;
       about half an hour on a loaded machine: compare() and the baseline's pooling run on every
       simulated session).
@@ -74,6 +78,7 @@ Z975 = 1.959963984540054
 Z99 = 2.3263478740408408  # the rule's family-wise one-sided level, 1%
 Z98 = 2.0537489106318225  # the lucky baseline's bound, 2%
 PER_BASELINE = 4
+AUTO_MOST = 3  # the most outputs repeats="auto" draws (measure.repeats.CHOSEN_REPEATS)
 
 
 @dataclass(frozen=True)
@@ -88,6 +93,7 @@ class Case:
     items: int = 5
     target: float = 0.01  # A/A bound
     session_sd: float = 0.0  # sd of a shift shared by every item of a session, each session its own
+    repeats_auto: bool = False  # repeats="auto": each session's outputs an item chosen from the baseline
 
 
 CASES = (
@@ -104,7 +110,20 @@ CASES = (
     Case("shift sd 0.2, moving, N=3, one session", "moving", 3, pooled=False, session_sd=0.2),
     Case("shift sd 0.2, moving, N=3, pooled 5", "moving", 3, pooled=True, session_sd=0.2),
     Case("shift sd 0.2, moving, N=3, pooled 5, m=10", "moving", 3, pooled=True, session_sd=0.2, items=10),
+    Case("moving, N=3, repeats auto, one session", "moving", 3, pooled=False, repeats_auto=True),
+    Case("moving, N=3, repeats auto, pooled 5", "moving", 3, pooled=True, repeats_auto=True),
+    Case("independent, N=3, repeats auto, one session", "independent", 3, pooled=False, repeats_auto=True),
+    Case("independent, N=3, repeats auto, pooled 5", "independent", 3, pooled=True, repeats_auto=True),
     Case("lucky +0.4, N=3, one session", "independent", 3, pooled=False, lucky=LUCKY, target=0.02),
+    Case(
+        "lucky +0.4, N=3, repeats auto, one session",
+        "independent",
+        3,
+        pooled=False,
+        lucky=LUCKY,
+        target=0.02,
+        repeats_auto=True,
+    ),
     Case(
         "lucky +0.4, N=3, one update (3 outputs)",
         "independent",
@@ -145,6 +164,11 @@ POWER_CASES = tuple(
     )
     for base in (CASES[2], CASES[8], CASES[4], CASES[6], CASES[7])
     for m in (5, 10, 20)
+) + tuple(
+    Case(f"{base.name}, m={m}", base.noise, base.samples, base.pooled, items=m, repeats_auto=True)
+    for base in CASES
+    if base.repeats_auto and base.noise == "moving"
+    for m in (5, 10, 20)
 )
 
 Session = list[list[list[int]]]  # item → generation → the judge's scores
@@ -158,6 +182,35 @@ def session(rng: np.random.Generator, truth: np.ndarray, case: Case, shift: floa
     else:
         raw = truth[:, None, None] + shift + rng.normal(0.0, SPREAD, size=(m, k, n))
     return np.clip(np.floor(raw + 0.5), 1, 5).astype(int).tolist()  # type: ignore[no-any-return]
+
+
+def outputs(entries: dict[str, BaselineEntry], case: Case, default: int, *, updating: bool) -> list[int]:
+    """Each item's outputs this session: ``default``, or under ``repeats_auto`` what the plugin's
+    choice reads from the baseline so far (``updating``: the session writes the baseline). The rule
+    before repeats="auto" (an old tree without ``choose_repeats``) generated one output, as for an
+    artifact that sets no repeats."""
+    if not case.repeats_auto:
+        return [default] * case.items
+    try:
+        from pytest_aimeasure.measure.repeats import choose_repeats, histories
+    except ImportError:
+        return [1] * case.items
+    # Each item is its own artifact (its id as the key), all on one dimension: as the session reads them.
+    index = histories((key, e.dimension, e.session_generations()) for key, e in entries.items())
+    out = []
+    for i in range(case.items):
+        choice = choose_repeats(index.get(item_id(i), []), samples=case.samples, updating=updating)
+        out.append(choice.repeats if choice is not None else 1)
+    return out
+
+
+def chosen_session(
+    rng: np.random.Generator, truth: np.ndarray, case: Case, shift: float, ks: Sequence[int]
+) -> Session:
+    """A session whose item i judges ks[i] outputs; the draws are those of the most outputs any
+    choice can take, cut per item, so old and new rules see the same random numbers."""
+    drawn = session(rng, truth, case, shift, AUTO_MOST if case.repeats_auto else max(ks))
+    return [groups[:k] for groups, k in zip(drawn, ks, strict=True)]
 
 
 def measurements(run: Session) -> list[Measurement]:
@@ -200,6 +253,9 @@ class Tally:
     drop_fail: int = 0
     aa_deltas: list[float] | None = None
     drop_deltas: list[float] | None = None
+    calls: int = 0  # judge samples of the new sessions
+    outputs: int = 0  # generations of the new sessions
+    items: int = 0
 
 
 def run_case(case: Case, replicates: int, seed: int, drop: float) -> Tally:
@@ -210,23 +266,24 @@ def run_case(case: Case, replicates: int, seed: int, drop: float) -> Tally:
     for _ in range(math.ceil(replicates / PER_BASELINE)):
         truth = rng.uniform(2.5, 4.5, size=case.items)
         k_base = case.repeats if case.base_repeats is None else case.base_repeats
-        earlier = [
-            session(rng, truth, case, rng.normal(0.0, case.session_sd) if case.session_sd else 0.0, k_base)
-            for _ in range(POOL - 1 if case.pooled else 0)
-        ]
-        last = rng.normal(0.0, case.session_sd) if case.session_sd else 0.0
-        earlier.append(session(rng, truth, case, case.lucky + last, k_base))
         entries: dict[str, BaselineEntry] = {}
-        for run in earlier:
+        for number in range(POOL if case.pooled else 1):
+            shift = rng.normal(0.0, case.session_sd) if case.session_sd else 0.0
+            if number == (POOL - 1 if case.pooled else 0):
+                shift += case.lucky  # the last session, the one a user's update writes last
+            run = chosen_session(rng, truth, case, shift, outputs(entries, case, k_base, updating=True))
             entries, _ = merge_entries(
                 entries, measurements(run), whole_suite=True, prune=False, pool=POOL if case.pooled else 1
             )
         baseline = BaselineFile(entries=entries)
+        ks = outputs(entries, case, case.repeats, updating=False)
         for shift, deltas in ((0.0, tally.aa_deltas), (-drop, tally.drop_deltas)) * PER_BASELINE:
             moved = shift + (rng.normal(0.0, case.session_sd) if case.session_sd else 0.0)
-            result = compare(
-                baseline, measurements(session(rng, truth, case, moved, case.repeats)), whole_suite=True
-            )
+            run = chosen_session(rng, truth, case, moved, ks)
+            tally.calls += sum(len(g) for groups in run for g in groups)
+            tally.outputs += sum(len(groups) for groups in run)
+            tally.items += len(run)
+            result = compare(baseline, measurements(run), whole_suite=True)
             dimension = result.dimensions[DIMENSION]
             assert deltas is not None and dimension.delta is not None
             deltas.append(dimension.delta)
@@ -296,8 +353,13 @@ def run_all(cases: Sequence[Case], replicates: int, seed: int, drop: float) -> d
             "aa_items": tally.aa_item_fail / tally.replicates,
             "drop": tally.drop_fail / tally.replicates,
             "limit": limit_power(tally),
-            "robust": robust_limit(case, tally, seed + 1) if case.lucky == 0.0 else float("nan"),
+            # The robust limit's lucky twin has the case's fixed design; a repeats="auto" design has none.
+            "robust": robust_limit(case, tally, seed + 1)
+            if case.lucky == 0.0 and not case.repeats_auto
+            else float("nan"),
             "n": tally.replicates,
+            "calls": tally.calls / tally.items,
+            "outputs": tally.outputs / tally.items,
         }
     return out
 
@@ -356,6 +418,8 @@ def table(
         calls = f"{case.samples * case.repeats}/{case.repeats}" + (
             f" ({case.samples * base_k}/{base_k})" if base_k != case.repeats else ""
         )
+        if case.repeats_auto:  # measured: the choice differs by item and baseline
+            calls = f"{r['calls']:.1f}/{r['outputs']:.2f}"
         old_aa = _ci(o["aa"], o["n"]) if o else "-"
         old_drop = f"{100 * o['drop']:.0f}%" if o else "-"
         print(
@@ -379,6 +443,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--old-ref", default=OLD_REF)
     parser.add_argument("--no-old", action="store_true")
     parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--only", help="run only the cases whose name contains this text")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.child:
@@ -391,15 +456,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     started = time.perf_counter()
     print(f"tolerance {TOLERANCE}, drop {args.drop}, {n} replicates a case (A/A and drop), seed {args.seed}")
     print("rates with their 95% Wilson interval; limit: the known-variance test; ratio: new / limit\n")
-    new = run_all(CASES, n, args.seed, args.drop)
-    old = None if args.no_old else run_old(args.old_ref, CASES, n, args.seed, args.drop)
-    table(CASES, new, old)
+    cases = [c for c in CASES if args.only is None or args.only in c.name]
+    power_cases = [c for c in POWER_CASES if args.only is None or args.only in c.name]
+    new = run_all(cases, n, args.seed, args.drop)
+    old = None if args.no_old else run_old(args.old_ref, cases, n, args.seed, args.drop)
+    table(cases, new, old)
     print(f"\npower against the limit at m = 5, 10, 20 ({n_power} replicates a case)")
-    new_power = run_all(POWER_CASES, n_power, args.seed + 7, args.drop)
-    old_power = None if args.no_old else run_old(args.old_ref, POWER_CASES, n_power, args.seed + 7, args.drop)
-    table(POWER_CASES, new_power, old_power)
+    new_power = run_all(power_cases, n_power, args.seed + 7, args.drop)
+    old_power = None if args.no_old else run_old(args.old_ref, power_cases, n_power, args.seed + 7, args.drop)
+    table(power_cases, new_power, old_power)
     print(f"({time.perf_counter() - started:.0f}s)")
-    bad = [c.name for c in CASES if new[c.name]["aa"] > c.target]
+    bad = [c.name for c in cases if new[c.name]["aa"] > c.target]
     for name in bad:
         print(f"NEW A/A false-fail rate too high: {name}")
     return 1 if bad else 0

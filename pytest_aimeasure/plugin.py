@@ -11,7 +11,7 @@ import json
 import os
 import weakref
 from collections.abc import Callable, Generator, Iterator
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 import pytest
 
@@ -573,6 +573,12 @@ def aimeasure_artifact(request: pytest.FixtureRequest) -> Callable[..., Artifact
     Without ``repeats``, a session that writes the baseline (``--update-baseline``) generates
     ``--aimeasure-baseline-repeats`` outputs (default 1), so that later runs can be compared with a
     baseline that measured how much the generator moves; other sessions generate one.
+
+    ``repeats="auto"`` lets the baseline decide where the next measurement spends: three outputs
+    when, in the baseline entries that judged this key, the generator's variance is larger than the
+    judge's share (or the judge gave one score every time), or when ``--update-baseline`` writes the
+    key's first entry; else one output, and ``--judge-samples auto`` adds judge samples to it. The
+    report and the JSON say what was chosen and why.
     """
     state = request.config.stash[state_key]
 
@@ -582,21 +588,23 @@ def aimeasure_artifact(request: pytest.FixtureRequest) -> Callable[..., Artifact
         *,
         label: str | None = None,
         generator: str | None = None,
-        repeats: int | None = None,
+        repeats: int | Literal["auto"] | None = None,
     ) -> Artifact:
         from pytest_aimeasure.measure.artifact import ArtifactError, ArtifactMissing
-        from pytest_aimeasure.measure.repeats import MAX_REPEATS
+        from pytest_aimeasure.measure.repeats import AUTO_REPEATS, MAX_REPEATS
 
         if generator is not None and not (isinstance(generator, str) and generator.strip()):
             pytest.fail(
                 f"aimeasure_artifact({key!r}): generator={generator!r} must be a model name", pytrace=False
             )
-        if repeats is not None and (
-            isinstance(repeats, bool) or not isinstance(repeats, int) or not 1 <= repeats <= MAX_REPEATS
+        if (
+            repeats is not None
+            and repeats != AUTO_REPEATS
+            and (isinstance(repeats, bool) or not isinstance(repeats, int) or not 1 <= repeats <= MAX_REPEATS)
         ):
             pytest.fail(
                 f"aimeasure_artifact({key!r}): repeats={repeats!r} must be a whole number from 1 to "
-                f"{MAX_REPEATS}",
+                f"{MAX_REPEATS}, or 'auto' (the baseline decides)",
                 pytrace=False,
             )
         try:

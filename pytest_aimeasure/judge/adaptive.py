@@ -74,8 +74,9 @@ Stop = Literal["settled", "agreed", "maximum", "budget"]
 
 @dataclass(frozen=True)
 class Reference:
-    """The item's baseline entry, for its drift decision: its raw scores, one tuple per session it
-    pools, and the ruler they were taken with (only an entry under today's ruler is compared with)."""
+    """The item's baseline entry, for its drift decision: its raw scores, one tuple per generation of
+    each session it pools (one per session without repeats), and the ruler they were taken with (only
+    an entry under today's ruler is compared with)."""
 
     sessions: tuple[tuple[int, ...], ...]
     fingerprint: Fingerprint
@@ -122,10 +123,11 @@ def open_decisions(
 
     The item's interval is mean ± t·sqrt(σ²/n): σ² the within-session variance of its samples pooled
     with the baseline entry's sessions when there is one (same item, same ruler: the judge's noise on
-    it; each session a group, so that the item's movement between sessions does not count as judge
-    noise), floored, with the pooled df. "floor" is open when the floor lies inside it, "drift" when
-    x̄_base − tolerance or x̄_base + tolerance does (given the baseline, the drift thresholds are fixed
-    numbers on the item's mean, as the floor is; None ``reference``: no drift decision)."""
+    it; each session a group, and each generation repeat of a session, so that the item's movement
+    between sessions and outputs does not count as judge noise), floored, with the pooled df. "floor"
+    is open when the floor lies inside it, "drift" when x̄_base − tolerance or x̄_base + tolerance does
+    (given the baseline, the drift thresholds are fixed numbers on the item's mean, as the floor is;
+    None ``reference``: no drift decision)."""
     if not scores:
         raise ValueError("a look needs at least one score")
     n = len(scores)
@@ -147,8 +149,9 @@ def open_decisions(
 def repeats_itself(scores: Sequence[int], reference: Sequence[Sequence[int]] | None, look: int) -> bool:
     """Does the judge give this item one score, whatever the number of samples?
 
-    All of this session's samples are equal, and either every session of the baseline entry was too
-    (the same judge on the same item, time after time), or this is the second look or later (five
+    All of this session's samples are equal, and either every group of the baseline entry was too
+    (each session, or each generation repeat of one: the same judge on the same output, time after
+    time), or this is the second look or later (five
     equal samples by default; a judge with a spread of 0.5 gives that about one time in ten). More
     samples of such a judge cannot move the item's mean, so they cannot settle a decision the
     variance floor alone keeps open: the item stops ("agreed"), with the decision of the samples it has."""

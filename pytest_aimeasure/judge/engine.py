@@ -622,6 +622,7 @@ class JudgeEngine:
             artifact_sha256=artifact_sha,
             excerpt=excerpt(spec.artifact),
             facts=spec.facts,
+            chosen=spec.chosen,
         )
 
     async def _one_sample(

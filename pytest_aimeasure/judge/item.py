@@ -5,10 +5,13 @@ attribution; read by the engine, escalation and the repeats' pooling."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pytest_aimeasure.judge.adaptive import Reference
 from pytest_aimeasure.measure.sampling import SamplePlan
+
+if TYPE_CHECKING:
+    from pytest_aimeasure.measure.models import RepeatsChoice
 
 __all__ = ["ItemSpec"]
 
@@ -40,6 +43,8 @@ class ItemSpec:
     """False when ``judge.score`` was given no floor outside a dimension test: no floor decision."""
     judge: str | None = None
     """The dimension's judge model (``judge=``); None: the session's ``--judge-model``."""
+    chosen: RepeatsChoice | None = None
+    """How ``repeats="auto"`` chose the artifact's outputs (recorded in the measurement)."""
     escalate: str | None = None
     """A stronger model that re-judges the item when the standing judge's samples are unsettled
     (:mod:`pytest_aimeasure.judge.escalate`)."""

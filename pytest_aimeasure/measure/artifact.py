@@ -23,9 +23,12 @@ import threading
 import types
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any, Literal, NamedTuple, Protocol
+from typing import TYPE_CHECKING, Any, Literal, NamedTuple, Protocol
 
 from pytest_aimeasure.measure import runtime
+
+if TYPE_CHECKING:
+    from pytest_aimeasure.measure.models import RepeatsChoice
 
 MediaType = Literal["text", "json"]
 _FACTORY_TYPES = (types.FunctionType, types.MethodType, types.BuiltinFunctionType, functools.partial)
@@ -215,6 +218,9 @@ class ArtifactRegistry:
     default_repeats: int = 1
     """Outputs of an artifact that sets no ``repeats``: more than one while ``--update-baseline``
     writes the baseline (``--aimeasure-baseline-repeats``)."""
+    choose: Callable[[str], RepeatsChoice | None] | None = None
+    """``repeats="auto"``: the outputs an artifact key should get, from the baseline (the session sets it)."""
+    _chosen: dict[str, RepeatsChoice] = field(default_factory=dict)
     _by_key: dict[str, Artifact] = field(default_factory=dict)
     _failed_keys: dict[str, str] = field(default_factory=dict)
     # Objects handed to failed gates by higher-scoped fixtures; kept alive so ids stay unique.
@@ -265,7 +271,7 @@ class ArtifactRegistry:
         self,
         key: str,
         generate: Callable[[], Any],
-        repeats: int | None,
+        repeats: int | str | None,
         *,
         label: str | None,
         generator: str | None = None,
@@ -273,13 +279,16 @@ class ArtifactRegistry:
         """``repeats`` outputs of ``generate``, each stored (and rejudged, resumed) under its own key
         ``key#rI``, grouped in one artifact under ``key`` (see :attr:`Artifact.repeats`). One repeat is
         the plain artifact ``key``. ``repeats`` None: the session's default, or under rejudging as
-        many as the rejudged run stored."""
-        from pytest_aimeasure.measure.repeats import repeat_key
+        many as the rejudged run stored. ``"auto"``: as many as :attr:`choose` decides from the
+        baseline (the session's default when it has nothing to decide from, and at least that many
+        while ``--update-baseline`` asks for more); the choice is kept (:meth:`chosen`)."""
+        from pytest_aimeasure.measure.repeats import AUTO_REPEATS, repeat_key
 
-        if repeats is None:
-            repeats = self.stored_repeats(key) if self.rejudge_run is not None else self.default_repeats
         with self._lock:
             known = self._by_key.get(key)
+        if known is not None and repeats == AUTO_REPEATS:
+            return known  # decided by the first request of the key
+        repeats = self.repeats_of(key, repeats)
         if known is not None:
             if len(known.repeats or (known,)) != repeats:
                 raise ArtifactError(
@@ -295,6 +304,29 @@ class ArtifactRegistry:
         group = replace(parts[0], key=key, repeats=parts)
         with self._lock:
             return self._by_key.setdefault(key, group)
+
+    def repeats_of(self, key: str, declared: int | str | None) -> int:
+        """The outputs artifact ``key`` gets when its code or suite declares ``declared`` repeats (see
+        :meth:`get_repeated`); an ``"auto"`` choice is kept for :meth:`chosen`."""
+        from pytest_aimeasure.measure.repeats import AUTO_REPEATS
+
+        if isinstance(declared, int):
+            return declared
+        if self.rejudge_run is not None:
+            return self.stored_repeats(key)
+        choice = self.choose(key) if declared == AUTO_REPEATS and self.choose is not None else None
+        if choice is None:
+            return self.default_repeats
+        # While --update-baseline asks for more outputs, they are the least: they measure the
+        # generator that the next session's choice reads.
+        repeats = max(choice.repeats, self.default_repeats)
+        with self._lock:
+            self._chosen[key] = choice.model_copy(update={"repeats": repeats})
+        return repeats
+
+    def chosen(self, key: str | None) -> RepeatsChoice | None:
+        """How ``repeats="auto"`` chose the outputs of ``key`` in this session (None: it did not)."""
+        return self._chosen.get(key) if key is not None else None
 
     def stored_repeats(self, key: str) -> int:
         """How many outputs the rejudged run stored under ``key``: the repeats a ``--update-baseline``

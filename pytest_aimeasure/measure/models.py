@@ -158,6 +158,29 @@ class RepeatSummary(BaseModel):
     df: float
 
 
+Evidence = Literal["repeats", "sessions", "prior", "unmeasured", "none"]
+"""Where a baseline entry's generation variance came from: the spread of its repeats within sessions,
+of its pooled sessions' means, the prior (one session whose judge gave one score: nothing else can
+move), or nowhere (one session of a judge that varies); "none": no entry yet, and the session writes
+the baseline, so it draws outputs to measure both parts."""
+
+
+class RepeatsChoice(BaseModel):
+    """How ``repeats="auto"`` chose an artifact's outputs from the baseline entries that judged it
+    (:func:`pytest_aimeasure.measure.repeats.choose_repeats`)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    repeats: int = Field(ge=1, description="outputs drawn")
+    spend: Literal["generations", "judge samples"]
+    var_generation: float = Field(
+        description="sum over the entries of the generator's variance (one output's mean between draws)"
+    )
+    var_judge: float = Field(description="sum over the entries of the judge's variance / N (one output)")
+    evidence: Evidence = Field(description="the best evidence any entry had for its generation variance")
+    entries: int = Field(ge=0, description="baseline entries that judged the artifact")
+
+
 class AdaptiveRecord(BaseModel):
     """How an item sampled under ``--judge-samples auto`` (see :mod:`pytest_aimeasure.judge.adaptive`)."""
 
@@ -205,6 +228,8 @@ class Measurement(BaseModel):
     facts: dict[str, Any] | None = None
     repeats: RepeatSummary | None = None
     """Set when the item pooled several generation repeats (``repeats=K``)."""
+    chosen: RepeatsChoice | None = None
+    """Set when the artifact asked for ``repeats="auto"`` and the baseline decided its outputs."""
     adaptive: AdaptiveRecord | None = None
     """Set when the item was sampled adaptively (``samples="auto"``): why it stopped where it did."""
     escalation: Escalation | None = None

@@ -22,17 +22,31 @@ The item's error bar is a two-level (one-way random effects) decomposition. With
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from pytest_aimeasure.measure.stats import VAR_FLOOR_DEFAULT, items_interval, scale_interval, t_ppf
+from pytest_aimeasure.measure.stats import (
+    CONSERVATIVE_PRIOR,
+    VAR_FLOOR_DEFAULT,
+    generations,
+    items_interval,
+    pooled_within,
+    scale_interval,
+    t_ppf,
+)
 
 if TYPE_CHECKING:
-    from pytest_aimeasure.measure.models import Measurement
+    from pytest_aimeasure.measure.models import Evidence, Measurement, RepeatsChoice
 
 MAX_REPEATS = 100
 REPEAT_SEP = "#r"
+AUTO_REPEATS = "auto"
+"""``repeats="auto"`` (a suite's ``repeats: auto``): the baseline decides how many outputs to draw."""
+CHOSEN_REPEATS = 3
+"""The outputs ``repeats="auto"`` draws where the generator's variance dominates: the count the power
+tables of docs/concepts.md measure (a 0.75 drop at m = 5 under a moving generator: 8% caught with
+one output per session, 32% with three)."""
 
 
 def repeat_key(key: str, index: int) -> str:
@@ -169,6 +183,144 @@ def pool(
             ),
         }
     )
+
+
+# -- where to spend: generations or judge samples (repeats="auto") --------------------------------
+_EVIDENCE_ORDER: tuple[Evidence, ...] = ("repeats", "sessions", "prior", "unmeasured", "none")
+Sessions = Sequence[Sequence[Sequence[float]]]
+"""An entry's scores: its pooled sessions, each a list of generation groups (one without repeats)."""
+
+
+@dataclass(frozen=True)
+class EntryHistory:
+    """One baseline entry, as ``repeats="auto"`` reads it: its scores and its judge's noise."""
+
+    sessions: Sessions
+    var_judge: float
+    """The judge's within-output variance on the entry's dimension, pooled over every entry of the
+    dimension: a property of the judge, which one item's few samples measure poorly (three samples of
+    a judge of sd 0.5 agree by chance often enough to pass for a judge that repeats itself)."""
+
+
+def histories(entries: Iterable[tuple[str | None, str, Sessions]]) -> dict[str, list[EntryHistory]]:
+    """``(artifact key, dimension, sessions)`` of each baseline entry → each artifact key's entries,
+    each with its dimension's pooled judge variance. Entries without a key are left out."""
+    by_dimension: dict[str, list[Sequence[float]]] = {}
+    listed = list(entries)
+    for _, dimension, sessions in listed:
+        by_dimension.setdefault(dimension, []).extend(g for session in sessions for g in session if g)
+    noise = {d: pooled_within(groups, 0.0)[0] for d, groups in by_dimension.items()}
+    out: dict[str, list[EntryHistory]] = {}
+    for key, dimension, sessions in listed:
+        if key is not None:
+            out.setdefault(key, []).append(EntryHistory(sessions, noise[dimension]))
+    return out
+
+
+def choose_repeats(
+    entries: Sequence[EntryHistory], *, samples: int, updating: bool = False, prior: float | None = None
+) -> RepeatsChoice | None:
+    """Where an artifact's next measurement should spend: more outputs, or more judge samples of one.
+
+    ``entries``: each baseline entry that judged the artifact (:func:`histories`). ``samples``: the
+    judge samples one output gets at least (N, or the minimum of ``auto``). No entry: nothing to
+    decide from, so None (the default count), unless the session writes the baseline
+    (``updating``): then :data:`CHOSEN_REPEATS` outputs, whose spread measures both parts for every
+    later choice (and for the drift rule, which compares later runs with the generator's measured
+    movement instead of a prior).
+
+    An output's mean varies by σ²_gen (the generator) + σ²_judge/N (the judge). More judge samples
+    shrink only the second part, more outputs both. So the outputs go up (to :data:`CHOSEN_REPEATS`)
+    when the generator's part, summed over the artifact's entries, is larger than the judge's; then
+    the judge's samples of each output are what ``--judge-samples`` says (``auto`` stops at its
+    minimum where the judge repeats itself). Otherwise one output, and ``auto`` adds judge samples.
+
+    σ²_judge is the entry's dimension's pooled within-output variance. σ²_gen is measured from the
+    spread of the entry's repeat means within sessions, else of its pooled sessions' means (both minus
+    the judge's share, floored at 0). An entry of one session without repeats has not measured it:
+    when the judge gives one score every time (σ²_judge = 0), the judge cannot be what moves, and the
+    prior (τ², sd 0.5 between sessions) stands for the generator; when the judge varies, the
+    unmeasured part counts 0, and the judge's samples go first until a baseline with repeats or pooled
+    sessions measures the generator. Where the judge gives one score every time, a measured σ²_gen
+    counts at least the rounding variance of one integer score (1/12): so such an artifact always gets
+    more outputs, the only thing that can move its scores (a generator that never moves gains
+    nothing from ``"auto"``).
+    """
+    from pytest_aimeasure.measure.models import RepeatsChoice
+
+    if not entries:
+        if not updating:
+            return None
+        return RepeatsChoice(
+            repeats=CHOSEN_REPEATS,
+            spend="generations",
+            var_generation=0.0,
+            var_judge=0.0,
+            evidence="none",
+            entries=0,
+        )
+    tau2 = CONSERVATIVE_PRIOR.item_var if prior is None else prior
+    total_gen = total_judge = 0.0
+    best = len(_EVIDENCE_ORDER) - 1
+    for entry in entries:
+        sessions, var_judge = entry.sessions, entry.var_judge
+        groups = [g for session in sessions for g in session if g]
+        if not groups:
+            continue
+        inv_n = math.fsum(1.0 / len(g) for g in groups) / len(groups)
+        spread = generations(sessions, [])
+        evidence: Evidence
+        if spread.df > 0:
+            var_gen, evidence = max(0.0, spread.ss / spread.df - var_judge * inv_n), "repeats"
+        elif len(sessions) > 1:
+            flat = [[x for g in session for x in g] for session in sessions]
+            flat = [f for f in flat if f]
+            means = [math.fsum(f) / len(f) for f in flat]
+            inv_session = math.fsum(1.0 / len(f) for f in flat) / len(flat)
+            var_gen, evidence = max(0.0, _mean_var(means)[1] - var_judge * inv_session), "sessions"
+        elif var_judge == 0.0:
+            var_gen, evidence = tau2, "prior"
+        else:
+            var_gen, evidence = 0.0, "unmeasured"
+        if var_judge == 0.0:
+            # A few integer means agree by luck as often as not (3, 3, 3 from a generator of sd 0.5):
+            # an estimate of 0 is not evidence that nothing moves, so it counts the rounding variance.
+            var_gen = max(var_gen, VAR_FLOOR_DEFAULT)
+        total_gen += var_gen
+        total_judge += var_judge / samples
+        best = min(best, _EVIDENCE_ORDER.index(evidence))
+    more = total_gen > total_judge
+    return RepeatsChoice(
+        repeats=CHOSEN_REPEATS if more else 1,
+        spend="generations" if more else "judge samples",
+        var_generation=total_gen,
+        var_judge=total_judge,
+        evidence=_EVIDENCE_ORDER[best],
+        entries=len(entries),
+    )
+
+
+def choice_summary(measurements: Sequence[Measurement]) -> dict[str, Any]:
+    """What ``repeats="auto"`` chose in a session (the JSON's ``generations``; {} when nothing asked):
+    artifacts decided, how many got more outputs, the outputs drawn, the judge calls they took (every
+    dimension's samples of them) and the evidence behind the choices (artifacts by best evidence)."""
+    chosen: dict[str, tuple[RepeatsChoice, list[Measurement]]] = {}
+    for m in measurements:
+        if m.chosen is not None:
+            chosen.setdefault(m.artifact_key or m.item_id, (m.chosen, []))[1].append(m)
+    if not chosen:
+        return {}
+    choices = [c for c, _ in chosen.values()]
+    evidence: dict[str, int] = {}
+    for c in choices:
+        evidence[c.evidence] = evidence.get(c.evidence, 0) + 1
+    return {
+        "artifacts": len(chosen),
+        "more_outputs": sum(1 for c in choices if c.spend == "generations"),
+        "outputs": sum(c.repeats for c in choices),
+        "calls": sum(len(m.samples) for _, ms in chosen.values() for m in ms),
+        "evidence": dict(sorted(evidence.items())),
+    }
 
 
 # -- gate records over repeats ---------------------------------------------------------------------

@@ -104,6 +104,11 @@ class SessionResults(BaseModel):
         description="adaptive sampling (samples auto): items, minimum, maximum, samples, mean_samples, "
         "at_minimum, stopped {settled, maximum, budget}, open_at_stop {floor, drift}; {} when unused",
     )
+    generations: dict[str, Any] = Field(
+        default_factory=dict,
+        description='repeats="auto": artifacts decided, more_outputs (given more outputs), outputs drawn, '
+        "calls (judge samples of them), evidence {repeats, sessions, prior, unmeasured}; {} when unused",
+    )
     started_at: str | None = None
     ended_at: str | None = None
     var_floor: float = VAR_FLOOR_DEFAULT

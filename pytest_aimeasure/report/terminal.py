@@ -271,6 +271,30 @@ def sampling_line(summary: dict[str, Any]) -> str | None:
     )
 
 
+_EVIDENCE = {
+    "repeats": "repeats",
+    "sessions": "pooled sessions",
+    "prior": "a judge that repeats itself",
+    "unmeasured": "generator unmeasured",
+    "none": "first baseline",
+}
+
+
+def generations_line(summary: dict[str, Any]) -> str | None:
+    """'repeats="auto": 2 of 5 artifacts got more outputs, where the generator moves more than the judge
+    (8 outputs in all, 24 judge calls); evidence: 3 generator unmeasured, 2 a judge that repeats
+    itself' (None when no artifact asked for repeats="auto")."""
+    if not summary:
+        return None
+    artifacts, more = summary["artifacts"], summary["more_outputs"]
+    evidence = ", ".join(f"{n} {_EVIDENCE.get(kind, kind)}" for kind, n in summary["evidence"].items())
+    return (
+        f'repeats="auto": {more} of {artifacts} artifact{"" if artifacts == 1 else "s"} got more outputs, '
+        f"where the generator moves more than the judge ({summary['outputs']} outputs in all, "
+        f"{summary['calls']} judge calls); evidence: {evidence}"
+    )
+
+
 SHOWN_IN_TABLE = {"regressed", "not_comparable", "improved", "inconclusive", "underpowered"}
 
 
@@ -308,9 +332,9 @@ def summary_lines(summary: SessionReport, verbosity: int = 0) -> list[str]:
         lines.append(Styled("stable: " + ", ".join(summary.stable), "green"))
     if summary.comparison is not None and summary.comparison.baseline_note:
         lines.append(summary.comparison.baseline_note)
-    sampling = sampling_line(summary.results.sampling)
-    if sampling is not None:
-        lines.append(sampling)
+    for line in (sampling_line(summary.results.sampling), generations_line(summary.results.generations)):
+        if line is not None:
+            lines.append(line)
     lines += repeat_lines(summary.results.items)
     lines += phase_lines(summary)
     lines += stepped_aside_lines(summary.results.items)

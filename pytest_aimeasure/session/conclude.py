@@ -434,6 +434,7 @@ def build_results(
     """The session's results (the JSON model), read from the state once, at its end."""
     from pytest_aimeasure.calibrate.lines import calibration_figures
     from pytest_aimeasure.judge.adaptive import adaptive_summary
+    from pytest_aimeasure.measure.repeats import choice_summary
     from pytest_aimeasure.report.results import (
         CalibrationFigure,
         ResultItem,
@@ -441,6 +442,7 @@ def build_results(
         baseline_dimensions,
     )
 
+    measured = [m for r in state.results.values() for m in r.measurements]
     comparison = outcome.comparison
     items: list[ResultItem] = []
     for result in sorted(state.results.values(), key=lambda r: r.nodeid):
@@ -486,5 +488,6 @@ def build_results(
         calibration=[CalibrationFigure.model_validate(f) for f in calibration_figures(outcome.calibration)],
         calibration_summary=outcome.calibration,
         attribution=outcome.attribution,
-        sampling=adaptive_summary([m for r in state.results.values() for m in r.measurements]),
+        sampling=adaptive_summary(measured),
+        generations=choice_summary(measured),
     )

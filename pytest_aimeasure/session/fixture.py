@@ -247,6 +247,7 @@ class Judge:
             artifact_sha256=sha,
             judge=dim.judge if dim is not None else None,
             escalate=dim.escalate if dim is not None else None,
+            chosen=self._state.artifacts.chosen(key),
             **self._state.sampling(iid, samples or (dim.samples if dim is not None else None)),
         )
 

@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Iterable
 
     from pytest_aimeasure.judge.engine import JudgeEngine
-    from pytest_aimeasure.measure.models import Finding, Fingerprint, ItemResult, Measurement
+    from pytest_aimeasure.measure.models import Finding, Fingerprint, ItemResult, Measurement, RepeatsChoice
     from pytest_aimeasure.measure.sampling import PlannedItem
     from pytest_aimeasure.session.pipeline import Pipeline
     from pytest_aimeasure.session.recording import Recording
@@ -38,7 +38,10 @@ class SessionState:
         self.config = config
         self.settings = settings
         self.is_worker = hasattr(config, "workerinput")
-        self.artifacts = ArtifactRegistry(default_repeats=settings.default_repeats)
+        self.artifacts = ArtifactRegistry(
+            default_repeats=settings.default_repeats, choose=self.choose_repeats
+        )
+        self._entries_by_artifact: dict[str, list[Any]] | None = None
         self.results: dict[str, ItemResult] = {}
         self.collected: set[str] | None = None  # None: not known (an xdist controller before collection)
         self.failed_collectors: list[str] = []
@@ -153,9 +156,32 @@ class SessionState:
                 if entry.standing is not None
                 else None
             )
-            sessions = tuple(tuple(g) for g in entry.session_scores())
-            reference = Reference(sessions, entry.fingerprint, standing)
+            # One group per generation of each session: the spread between an entry's generation
+            # repeats is the generator's, and counted as the judge's it would keep a judge that
+            # repeats itself sampling to the maximum.
+            groups = tuple(tuple(g) for session in entry.session_generations() for g in session)
+            reference = Reference(groups, entry.fingerprint, standing)
         return {"samples": plan.maximum, "adaptive": plan, "reference": reference}
+
+    def choose_repeats(self, key: str) -> RepeatsChoice | None:
+        """Where the outputs of artifact ``key`` (``repeats="auto"``) should spend, from the baseline
+        entries that judged it: None while not judging, or when no entry names the key and the
+        session does not write the baseline."""
+        if not self.judging:
+            return None
+        from pytest_aimeasure.measure.repeats import choose_repeats, histories
+
+        if self._entries_by_artifact is None:
+            baseline = self._baseline_for_sampling()
+            entries = baseline.entries.values() if baseline is not None else ()
+            self._entries_by_artifact = histories(
+                (e.artifact_key, e.dimension, e.session_generations()) for e in entries
+            )
+        return choose_repeats(
+            self._entries_by_artifact.get(key, []),
+            samples=self.settings.fixed_samples,
+            updating=self.settings.update_baseline and self.settings.rejudge is None,
+        )
 
     def _baseline_for_sampling(self) -> Any:
         """The baseline (a worker reads its own copy once; a problem with the file is the controller's

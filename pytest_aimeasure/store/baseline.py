@@ -114,6 +114,11 @@ class BaselineEntry(BaseModel):
 
     dimension: str = Field(min_length=1)
     nodeid: str = Field(min_length=1)
+    artifact_key: str | None = Field(
+        default=None,
+        description="the key of the artifact the item judged (a repeated artifact's group key), by which "
+        'repeats="auto" finds the entries of an artifact; absent: unknown (written before it was recorded)',
+    )
     scores: list[Score] = Field(min_length=1)
     mean: float
     n: int
@@ -434,8 +439,9 @@ def dumps_baseline(baseline: BaselineFile) -> str:
         for source in entry.get("sources") or ():
             if source.get("generations") is None:
                 source.pop("generations", None)  # one artifact a session: keep the diff short
-        if entry.get("standing") is None:
-            entry.pop("standing", None)
+        for optional in ("standing", "artifact_key"):
+            if entry.get(optional) is None:
+                entry.pop(optional, None)
         if entry.get("generations") is None:
             entry.pop("generations", None)
     return json.dumps(data, sort_keys=True, indent=2, ensure_ascii=False, allow_nan=False) + "\n"
@@ -544,9 +550,10 @@ def entry_from_measurement(measurement: Measurement, *, run_id: str | None = Non
     samples = sorted(measurement.samples, key=lambda s: (s.repeat or 0, s.index))
     scores = [s.score for s in samples]
     sizes = Counter(s.repeat or 0 for s in samples)
-    raw = {
+    raw: dict[str, Any] = {
         "dimension": measurement.dimension,
         "nodeid": measurement.nodeid,
+        "artifact_key": measurement.artifact_key,
         "scores": scores,
         "mean": math.fsum(scores) / len(scores),
         "n": len(scores),
@@ -575,7 +582,7 @@ def _same_value(old: BaselineEntry, new: BaselineEntry) -> bool:
     # Samples are exchangeable: the same scores in another order are the same measurement, and
     # keeping the old order avoids a diff that says nothing. Another run that scored the same is not
     # news either: the old sources stay (they produced these very scores).
-    skip = {"scores", "sources"}
+    skip = {"scores", "sources", "artifact_key"}
     return sorted(old.scores) == sorted(new.scores) and old.model_dump(exclude=skip) == new.model_dump(
         exclude=skip
     )
@@ -723,6 +730,9 @@ def _take_measurement(
         entry = pool_entry(previous, measurement, pool=pool, run_id=run)
     if _same_value(previous, entry):
         summary.unchanged.append(item_id)
+        if previous.artifact_key != entry.artifact_key and entry.artifact_key is not None:
+            # The value is the same; the entry only learns (or follows a rename of) its artifact's key.
+            merged[item_id] = previous.model_copy(update={"artifact_key": entry.artifact_key})
     else:
         (summary.pooled if pooling else summary.updated).append(item_id)
         merged[item_id] = entry

@@ -253,14 +253,11 @@ class SuiteItem(pytest.Item):
 
     def _repeats(self) -> int:
         """The prompt's repeats, else the suite's, else the session's default (more than one while
-        --update-baseline writes the baseline; under rejudging, what the rejudged run stored)."""
+        --update-baseline writes the baseline; under rejudging, what the rejudged run stored);
+        ``auto``: what the baseline chooses (:meth:`ArtifactRegistry.repeats_of`)."""
         declared = self.prompt.repeats or self.suite_node.loaded.spec.repeats
-        if declared is not None:
-            return declared
         artifacts = self.config.stash[state_key].artifacts
-        if artifacts.rejudge_run is not None:
-            return artifacts.stored_repeats(suite_artifact_key(item_nodeid(self)))
-        return artifacts.default_repeats
+        return artifacts.repeats_of(suite_artifact_key(item_nodeid(self)), declared)
 
     def reportinfo(self) -> tuple[Path, int | None, str]:
         line = self.suite_node.loaded.prompt_lines.get(self.prompt.id)
@@ -271,12 +268,18 @@ class SuiteItem(pytest.Item):
         return list(self.suite_node.anchor_refs)
 
     def dimension_items(self, default_samples: Samples, plan: SamplePlan | None = None) -> list[PlannedItem]:
-        """The items to judge, with their calls, for the judge's dry run (``--judge-dry-run``)."""
-        k = self.plan.repeats  # each repeat is judged N times
+        """The items to judge, with their calls, for the judge's dry run (``--judge-dry-run``): each
+        repeat is judged N times; ``repeats: auto`` draws one output or :data:`CHOSEN_REPEATS`."""
+        from pytest_aimeasure.measure.repeats import AUTO_REPEATS, CHOSEN_REPEATS
+
+        if (self.prompt.repeats or self.suite_node.loaded.spec.repeats) == AUTO_REPEATS:
+            low, high = 1, max(CHOSEN_REPEATS, self.plan.repeats)
+        else:
+            low = high = self.plan.repeats
         out = []
         for d in self.dimensions:
             fewest, most = call_range(d.samples or default_samples, plan or SamplePlan())
-            out.append(PlannedItem(self.plan.nodeid, d.name, fewest * k, most * k, d.judge, d.escalate))
+            out.append(PlannedItem(self.plan.nodeid, d.name, fewest * low, most * high, d.judge, d.escalate))
         return out
 
     # -- running ---------------------------------------------------------------------------------

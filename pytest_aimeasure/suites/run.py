@@ -540,6 +540,7 @@ class SuiteRunner:
                 artifact_sha256=artifact.sha256,
                 judge=dim.judge,
                 escalate=dim.escalate,
+                chosen=self.state.artifacts.chosen(plan.artifact_key),
                 **self.state.sampling(plan.item_id(dim.name), dim.samples),
             )
             for dim in plan.dimensions

@@ -32,6 +32,8 @@ DEFAULT_WAIT_S = 3600.0
 
 Scalar = str | int | float | bool
 Name = Annotated[str, Field(pattern=NAME_PATTERN)]
+Repeats = Annotated[int, Field(ge=1, le=100)] | Literal["auto"]
+"""A prompt's or suite's ``repeats``: a whole number of outputs, or ``auto`` (the baseline decides)."""
 
 
 def _as_list(value: Any) -> Any:
@@ -255,7 +257,7 @@ class PromptSpec(_Strict):
     system: str | None = None
     gates: list[GateSpec] = Field(default_factory=list)
     dimensions: list[Annotated[DimensionRef, BeforeValidator(_as_dimension_ref)]] | None = None
-    repeats: int | None = Field(default=None, ge=1, le=100)
+    repeats: Repeats | None = None
 
 
 class SuiteSpec(_Strict):
@@ -272,9 +274,10 @@ class SuiteSpec(_Strict):
     dimensions: list[DimensionSpec] = Field(default_factory=list)
     facts: bool = True
     timeout_s: float = Field(default=DEFAULT_WAIT_S, gt=0)
-    repeats: int | None = Field(default=None, ge=1, le=100)
+    repeats: Repeats | None = None
     """Outputs generated per prompt × target; gates count over them, dimensions pool them. None:
-    one, or ``--aimeasure-baseline-repeats`` while ``--update-baseline`` writes the baseline."""
+    one, or ``--aimeasure-baseline-repeats`` while ``--update-baseline`` writes the baseline.
+    ``auto``: the baseline decides (three where the generator moves more than the judge, else one)."""
 
     def dimensions_for(self, prompt: PromptSpec) -> list[DimensionSpec]:
         """The dimensions one prompt's outputs are graded on (resolved; call after validation)."""

@@ -196,3 +196,114 @@ def test_attribution_rejudges_every_output_of_a_baseline_entry_that_pooled_gener
     assert detail["judge"]["delta"] == pytest.approx(-1.0) and detail["system"]["delta"] == pytest.approx(0.0)
     assert data["dimensions"]["vividness"]["verdict"] == "not_comparable"
     result.stdout.fnmatch_lines(["*dimension 'vividness' attributed*of Δ -1.00*"])
+
+
+# -- repeats="auto": the baseline decides where the next measurement spends ------------------------
+AUTO_CONFTEST = CONFTEST.replace(
+    'aimeasure_artifact("story", write_story)', 'aimeasure_artifact("story", write_story, repeats="auto")'
+)
+
+
+@pytest.mark.parametrize("xdist", [[], ["-n", "2"]], ids=["serial", "xdist"])
+def test_repeats_auto_measures_the_generator_first_and_then_spends_on_it(
+    pytester: pytest.Pytester, xdist: list[str]
+) -> None:
+    pytester.makeconftest(AUTO_CONFTEST)
+    pytester.makepyfile(test_story=TESTS)
+    update = pytester.runpytest(*ARGS, "--update-baseline", "--aimeasure-json", "first.json", *xdist)
+    update.assert_outcomes(passed=1)
+    # No entry yet, and this session writes the baseline: three outputs measure both parts.
+    assert _generated(pytester.path) == 3
+    assert read_results(pytester.path / "first.json")["generations"] == {
+        "artifacts": 1,
+        "more_outputs": 1,
+        "outputs": 3,
+        "calls": 9,
+        "evidence": {"none": 1},
+    }
+    update.stdout.fnmatch_lines(["*; evidence: 1 first baseline"])
+    entry = _entry(pytester.path)
+    assert entry["artifact_key"] == "story" and entry["generations"] == [3, 3, 3]
+
+    run = pytester.runpytest(*ARGS, "--judge-samples", "auto", "--aimeasure-json", "out.json", *xdist)
+    run.assert_outcomes(passed=1)
+    # The judge gave one score every time (drafts 1-3: 4, 5, 3) while the drafts moved (variance 1):
+    # three outputs again (drafts 4-6 score 4, 5, 3), each stopped at auto's minimum, where the judge
+    # agreed with itself.
+    assert _generated(pytester.path) == 6
+    data = read_results(pytester.path / "out.json")
+    (measurement,) = next(i for i in data["items"] if i["nodeid"].endswith("test_vivid"))["measurements"]
+    assert measurement["repeats"]["means"] == [4.0, 5.0, 3.0] and measurement["n"] == 9
+    assert measurement["adaptive"]["stopped"] == "agreed"
+    assert measurement["chosen"] == {
+        "repeats": 3,
+        "spend": "generations",
+        "var_generation": 1.0,
+        "var_judge": 0.0,
+        "evidence": "repeats",
+        "entries": 1,
+    }
+    assert data["generations"]["calls"] == 9 and data["generations"]["evidence"] == {"repeats": 1}
+    run.stdout.fnmatch_lines(
+        [
+            'repeats="auto": 1 of 1 artifact got more outputs, where the generator moves more than the '
+            "judge (3 outputs in all, 9 judge calls); evidence: 1 repeats"
+        ]
+    )
+
+
+def test_repeats_auto_leaves_one_output_to_a_judge_that_varies_on_a_generator_that_does_not(
+    pytester: pytest.Pytester,
+) -> None:
+    # The judge scores every draft 2, 3, 4 by sample: its own noise, which more samples reduce, is all
+    # there is (each draft's mean is 3).
+    pytester.makeconftest(
+        AUTO_CONFTEST.replace('return 3 + call.artifact.count("vivid")', "return 2 + call.index % 3")
+    )
+    pytester.makepyfile(test_story=TESTS)
+    pytester.runpytest(*ARGS, "--update-baseline").assert_outcomes(passed=1)
+    assert _generated(pytester.path) == 3
+    run = pytester.runpytest(*ARGS, "--judge-samples", "auto", "--aimeasure-json", "out.json")
+    run.assert_outcomes(passed=1)
+    assert _generated(pytester.path) == 4  # one output
+    data = read_results(pytester.path / "out.json")
+    (measurement,) = next(i for i in data["items"] if i["nodeid"].endswith("test_vivid"))["measurements"]
+    assert measurement["repeats"] is None and measurement["n"] > 3  # auto added judge samples
+    chosen = measurement["chosen"]
+    assert (chosen["repeats"], chosen["spend"], chosen["evidence"]) == (1, "judge samples", "repeats")
+    assert (chosen["var_generation"], chosen["var_judge"]) == (0.0, pytest.approx(1 / 3))
+    assert data["generations"]["more_outputs"] == 0 and data["generations"]["calls"] == measurement["n"]
+
+
+def test_a_suite_prompt_with_repeats_auto_is_chosen_from_the_baseline(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(gen_tales=SUITE_GENERATOR)
+    pytester.makefile(
+        ".aimeasure.yaml", tales=SUITE.replace('"Tell a fable."}', '"Tell a fable.", repeats: auto}')
+    )
+    # Before a session, the fable's outputs are one or three (2 or 6 calls); the owl's two take 4.
+    pytester.runpytest(*ARGS, "--judge-dry-run").stdout.fnmatch_lines(["*6..10 judge calls*"])
+    pytester.runpytest(*ARGS, "--update-baseline").assert_outcomes(passed=2)
+    entries = json.loads((pytester.path / "aimeasure-baseline.json").read_text())["entries"]
+    fox = next(e for item_id, e in entries.items() if item_id.endswith("fox[teller]"))
+    assert fox["generations"] == [2, 2, 2] and fox["artifact_key"].endswith("fox[teller]")
+    pytester.runpytest(*ARGS, "--aimeasure-json", "out.json").assert_outcomes(passed=2)
+    chosen = {
+        item["nodeid"].split("::")[-1]: item["measurements"][0]["chosen"]
+        for item in read_results(pytester.path / "out.json")["items"]
+    }
+    # The scripted judge gives the fable one score on each of its outputs: more outputs again.
+    assert chosen["owl[teller]"] is None
+    assert (chosen["fox[teller]"]["repeats"], chosen["fox[teller]"]["evidence"]) == (3, "repeats")
+
+
+@pytest.mark.parametrize("value", ["'often'", "0"])
+def test_a_bad_repeats_value_names_the_artifact_and_what_is_allowed(
+    pytester: pytest.Pytester, value: str
+) -> None:
+    pytester.makeconftest(CONFTEST.replace("write_story)", f"write_story, repeats={value})"))
+    pytester.makepyfile(test_story=TESTS)
+    result = pytester.runpytest(*ARGS)
+    result.assert_outcomes(errors=1)
+    result.stdout.fnmatch_lines(
+        [f"*aimeasure_artifact('story'): repeats={value}* must be a whole number from 1 to 100, or 'auto'*"]
+    )
