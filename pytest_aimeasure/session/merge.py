@@ -14,8 +14,10 @@ from pathlib import Path
 from typing import Any
 
 from pytest_aimeasure.compare.drift import Comparison, compare
+from pytest_aimeasure.judge.adaptive import adaptive_summary
 from pytest_aimeasure.judge.engine import merge_spend
 from pytest_aimeasure.measure.models import Finding, Fingerprint
+from pytest_aimeasure.measure.repeats import choice_summary
 from pytest_aimeasure.report.results import ResultItem, SessionResults, baseline_dimensions
 from pytest_aimeasure.report.trends import DRIFT_KINDS
 from pytest_aimeasure.session.outcome import drift_severities, failed_tests_reason, session_failures
@@ -183,6 +185,7 @@ def _merged_results(
         merged_items.append(item.model_copy(update={"verdict": c.verdict if c else None, "comparison": c}))
     first = shards[0][1]
     var_floor = first.var_floor
+    measured = [m for item in merged_items for m in item.measurements]
     return SessionResults(
         run_id=None,
         judge_model=first.judge_model,
@@ -206,6 +209,8 @@ def _merged_results(
         drift=first.drift,
         whole_suite=whole_suite,
         shards=[name for name, _ in shards],
+        sampling=adaptive_summary(measured),
+        generations=choice_summary(measured),
     )
 
 

@@ -174,3 +174,16 @@ def test_a_shard_finding_that_fails_a_session_fails_the_merge(project: pytest.Py
     merged = json.loads((project.path / "merged.json").read_text())
     reason = next(r for kind, _, r in FAILURE_KINDS if kind == "uncalibrated")
     assert merged["passed"] is False and merged["failed_because"] == [reason]
+
+
+def test_the_merge_sums_up_adaptive_sampling_as_one_process_does(project: pytest.Pytester) -> None:
+    # Tone's items sit far above their floor (1.0); clarity's vary around 2, near it: more looks.
+    set_scores(project, {"*": [4] * 9}, [1, 2, 3] * 3)
+    project.runpytest(*ARGS, "--judge-samples", "auto", "--aimeasure-json", "one.json")
+    run_shards(project, "--judge-samples", "auto")
+    assert merge(project, project.path / "merged.json") == 0
+    one = json.loads((project.path / "one.json").read_text())
+    merged = json.loads((project.path / "merged.json").read_text())
+    assert merged["sampling"] == one["sampling"]
+    assert merged["sampling"]["items"] == 9 and merged["sampling"]["samples"] > 27
+    assert merged["generations"] == one["generations"] == {}  # no artifact asked for repeats="auto"
