@@ -22,7 +22,7 @@ from pytest_aimeasure.judge.backends.base import (
     Message,
     ToolSpec,
 )
-from pytest_aimeasure.judge.backends.http import POOL_SHARDS
+from pytest_aimeasure.judge.backends.http import POOL_SHARDS, quick_streams
 from pytest_aimeasure.judge.backends.litellm import LitellmBackend, base_url_from_env
 from pytest_aimeasure.testing import Fault, ProviderServer
 
@@ -517,13 +517,17 @@ def test_calls_in_flight_are_spread_over_several_connection_pools(kind: str) -> 
                 await asyncio.gather(*(backend.judge(judge_request()) for _ in range(n)))
                 api = backend._api
                 assert api is not None
-                return [len(client._transport._pool.connections) for client in api._clients]
+                return [
+                    (len(pool.connections), isinstance(pool._network_backend, quick_streams()))
+                    for pool in (client._transport._pool for client in api._clients)
+                ]
             finally:
                 await backend.aclose()
 
         pools = asyncio.run(many())
         assert server.max_in_flight == n
-    assert pools == [3] * POOL_SHARDS  # each pool kept the connections it had in flight at once
+    # Each pool kept the connections it had in flight at once, opened through the quick streams.
+    assert pools == [(3, True)] * POOL_SHARDS
 
 
 @pytest.mark.parametrize("kind", KINDS)

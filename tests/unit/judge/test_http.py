@@ -1,11 +1,19 @@
-"""The native routes' HTTP layer: what importing it costs the session's first judge request."""
+"""The native routes' HTTP layer (judge/backends/http.py): what importing it costs the session's
+first judge request; the judge's streams: one send per request, and the idle-connection check on the
+socket the stream opened with."""
 
 from __future__ import annotations
 
+import asyncio
+import socket
 import subprocess
 import sys
+from typing import Any
 
+import httpcore
 import pytest
+
+from pytest_aimeasure.judge.backends.http import quick_streams
 
 
 def test_the_warm_up_imports_what_the_first_request_needs_and_not_the_httpx_cli() -> None:
@@ -22,3 +30,68 @@ def test_the_warm_up_imports_what_the_first_request_needs_and_not_the_httpx_cli(
     child = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert child.returncode == 0, child.stderr
     assert child.stdout.splitlines() == ["['anyio._backends._asyncio', 'httpcore', 'httpx']", "False"]
+
+
+class Recorded(httpcore.AsyncNetworkStream):
+    """A stream that records what is done to it, over one end of a socket pair."""
+
+    def __init__(self, sock: socket.socket) -> None:
+        self.sock = sock
+        self.done: list[tuple[str, Any]] = []
+
+    async def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
+        self.done.append(("read", max_bytes))
+        return b"HTTP/1.1 200 OK\r\n"
+
+    async def write(self, buffer: bytes, timeout: float | None = None) -> None:
+        self.done.append(("write", buffer))
+
+    async def aclose(self) -> None:
+        self.done.append(("close", None))
+
+    def get_extra_info(self, info: str) -> Any:
+        self.done.append(("info", info))
+        return self.sock if info == "socket" else None
+
+
+class Opens(httpcore.AsyncNetworkBackend):
+    def __init__(self, stream: Recorded) -> None:
+        self.stream = stream
+
+    async def connect_tcp(self, *args: Any, **kwargs: Any) -> httpcore.AsyncNetworkStream:
+        return self.stream
+
+
+def test_a_requests_writes_go_out_in_one_send_when_its_reply_is_read() -> None:
+    ours, _theirs = socket.socketpair()
+    recorded = Recorded(ours)
+
+    async def request() -> bytes:
+        stream = await quick_streams()(Opens(recorded)).connect_tcp("example.org", 443)
+        await stream.write(b"POST / HTTP/1.1\r\n\r\n")
+        await stream.write(b"")  # the end of the body: nothing to send
+        await stream.write(b'{"x": 1}')
+        assert [kind for kind, _ in recorded.done] == ["info"]  # nothing sent yet
+        return await stream.read(65536)
+
+    assert asyncio.run(request()) == b"HTTP/1.1 200 OK\r\n"
+    assert recorded.done[1:] == [("write", b'POST / HTTP/1.1\r\n\r\n{"x": 1}'), ("read", 65536)]
+    ours.close()
+    _theirs.close()
+
+
+def test_an_idle_connection_is_readable_once_the_server_sent_or_closed_and_asks_nothing_else() -> None:
+    ours, theirs = socket.socketpair()
+    recorded = Recorded(ours)
+
+    async def check() -> list[bool]:
+        stream = await quick_streams()(Opens(recorded)).connect_tcp("example.org", 443)
+        quiet = stream.get_extra_info("is_readable")
+        theirs.close()  # the server closed the idle connection: the next read returns b""
+        closed = stream.get_extra_info("is_readable")
+        ours.close()
+        gone = stream.get_extra_info("is_readable")  # no descriptor: as if closed
+        return [quiet, closed, gone]
+
+    assert asyncio.run(check()) == [False, True, True]
+    assert recorded.done == [("info", "socket")]  # the socket once, when the stream opened
