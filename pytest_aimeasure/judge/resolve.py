@@ -90,6 +90,10 @@ def unknown_provider(model: str) -> str | None:
     if route(model) != "litellm":
         return None
     prefix = model.split("/", 1)[0]
+    from pytest_aimeasure.judge.backends.litellm import NATIVE_PREFIXES
+
+    if prefix in NATIVE_PREFIXES:
+        return None  # served natively: no need to read litellm's data (the price map, ~40 ms)
     known = litellm_providers()
     candidates = OUR_PROVIDERS | (known or frozenset())
     if prefix in candidates or (known is not None and not known):

@@ -339,9 +339,11 @@ class SessionState:
             # The backend's own import reports a problem where it matters.
             with contextlib.suppress(Exception):
                 import_transport(model, batch=batch)
-                if route(model) != "scripted":
-                    # The price map (a 3 MB JSON file): an anthropic/ call reads it before its first
-                    # request (may the prompt be cached?), every route with its first reply's cost.
+                if route(model) == "anthropic":
+                    # The price map (a 3 MB JSON file): an anthropic/ call reads it before its
+                    # first request (may the prompt be cached?). Other routes read it with their
+                    # first reply's cost, after the request: read here, it would only compete
+                    # with the session's start.
                     price_for(model)
 
         self._in_background("aimeasure-warm-sdk", load)
