@@ -1,7 +1,8 @@
 """docs/reference.md documents everything the plugin registers.
 
 What is registered is read from pytest itself, not from the plugin's own tables: ``pytest --help``,
-``--markers`` and ``--fixtures`` are run with the plugin and without it (``-p no:aimeasure``), and
+``--markers`` and ``--fixtures`` are run (in this process) with the plugin and without it
+(``-p no:aimeasure``), and
 whatever appears only with it (or in its option group, or under an ``aimeasure`` ini name) must be
 documented. A new option, ini key, marker, fixture, hook or ``aimeasure`` subcommand therefore fails
 this module until docs/reference.md mentions it in the right section.
@@ -10,9 +11,10 @@ this module until docs/reference.md mentions it in the right section.
 from __future__ import annotations
 
 import argparse
+import contextlib
+import io
 import os
 import re
-import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -34,18 +36,31 @@ FIXTURE_LINE = re.compile(r"^([A-Za-z_]\w*)(?: \[[\w ]+ scope\])? -- ")
 
 # -- what pytest registered -------------------------------------------------------------------------------
 def run_pytest(cwd: Path, *args: str) -> str:
-    env = {k: v for k, v in os.environ.items() if k not in ("PYTEST_ADDOPTS", "PYTEST_PLUGINS")}
-    env["COLUMNS"] = "250"  # one option per line where possible; parsing does not depend on it
-    done = subprocess.run(
-        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", *args],
-        cwd=cwd,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert done.returncode in (0, 5), f"pytest {' '.join(args)} failed:\n{done.stdout}\n{done.stderr}"
-    return done.stdout
+    """What ``pytest *args`` prints in ``cwd``, run in this process (as pytester's in-process runs are:
+    the modules, import paths and finders the run adds are taken away after it), without the
+    environment's PYTEST_ADDOPTS and PYTEST_PLUGINS."""
+    saved_env = {k: os.environ.get(k) for k in ("PYTEST_ADDOPTS", "PYTEST_PLUGINS", "COLUMNS")}
+    modules, path, meta_path, cwd_before = set(sys.modules), list(sys.path), list(sys.meta_path), os.getcwd()
+    out = io.StringIO()
+    try:
+        os.environ.pop("PYTEST_ADDOPTS", None)
+        os.environ.pop("PYTEST_PLUGINS", None)
+        os.environ["COLUMNS"] = "250"  # one option per line where possible; parsing does not depend on it
+        os.chdir(cwd)
+        with contextlib.redirect_stdout(out):
+            code = pytest.main(["-p", "no:cacheprovider", "-s", *args])
+    finally:
+        os.chdir(cwd_before)
+        for name in set(sys.modules) - modules:
+            del sys.modules[name]  # the run's conftest among them: a later run imports its own
+        sys.path[:], sys.meta_path[:] = path, meta_path
+        for key, value in saved_env.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+    assert code in (0, 5), f"pytest {' '.join(args)} exited {code}:\n{out.getvalue()}"
+    return out.getvalue()
 
 
 def help_groups(text: str) -> dict[str, set[str]]:
