@@ -11,6 +11,7 @@ from collections.abc import Iterator
 
 import pytest
 
+from tests.conftest import ONE_WORKER
 from tests.unit.judge.test_litellm import EXTRA
 
 BLOCK_LITELLM = """\
@@ -91,7 +92,8 @@ def test_the_core_judges_without_litellm(no_litellm: pytest.Pytester) -> None:
     result.assert_outcomes(passed=1)
 
 
-@pytest.mark.parametrize("xdist", [[], ["-n", "2"]], ids=["serial", "xdist"])
+# Under xdist with one worker: the error is the workers' collection's (ONE_WORKER).
+@pytest.mark.parametrize("xdist", [[], list(ONE_WORKER)], ids=["serial", "xdist"])
 def test_a_provider_model_suite_target_without_litellm_names_the_extra_at_its_line(
     no_litellm: pytest.Pytester, xdist: list[str]
 ) -> None:
