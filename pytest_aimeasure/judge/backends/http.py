@@ -22,6 +22,7 @@ import random
 import select
 import sys
 import threading
+import time
 from collections.abc import Mapping
 from typing import Any
 
@@ -62,6 +63,13 @@ def import_httpx() -> None:
     finally:
         if blocked and HTTPX_CLI in sys.modules and sys.modules[HTTPX_CLI] is None:
             del sys.modules[HTTPX_CLI]
+
+
+RECENTLY_READ_S = 0.05
+"""An idle connection whose last read returned less than this long ago is not polled for a close
+by the server: httpcore's pool asks every idle connection whenever a request starts or ends (many
+times a second under load), while a server closes a kept-alive connection after seconds of
+idleness, or says so in the reply (``Connection: close``, which httpcore follows itself)."""
 
 
 _TLS: dict[tuple[str | None, str | None], Any] = {}
@@ -287,6 +295,7 @@ def quick_streams() -> Any:
             self._inner = inner
             self._unsent: list[bytes] = []
             self._socket = inner.get_extra_info("socket")
+            self._read_at = float("-inf")
 
         async def _send_unsent(self, timeout: float | None) -> None:
             if self._unsent:
@@ -295,7 +304,9 @@ def quick_streams() -> Any:
 
         async def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
             await self._send_unsent(timeout)
-            return await self._inner.read(max_bytes, timeout)
+            data = await self._inner.read(max_bytes, timeout)
+            self._read_at = time.monotonic()
+            return data
 
         async def write(self, buffer: bytes, timeout: float | None = None) -> None:
             if buffer:
@@ -313,6 +324,8 @@ def quick_streams() -> Any:
 
         def get_extra_info(self, info: str) -> Any:
             if info == "is_readable" and self._socket is not None and hasattr(select, "poll"):
+                if time.monotonic() - self._read_at < RECENTLY_READ_S:
+                    return False  # it answered a moment ago (see RECENTLY_READ_S)
                 descriptor = self._socket.fileno()
                 if descriptor < 0:
                     return True  # closed: the next read returns b"", as httpcore's own answer says

@@ -13,6 +13,7 @@ from typing import Any
 import httpcore
 import pytest
 
+from pytest_aimeasure.judge.backends import http
 from pytest_aimeasure.judge.backends.http import quick_streams
 
 
@@ -80,7 +81,9 @@ def test_a_requests_writes_go_out_in_one_send_when_its_reply_is_read() -> None:
     _theirs.close()
 
 
-def test_an_idle_connection_is_readable_once_the_server_sent_or_closed_and_asks_nothing_else() -> None:
+def test_an_idle_connection_is_readable_once_the_server_sent_or_closed_and_asks_nothing_else(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     ours, theirs = socket.socketpair()
     recorded = Recorded(ours)
 
@@ -89,9 +92,14 @@ def test_an_idle_connection_is_readable_once_the_server_sent_or_closed_and_asks_
         quiet = stream.get_extra_info("is_readable")
         theirs.close()  # the server closed the idle connection: the next read returns b""
         closed = stream.get_extra_info("is_readable")
+        await stream.read(65536)
+        # A connection that answered a moment ago is not polled (the pool asks many times a second).
+        just_read = stream.get_extra_info("is_readable")
+        monkeypatch.setattr(http, "RECENTLY_READ_S", 0.0)
+        polled_again = stream.get_extra_info("is_readable")
         ours.close()
         gone = stream.get_extra_info("is_readable")  # no descriptor: as if closed
-        return [quiet, closed, gone]
+        return [quiet, closed, just_read, polled_again, gone]
 
-    assert asyncio.run(check()) == [False, True, True]
-    assert recorded.done == [("info", "socket")]  # the socket once, when the stream opened
+    assert asyncio.run(check()) == [False, True, False, True, True]
+    assert recorded.done == [("info", "socket"), ("read", 65536)]  # the socket once, at the start
