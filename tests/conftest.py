@@ -3,10 +3,12 @@
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import os
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -47,6 +49,38 @@ def run_session(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
     plugin module to import again. Under xdist (``-n``) only the workers get processes of their own;
     the controller, where the reports are merged and every file is written, runs here."""
     return pytester.runpytest(*args)
+
+
+def run_pytest_here(cwd: Path, *args: str, env: Mapping[str, str | None] | None = None) -> tuple[int, str]:
+    """``pytest *args`` started in ``cwd`` and run in this process, for fixtures wider than a test
+    (pytester is a test's): its exit code and what it printed. As in pytester's in-process runs, the
+    modules, import paths and finders the run adds are taken away after it (the project's conftest and
+    test modules among them: a later run imports its own), and the environment (``env``; None removes
+    a variable) and working folder are put back. A judged run needs ``_imported_outside_pytester``."""
+    changes: dict[str, str | None] = {"PYTEST_ADDOPTS": None, "PYTEST_PLUGINS": None, **(env or {})}
+    saved = {key: os.environ.get(key) for key in changes}
+    modules, path, meta_path, before = set(sys.modules), list(sys.path), list(sys.meta_path), os.getcwd()
+    out = io.StringIO()
+    try:
+        _set_env(changes)
+        os.chdir(cwd)
+        with contextlib.redirect_stdout(out):
+            code = int(pytest.main(["-s", *args]))
+    finally:
+        os.chdir(before)
+        for name in set(sys.modules) - modules:
+            del sys.modules[name]
+        sys.path[:], sys.meta_path[:] = path, meta_path
+        _set_env(saved)
+    return code, out.getvalue()
+
+
+def _set_env(values: Mapping[str, str | None]) -> None:
+    for key, value in values.items():
+        if value is None:
+            os.environ.pop(key, None)
+        else:
+            os.environ[key] = value
 
 
 ONE_WORKER = ("-n", "1")

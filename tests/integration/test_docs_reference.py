@@ -11,11 +11,7 @@ this module until docs/reference.md mentions it in the right section.
 from __future__ import annotations
 
 import argparse
-import contextlib
-import io
-import os
 import re
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -25,6 +21,7 @@ import pytest_aimeasure.hookspecs
 from pytest_aimeasure.cli.main import BUILTIN, build_parser, commands
 from pytest_aimeasure.session import options
 from pytest_aimeasure.session.markers import DIMENSION_KWARGS
+from tests.conftest import run_pytest_here
 
 REFERENCE = Path(__file__).resolve().parents[2] / "docs" / "reference.md"
 GROUP_TITLE = "AI measurement (pytest-aimeasure):"
@@ -36,31 +33,12 @@ FIXTURE_LINE = re.compile(r"^([A-Za-z_]\w*)(?: \[[\w ]+ scope\])? -- ")
 
 # -- what pytest registered -------------------------------------------------------------------------------
 def run_pytest(cwd: Path, *args: str) -> str:
-    """What ``pytest *args`` prints in ``cwd``, run in this process (as pytester's in-process runs are:
-    the modules, import paths and finders the run adds are taken away after it), without the
-    environment's PYTEST_ADDOPTS and PYTEST_PLUGINS."""
-    saved_env = {k: os.environ.get(k) for k in ("PYTEST_ADDOPTS", "PYTEST_PLUGINS", "COLUMNS")}
-    modules, path, meta_path, cwd_before = set(sys.modules), list(sys.path), list(sys.meta_path), os.getcwd()
-    out = io.StringIO()
-    try:
-        os.environ.pop("PYTEST_ADDOPTS", None)
-        os.environ.pop("PYTEST_PLUGINS", None)
-        os.environ["COLUMNS"] = "250"  # one option per line where possible; parsing does not depend on it
-        os.chdir(cwd)
-        with contextlib.redirect_stdout(out):
-            code = pytest.main(["-p", "no:cacheprovider", "-s", *args])
-    finally:
-        os.chdir(cwd_before)
-        for name in set(sys.modules) - modules:
-            del sys.modules[name]  # the run's conftest among them: a later run imports its own
-        sys.path[:], sys.meta_path[:] = path, meta_path
-        for key, value in saved_env.items():
-            if value is None:
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = value
-    assert code in (0, 5), f"pytest {' '.join(args)} exited {code}:\n{out.getvalue()}"
-    return out.getvalue()
+    """What ``pytest *args`` prints in ``cwd``, run in this process without the environment's
+    PYTEST_ADDOPTS and PYTEST_PLUGINS."""
+    # one option per line where possible; parsing does not depend on it
+    code, out = run_pytest_here(cwd, "-p", "no:cacheprovider", *args, env={"COLUMNS": "250"})
+    assert code in (0, 5), f"pytest {' '.join(args)} exited {code}:\n{out}"
+    return out
 
 
 def help_groups(text: str) -> dict[str, set[str]]:

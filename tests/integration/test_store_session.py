@@ -39,7 +39,7 @@ from pytest_aimeasure.cli import main as cli
 from pytest_aimeasure.judge.backends.litellm import import_litellm
 from pytest_aimeasure.store.runs import RunStore, read_journal
 from pytest_aimeasure.testing.server import ProviderServer, SeenRequest
-from tests.conftest import read_results, xdist_workers
+from tests.conftest import read_results, run_pytest_here, xdist_workers
 
 STORIES = 8
 SAMPLES = 3
@@ -159,33 +159,16 @@ def outcomes(data: dict[str, Any], kind: str) -> dict[str, str]:
 
 
 @pytest.fixture(scope="session")
-def recorded_store(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """One complete judged run of ``module_source()``, recorded once (per xdist worker) by a pytest
-    subprocess against its own server; tests copy its store instead of recording again."""
+def recorded_store(tmp_path_factory: pytest.TempPathFactory, _imported_outside_pytester: None) -> Path:
+    """One complete judged run of ``module_source()``, recorded once (per xdist worker) in this process
+    against its own server; tests copy its store instead of recording again."""
     folder = tmp_path_factory.mktemp("recorded")
     (folder / "test_story.py").write_text(module_source())
     with ProviderServer() as srv:
-        env = {**os.environ, "ANTHROPIC_BASE_URL": srv.url, "ANTHROPIC_API_KEY": "test-key"}
-        env.pop("AIM_FORBID_GENERATE", None)
-        done = subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "pytest",
-                *BASE_ARGS,
-                "--judge-model",
-                UNPRICED_MODEL,
-                "--aimeasure-json",
-                "out.json",
-            ],
-            cwd=folder,
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=300,
-            check=False,
-        )
-        assert done.returncode == 0, done.stdout + done.stderr
+        env = {"ANTHROPIC_BASE_URL": srv.url, "ANTHROPIC_API_KEY": "test-key", "AIM_FORBID_GENERATE": None}
+        args = (*BASE_ARGS, "--judge-model", UNPRICED_MODEL, "--aimeasure-json", "out.json")
+        code, out = run_pytest_here(folder, *args, env=env)
+        assert code == 0, out
         assert srv.judge_calls == TOTAL_SAMPLES
     return folder
 
