@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 import subprocess
 import sys
+import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -24,7 +26,7 @@ from pytest_aimeasure.judge.backends.base import (
 )
 from pytest_aimeasure.judge.backends.http import POOL_SHARDS, quick_streams
 from pytest_aimeasure.judge.backends.litellm import LitellmBackend, base_url_from_env
-from pytest_aimeasure.testing import Fault, ProviderServer
+from pytest_aimeasure.testing import Fault, ProviderServer, SeenRequest
 
 TOOL_NAME = "record_verdict"
 ANTHROPIC_MODEL = "claude-test"
@@ -482,10 +484,26 @@ def test_base_url_from_env_naming(monkeypatch: pytest.MonkeyPatch) -> None:
 # -- concurrency and lifecycle -----------------------------------------------------------------------------
 
 
+def all_at_once(n: int) -> Callable[[SeenRequest], int]:
+    """A scorer that answers the model's first call at once and holds each later one until ``n`` of
+    them are being handled together: a barrier, where a latency alone is a race on a loaded machine
+    (the first answers came back before the last calls went out). Calls that never all get there
+    break it after 30 s, and the server answers them with a 500."""
+    together = threading.Barrier(n, timeout=30)
+    arrivals = itertools.count()
+
+    def scorer(seen: SeenRequest) -> int:
+        if next(arrivals) > 0:
+            together.wait()
+        return 4
+
+    return scorer
+
+
 @pytest.mark.parametrize("kind", KINDS)
 def test_concurrent_calls_overlap(kind: str) -> None:
-    n, latency = 5, 0.3
-    with ProviderServer(latency=latency) as server:
+    n = 5
+    with ProviderServer(scorer=all_at_once(n - 1)) as server:
         backend = make_backend(kind, server)
 
         async def many() -> list[JudgeReply]:
@@ -508,7 +526,7 @@ def test_calls_in_flight_are_spread_over_several_connection_pools(kind: str) -> 
     # httpcore scans every connection of a pool (polling each idle socket) when a request starts or
     # ends: one pool of 64 connections cost the judge's loop thread more than the calls' own work.
     n = 3 * POOL_SHARDS
-    with ProviderServer(latency=0.3) as server:
+    with ProviderServer(scorer=all_at_once(n)) as server:
         backend = make_backend(kind, server)
 
         async def many() -> list[int]:
