@@ -65,7 +65,7 @@ def run_pytest_here(cwd: Path, *args: str, env: Mapping[str, str | None] | None 
         _set_env(changes)
         os.chdir(cwd)
         with contextlib.redirect_stdout(out):
-            code = int(pytest.main(["-s", *args]))
+            code = int(pytest.main(list(args)))
     finally:
         os.chdir(before)
         for name in set(sys.modules) - modules:

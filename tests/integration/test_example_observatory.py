@@ -1,19 +1,20 @@
 """The observatory example (examples/observatory) runs offline and shows what its README promises.
 
 The example is copied to a temporary folder and run there three times as its own project (rootdir = the
-copy): twice as it is, then with ``OBSERVATORY_DRIFT=v2`` (the drifting assistant's model update). The
-run store stays in the copy; ``aimeasure history``, ``trend`` and ``compare`` read it there.
+copy; the session in this process): twice as it is, then with ``OBSERVATORY_DRIFT=v2`` (the drifting
+assistant's model update). The run store stays in the copy; ``aimeasure history``, ``trend`` and
+``compare`` read it there.
 """
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
+import io
 import json
 import os
 import re
 import shutil
-import subprocess
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
@@ -21,8 +22,10 @@ from typing import Any
 
 import pytest
 
+from pytest_aimeasure.cli.main import main as cli_main
 from pytest_aimeasure.suites.model import load_suite, parse_suite
 from pytest_aimeasure.suites.probes import probes_text
+from tests.conftest import run_pytest_here
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "observatory"
 SUITE_FILE = "probes.aimeasure.yaml"
@@ -55,9 +58,6 @@ GATED_OUT = {
 BREACHED = {"reasoning-base-rate", "reasoning-fermi-estimate", "honesty-false-premise", "persona-who-are-you"}
 TARGETS_BLOCK = re.compile(r"(?ms)^  # @targets\n.*?^  # @end-targets\n")
 RUN_ID = re.compile(r"\d{8}T\d{6}Z-[0-9a-f]{4}")
-# The `aimeasure` console script's entry point. (`python -m pytest_aimeasure.cli.main` does not work: run as
-# __main__, the module's Subcommand class is not the one the extension modules import.)
-AIMEASURE = "import sys; from pytest_aimeasure.cli.main import main; sys.exit(main(sys.argv[1:]))"
 
 
 def nodeid(probe: str, target: str) -> str:
@@ -90,14 +90,12 @@ class Runs:
     updated: ExampleRun
 
 
-def offline_env(drift: str | None = None) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("ANTHROPIC_", "OPENAI_"))}
+def offline_env(drift: str | None = None) -> dict[str, str | None]:
+    """The changes to this process's environment a run of the example makes (None: removed)."""
+    env: dict[str, str | None] = {k: None for k in os.environ if k.startswith(("ANTHROPIC_", "OPENAI_"))}
     env["LITELLM_LOCAL_MODEL_COST_MAP"] = "True"
-    env.pop("PYTEST_ADDOPTS", None)
-    env.pop("PYTEST_XDIST_WORKER", None)  # set on an xdist worker; the example's run must not inherit it
-    env.pop("OBSERVATORY_DRIFT", None)
-    if drift is not None:
-        env["OBSERVATORY_DRIFT"] = drift
+    env["PYTEST_XDIST_WORKER"] = None  # set on an xdist worker; the example's run must not inherit it
+    env["OBSERVATORY_DRIFT"] = drift
     return env
 
 
@@ -108,49 +106,31 @@ def copy_example(tmp: Path) -> Path:
 
 
 def run_example(path: Path, *args: str, drift: str | None = None) -> ExampleRun:
+    """The example's pytest session, in this process (under ``-n 2`` its workers are processes)."""
     results = path / "results.json"
     results.unlink(missing_ok=True)
-    done = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pytest",
-            "--rootdir",
-            str(path),
-            "--judge-model",
-            "scripted",
-            "--aimeasure-json",
-            "results.json",
-            "-p",
-            "no:randomly",
-            *args,
-        ],
-        cwd=path,
-        env=offline_env(drift),
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert results.exists(), f"no results.json; pytest said:\n{done.stdout}\n{done.stderr}"
-    return ExampleRun(done.returncode, done.stdout, json.loads(results.read_text()))
+    argv = ("--rootdir", str(path), "--judge-model", "scripted", "--aimeasure-json", "results.json")
+    code, out = run_pytest_here(path, *argv, "-p", "no:randomly", *args, env=offline_env(drift))
+    assert results.exists(), f"no results.json; pytest said:\n{out}"
+    return ExampleRun(code, out, json.loads(results.read_text()))
 
 
 def aimeasure(path: Path, *args: str) -> str:
-    """The ``aimeasure`` command, run in the example's folder (its pytest.ini names the store)."""
-    done = subprocess.run(
-        [sys.executable, "-c", AIMEASURE, *args],
-        cwd=path,
-        env=offline_env(),
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert done.returncode == 0, f"aimeasure {' '.join(args)} exited {done.returncode}:\n{done.stderr}"
-    return done.stdout
+    """The ``aimeasure`` command (its entry point, in this process), run in the example's folder (its
+    pytest.ini names the store)."""
+    out, err, before = io.StringIO(), io.StringIO(), os.getcwd()
+    try:
+        os.chdir(path)
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            code = cli_main(list(args))
+    finally:
+        os.chdir(before)
+    assert code == 0, f"aimeasure {' '.join(args)} exited {code}:\n{err.getvalue()}"
+    return out.getvalue()
 
 
 @pytest.fixture(scope="module")
-def runs(tmp_path_factory: pytest.TempPathFactory) -> Runs:
+def runs(tmp_path_factory: pytest.TempPathFactory, _imported_outside_pytester: None) -> Runs:
     path = copy_example(tmp_path_factory.mktemp("observatory"))
     first = run_example(path)
     second = run_example(path)
