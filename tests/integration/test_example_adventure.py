@@ -1,7 +1,8 @@
 """The adventure example (examples/adventure) runs offline and shows what its README promises.
 
-The example is copied to a temporary folder and run there as its own project (rootdir = the copy), so
-the committed baseline is read but never written and the run store stays in the copy.
+The example is copied to a temporary folder and run there as its own project (rootdir = the copy; the
+session in this process), so the committed baseline is read but never written and the run store stays
+in the copy.
 """
 
 from __future__ import annotations
@@ -10,7 +11,6 @@ import importlib.util
 import json
 import os
 import shutil
-import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,6 +18,11 @@ from types import ModuleType
 from typing import Any
 
 import pytest
+
+from tests.conftest import run_pytest_here
+
+# The example's sessions run in this process, after the SDK imports in-process runs need.
+pytestmark = pytest.mark.usefixtures("_imported_outside_pytester")
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "adventure"
 SEEDS = ("seed2", "seed3", "seed4", "seed5", "seed6")
@@ -47,11 +52,11 @@ class ExampleRun:
         return [f for f in self.results["findings"] if f["kind"] == kind]
 
 
-def offline_env() -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("ANTHROPIC_", "OPENAI_"))}
+def offline_env() -> dict[str, str | None]:
+    """The changes to this process's environment a run of the example makes (None: removed)."""
+    env: dict[str, str | None] = {k: None for k in os.environ if k.startswith(("ANTHROPIC_", "OPENAI_"))}
     env["LITELLM_LOCAL_MODEL_COST_MAP"] = "True"
-    env.pop("PYTEST_ADDOPTS", None)
-    env.pop("PYTEST_XDIST_WORKER", None)  # set on an xdist worker; the example's run must not inherit it
+    env["PYTEST_XDIST_WORKER"] = None  # set on an xdist worker; the example's run must not inherit it
     return env
 
 
@@ -62,32 +67,21 @@ def copy_example(tmp: Path) -> Path:
 
 
 def run_example(path: Path, *args: str) -> ExampleRun:
+    """The example's pytest session, in this process (under ``-n 2`` its workers are processes)."""
     results = path / "results.json"
     results.unlink(missing_ok=True)
-    done = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pytest",
-            "--rootdir",
-            str(path),
-            "--ai-judge",
-            "--judge-model",
-            "scripted",
-            "--aimeasure-json",
-            "results.json",
-            "-p",
-            "no:randomly",
-            *args,
-        ],
-        cwd=path,
-        env=offline_env(),
-        capture_output=True,
-        text=True,
-        timeout=300,
+    argv = (
+        "--rootdir",
+        str(path),
+        "--ai-judge",
+        "--judge-model",
+        "scripted",
+        "--aimeasure-json",
+        "results.json",
     )
-    assert results.exists(), f"no results.json; pytest said:\n{done.stdout}\n{done.stderr}"
-    return ExampleRun(path, done.returncode, done.stdout, json.loads(results.read_text()))
+    code, out = run_pytest_here(path, *argv, "-p", "no:randomly", *args, env=offline_env())
+    assert results.exists(), f"no results.json; pytest said:\n{out}"
+    return ExampleRun(path, code, out, json.loads(results.read_text()))
 
 
 @pytest.fixture(scope="module")
