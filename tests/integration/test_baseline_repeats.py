@@ -204,7 +204,7 @@ AUTO_CONFTEST = CONFTEST.replace(
 )
 
 
-@pytest.mark.parametrize("xdist", [[], ["-n", "2"]], ids=["serial", "xdist"])
+@pytest.mark.parametrize("xdist", [[], list(ONE_WORKER)], ids=["serial", "xdist"])
 def test_repeats_auto_measures_the_generator_first_and_then_spends_on_it(
     pytester: pytest.Pytester, xdist: list[str]
 ) -> None:
