@@ -161,8 +161,10 @@ def test_an_interrupted_session_is_recorded_as_interrupted(pytester: pytest.Pyte
             raise KeyboardInterrupt
         """
     )
-    # In a subprocess: an in-process run would re-raise the KeyboardInterrupt into this session.
-    result = pytester.runpytest_subprocess("--ai-judge", "--judge-model", "scripted", "-p", "no:randomly")
+    # In-process, told not to raise the test's KeyboardInterrupt again in this session.
+    result = pytester.runpytest(
+        "--ai-judge", "--judge-model", "scripted", "-p", "no:randomly", no_reraise_ctrlc=True
+    )
     assert result.ret == pytest.ExitCode.INTERRUPTED
     from pytest_aimeasure.store.runs import RunStore
 
@@ -192,9 +194,9 @@ def test_c_tone(judge):
 
 def test_interrupted_run_says_so_and_gives_the_resume_command(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(test_story=INTERRUPTED)
-    # In a subprocess: in-process, the KeyboardInterrupt would stop this session too.
-    result = pytester.runpytest_subprocess(
-        "--ai-judge", "--judge-model", "scripted", "--judge-samples", "1", timeout=120,
+    # In-process, told not to raise the test's KeyboardInterrupt again in this session.
+    result = pytester.runpytest(
+        "--ai-judge", "--judge-model", "scripted", "--judge-samples", "1", no_reraise_ctrlc=True,
     )  # fmt: skip
     assert result.ret == pytest.ExitCode.INTERRUPTED
     (run_dir,) = (pytester.path / ".aimeasure" / "runs").iterdir()
