@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import read_results
+from tests.conftest import ONE_WORKER, read_results
 
 GENERATOR = """
 def answer(prompt, *, prompt_id):
@@ -68,7 +68,9 @@ def run(pytester: pytest.Pytester, *args: str, generous: int = 0) -> tuple[pytes
     return result, read_results(pytester.path / "out.json")
 
 
-@pytest.mark.parametrize("xdist", [(), ("-n", "2")], ids=["serial", "xdist"])
+# Under xdist with one worker: one suite file is one loadfile scope (a worker generates only what its
+# own queue holds: test_suites_server's test_under_xdist_each_output_is_generated_once, two workers).
+@pytest.mark.parametrize("xdist", [(), ONE_WORKER], ids=["serial", "xdist"])
 def test_suite_anchors_calibrate_the_judge_with_the_suites_thresholds(
     project: pytest.Pytester, xdist: tuple[str, ...]
 ) -> None:

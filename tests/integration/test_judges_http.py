@@ -28,7 +28,8 @@ from tests.integration.test_http import _sdks_warmed_outside_pytester  # noqa: F
 
 BASE = "anthropic/claude-base"
 N = 3
-XDIST = pytest.mark.parametrize("xdist", [(), ("-n", "2")], ids=["serial", "xdist"])
+# Under xdist with one worker: the project is one suite file, one loadfile scope (see ONE_WORKER).
+XDIST = pytest.mark.parametrize("xdist", [(), ONE_WORKER], ids=["serial", "xdist"])
 
 
 class ScoresInText:

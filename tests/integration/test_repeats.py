@@ -117,7 +117,8 @@ def pytest_aimeasure_scripted_verdict(call, config):
 """
 
 
-@pytest.mark.parametrize("xdist", [[], ["-n", "2"]], ids=["serial", "xdist"])
+# Under xdist with one worker: one suite file is one loadfile scope (see ONE_WORKER).
+@pytest.mark.parametrize("xdist", [[], list(ONE_WORKER)], ids=["serial", "xdist"])
 def test_suite_repeats_count_reliability_and_timeouts(pytester: pytest.Pytester, xdist: list[str]) -> None:
     pytester.makepyfile(gen_rep=SUITE_GENERATOR)
     pytester.makeconftest(SUITE_SCORER)
