@@ -84,12 +84,14 @@ def _set_env(values: Mapping[str, str | None]) -> None:
 
 
 ONE_WORKER = ("-n", "1")
-"""The xdist arguments of a session whose project is one test module. In a measuring session the
-plugin sets ``--dist loadfile``, which gives a module to one worker: with ``-n 2`` that worker runs
-every test and the other only starts, collects and exits (about 1.5 s of CPU and, on a loaded machine,
-seconds of wall time for nothing). The worker-to-controller path is the same. Projects of two or more
-modules keep ``-n 2``, and an idle worker's start and exit is
-``test_clear_items_stop_at_the_minimum_and_a_borderline_item_takes_more[xdist]``'s."""
+"""The xdist arguments of a session whose project is one test module or suite file. In a measuring
+session the plugin sets ``--dist loadfile``, which gives a file to one worker: with ``-n 2`` that
+worker runs every test and the other only starts, collects and exits (about 1.5 s of CPU and, on a
+loaded machine, seconds of wall time for nothing). The worker-to-controller path is the same.
+Projects of two or more files keep ``-n 2``; what an idle worker does is checked with two workers by
+``test_clear_items_stop_at_the_minimum_and_a_borderline_item_takes_more[xdist]`` (it imports no
+transport), ``test_under_xdist_each_output_is_generated_once`` (it generates nothing of a suite
+file it does not run) and test_interrupts' xdist variants (it gets the terminal's signal too)."""
 
 
 def xdist_workers(project: Path) -> tuple[str, ...]:
