@@ -1,10 +1,10 @@
 """Pipelined judging (--judge-pipeline): tests overlap their judge calls, and every path (reports,
 -x, Ctrl-C, gates, xdist, plugins that run the protocol themselves) ends as it does without it.
 
-Serial sessions run in-process but for Ctrl-C's and pytest-timeout's. Each behaviour that a worker
-changes (calls in flight, reports and their order, -x, reruns, timeouts, repeats, pending verdicts,
-the short summary) also runs under xdist, with one worker: each project is one module, which the plugin's
-loadfile gives to one worker (a second would start and exit idle)."""
+Serial sessions run in-process (Ctrl-C's with no_reraise_ctrlc) but for pytest-timeout's. Each
+behaviour that a worker changes (calls in flight, reports and their order, -x, reruns, timeouts,
+repeats, pending verdicts, the short summary) also runs under xdist, with one worker: each project is
+one module, which the plugin's loadfile gives to one worker (a second would start and exit idle)."""
 
 from __future__ import annotations
 
@@ -379,7 +379,9 @@ def test_ctrl_c_logs_what_landed_gives_up_the_rest_and_the_run_says_interrupted(
             raise KeyboardInterrupt
         """
     )
-    result = project.runpytest_subprocess(*BASE, "--judge-samples", "1", "--aimeasure-json", "out.json")
+    # In-process, told not to raise the test's KeyboardInterrupt again in this session.
+    args = (*BASE, "--judge-samples", "1", "--aimeasure-json", "out.json")
+    result = project.runpytest(*args, no_reraise_ctrlc=True)
     assert result.ret == pytest.ExitCode.INTERRUPTED
     result.stdout.fnmatch_lines(["*KeyboardInterrupt*"])
     reports = json.loads((project.path / "reports.json").read_text())
