@@ -693,7 +693,7 @@ def test_provider_that_never_recovers_is_a_judge_error_without_a_score(
 
 @pytest.mark.parametrize("model", BACKENDS)
 def test_a_quota_that_never_comes_back_is_given_up_in_bounded_time_and_said_under_q(
-    pytester: pytest.Pytester, provider_env: ProviderServer, model: str
+    pytester: pytest.Pytester, provider_env: ProviderServer, model: str, capfd: pytest.CaptureFixture[str]
 ) -> None:
     """Every call gets a 429 (retry-after 0.2 s). With --judge-quota-wait 2 the provider is given up
     once it has answered nothing but 429s for 2 s: every item is a judge error naming the likely cause,
@@ -703,10 +703,14 @@ def test_a_quota_that_never_comes_back_is_given_up_in_bounded_time_and_said_unde
     server = provider_env
     server.scorer = lambda seen: Fault.rate_limit(retry_after=0.2)
     pytester.makepyfile(textwrap.dedent(TWENTY_ITEMS))
-    result = pytester.runpytest_subprocess(
+    # In-process: the session writes its notices on a copy of file descriptor 2 (what pytest's
+    # capture leaves to the terminal), which this test's capfd reads.
+    capfd.readouterr()
+    result = pytester.runpytest(
         "--ai-judge", "--judge-model", model, "--aimeasure-json", "out.json", "-q",
-        "--judge-quota-wait", "2", timeout=180,
+        "--judge-quota-wait", "2",
     )  # fmt: skip
+    terminal = pytest.LineMatcher(capfd.readouterr().err.splitlines())
     result.assert_outcomes(errors=20)
     messages = [i["message"] for i in results(pytester)["items"]]
     assert all("not judged: rate-limited: quota exhausted?" in m for m in messages), messages
@@ -717,7 +721,7 @@ def test_a_quota_that_never_comes_back_is_given_up_in_bounded_time_and_said_unde
     assert len(requests) < 60  # not even one attempt per sample: 20 x 3 x 5 attempts before
     # Given up 2 s after the first 429 reached the client, plus the answers already on their way.
     assert requests[-1].started - requests[0].started < 2 + 3
-    result.stderr.fnmatch_lines(
+    terminal.fnmatch_lines(
         [
             f"aimeasure: {PROVIDER[model]} is rate-limited (429/529) for * s now: * responses in a row, "
             "* calls waiting or in flight, limit *; given up after 2 s without an answer "
