@@ -590,8 +590,12 @@ def aimeasure_artifact(request: pytest.FixtureRequest) -> Callable[..., Artifact
         generator: str | None = None,
         repeats: int | Literal["auto"] | None = None,
     ) -> Artifact:
-        from pytest_aimeasure.measure.artifact import ArtifactError, ArtifactMissing
-        from pytest_aimeasure.measure.repeats import AUTO_REPEATS, MAX_REPEATS
+        from pytest_aimeasure.measure.artifact import (
+            AUTO_REPEATS,
+            MAX_REPEATS,
+            ArtifactError,
+            ArtifactMissing,
+        )
 
         if generator is not None and not (isinstance(generator, str) and generator.strip()):
             pytest.fail(

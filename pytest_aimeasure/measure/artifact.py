@@ -31,6 +31,19 @@ if TYPE_CHECKING:
     from pytest_aimeasure.measure.models import RepeatsChoice
 
 MediaType = Literal["text", "json"]
+
+MAX_REPEATS = 100
+"""The most outputs one artifact key may have (``repeats=``, ``--aimeasure-baseline-repeats``)."""
+REPEAT_SEP = "#r"
+AUTO_REPEATS = "auto"
+"""``repeats="auto"`` (a suite's ``repeats: auto``): the baseline decides how many outputs to draw
+(:func:`pytest_aimeasure.measure.repeats.choose_repeats`)."""
+
+
+def repeat_key(key: str, index: int) -> str:
+    """The stored key of repeat ``index`` (0-based) of ``key``: ``key#r1`` for the first."""
+    return f"{key}{REPEAT_SEP}{index + 1}"
+
 _FACTORY_TYPES = (types.FunctionType, types.MethodType, types.BuiltinFunctionType, functools.partial)
 
 
@@ -282,8 +295,6 @@ class ArtifactRegistry:
         many as the rejudged run stored. ``"auto"``: as many as :attr:`choose` decides from the
         baseline (the session's default when it has nothing to decide from, and at least that many
         while ``--update-baseline`` asks for more); the choice is kept (:meth:`chosen`)."""
-        from pytest_aimeasure.measure.repeats import AUTO_REPEATS, repeat_key
-
         with self._lock:
             known = self._by_key.get(key)
         if known is not None and repeats == AUTO_REPEATS:
@@ -308,8 +319,6 @@ class ArtifactRegistry:
     def repeats_of(self, key: str, declared: int | str | None) -> int:
         """The outputs artifact ``key`` gets when its code or suite declares ``declared`` repeats (see
         :meth:`get_repeated`); an ``"auto"`` choice is kept for :meth:`chosen`."""
-        from pytest_aimeasure.measure.repeats import AUTO_REPEATS
-
         if isinstance(declared, int):
             return declared
         if self.rejudge_run is not None:
@@ -331,8 +340,6 @@ class ArtifactRegistry:
     def stored_repeats(self, key: str) -> int:
         """How many outputs the rejudged run stored under ``key``: the repeats a ``--update-baseline``
         run generated for an artifact that set none, else one."""
-        from pytest_aimeasure.measure.repeats import MAX_REPEATS, repeat_key
-
         if self.recorder is None:
             return 1
         try:

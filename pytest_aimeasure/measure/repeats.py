@@ -39,19 +39,11 @@ from pytest_aimeasure.measure.stats import (
 if TYPE_CHECKING:
     from pytest_aimeasure.measure.models import Evidence, Measurement, RepeatsChoice
 
-MAX_REPEATS = 100
-REPEAT_SEP = "#r"
-AUTO_REPEATS = "auto"
-"""``repeats="auto"`` (a suite's ``repeats: auto``): the baseline decides how many outputs to draw."""
 CHOSEN_REPEATS = 3
 """The outputs ``repeats="auto"`` draws where the generator's variance dominates: the count the power
 tables of docs/concepts.md measure (a 0.75 drop at m = 5 under a moving generator: 8% caught with
 one output per session, 32% with three)."""
 
-
-def repeat_key(key: str, index: int) -> str:
-    """The stored key of repeat ``index`` (0-based) of ``key``: ``key#r1`` for the first."""
-    return f"{key}{REPEAT_SEP}{index + 1}"
 
 
 # -- statistics (pure) -----------------------------------------------------------------------------

@@ -20,8 +20,7 @@ from typing import Any
 
 import pytest
 
-from pytest_aimeasure.measure.artifact import MAX_ARTIFACT_CHARS
-from pytest_aimeasure.measure.repeats import MAX_REPEATS
+from pytest_aimeasure.measure.artifact import MAX_ARTIFACT_CHARS, MAX_REPEATS
 from pytest_aimeasure.measure.sampling import MAX_SAMPLES
 
 

@@ -270,7 +270,8 @@ class SuiteItem(pytest.Item):
     def dimension_items(self, default_samples: Samples, plan: SamplePlan | None = None) -> list[PlannedItem]:
         """The items to judge, with their calls, for the judge's dry run (``--judge-dry-run``): each
         repeat is judged N times; ``repeats: auto`` draws one output or :data:`CHOSEN_REPEATS`."""
-        from pytest_aimeasure.measure.repeats import AUTO_REPEATS, CHOSEN_REPEATS
+        from pytest_aimeasure.measure.artifact import AUTO_REPEATS
+        from pytest_aimeasure.measure.repeats import CHOSEN_REPEATS
 
         if (self.prompt.repeats or self.suite_node.loaded.spec.repeats) == AUTO_REPEATS:
             low, high = 1, max(CHOSEN_REPEATS, self.plan.repeats)

@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 import pytest
 
-from pytest_aimeasure.measure.repeats import repeat_key
+from pytest_aimeasure.measure.artifact import repeat_key
 from pytest_aimeasure.session.state import state_key
 from pytest_aimeasure.store.loop import LoopThread
 from pytest_aimeasure.suites.gates import GateResult, run_gates, text_counts

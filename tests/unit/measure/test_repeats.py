@@ -7,14 +7,13 @@ import math
 
 import pytest
 
-from pytest_aimeasure.measure.artifact import RepeatCount
+from pytest_aimeasure.measure.artifact import RepeatCount, repeat_key
 from pytest_aimeasure.measure.models import RepeatsChoice
 from pytest_aimeasure.measure.repeats import (
     CHOSEN_REPEATS,
     Sessions,
     choose_repeats,
     histories,
-    repeat_key,
     repeat_stats,
 )
 
