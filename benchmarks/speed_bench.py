@@ -299,7 +299,7 @@ def main() -> None:
         return
 
     load_before = os.getloadavg()
-    root = Path(tempfile.mkdtemp(prefix="speed-bench-", dir=args.dir or Path.cwd()))
+    root = _bench_root(args)
     big: dict[str, list[Run]] = {"anthropic": [], "openai": [], "inspect": []}
     small: dict[str, list[Run]] = {"anthropic": [], "openai": []}
     inert_on: list[float] = []
@@ -402,6 +402,20 @@ def main() -> None:
           f"{ratio(inert_on, inert_off)} ({med(inert_on)} s / {med(inert_off)} s) | <= 1.02x |")  # fmt: skip
 
 
+def _routes(args: argparse.Namespace) -> list[str]:
+    routes = [r for r in args.routes.split(",") if r]
+    if unknown := [r for r in routes if r not in ROUTES]:
+        raise SystemExit(f"--routes: unknown {unknown}; choose from {sorted(ROUTES)}")
+    return routes
+
+
+def _bench_root(args: argparse.Namespace) -> Path:
+    """This run's folder under ``--dir`` (made when missing), else under the current directory."""
+    parent = args.dir or Path.cwd()
+    parent.mkdir(parents=True, exist_ok=True)
+    return Path(tempfile.mkdtemp(prefix="speed-bench-", dir=parent))
+
+
 def _trees(given: list[str]) -> dict[str, Path]:
     trees: dict[str, Path] = {}
     for entry in given:
@@ -414,11 +428,9 @@ def _trees(given: list[str]) -> dict[str, Path]:
 
 def _compare_trees(args: argparse.Namespace, trees: dict[str, Path]) -> None:
     """Our big workload from each tree, rounds interleaved; wall, span / floor, limit and CPU per call."""
-    routes = [r for r in args.routes.split(",") if r]
-    if unknown := [r for r in routes if r not in ROUTES]:
-        raise SystemExit(f"--routes: unknown {unknown}; choose from {sorted(ROUTES)}")
+    routes = _routes(args)
     load_before = os.getloadavg()
-    root = Path(tempfile.mkdtemp(prefix="speed-bench-", dir=args.dir or Path.cwd()))
+    root = _bench_root(args)
     runs: dict[tuple[str, str], list[Run]] = {(t, r): [] for t in trees for r in routes}
     # A small session beside each big one: the CPU a call adds is the difference over the calls'.
     small: dict[tuple[str, str], list[Run]] = {(t, r): [] for t in trees for r in routes}
@@ -475,11 +487,9 @@ def _compare_trees(args: argparse.Namespace, trees: dict[str, Path]) -> None:
 
 def _start_only(args: argparse.Namespace, trees: dict[str, Path]) -> None:
     """W from each tree on each route, rounds interleaved (the trees' order alternating)."""
-    routes = [r for r in args.routes.split(",") if r]
-    if unknown := [r for r in routes if r not in ROUTES]:
-        raise SystemExit(f"--routes: unknown {unknown}; choose from {sorted(ROUTES)}")
+    routes = _routes(args)
     load_before = os.getloadavg()
-    root = Path(tempfile.mkdtemp(prefix="speed-bench-", dir=args.dir or Path.cwd()))
+    root = _bench_root(args)
     runs: dict[tuple[str, str], list[Run]] = {(t, r): [] for t in trees for r in routes}
     labels = list(trees)
     started = time.monotonic()

@@ -255,31 +255,11 @@ def choose_repeats(
     total_gen = total_judge = 0.0
     best = len(_EVIDENCE_ORDER) - 1
     for entry in entries:
-        sessions, var_judge = entry.sessions, entry.var_judge
-        groups = [g for session in sessions for g in session if g]
-        if not groups:
+        if not any(g for session in entry.sessions for g in session):
             continue
-        inv_n = math.fsum(1.0 / len(g) for g in groups) / len(groups)
-        spread = generations(sessions, [])
-        evidence: Evidence
-        if spread.df > 0:
-            var_gen, evidence = max(0.0, spread.ss / spread.df - var_judge * inv_n), "repeats"
-        elif len(sessions) > 1:
-            flat = [[x for g in session for x in g] for session in sessions]
-            flat = [f for f in flat if f]
-            means = [math.fsum(f) / len(f) for f in flat]
-            inv_session = math.fsum(1.0 / len(f) for f in flat) / len(flat)
-            var_gen, evidence = max(0.0, _mean_var(means)[1] - var_judge * inv_session), "sessions"
-        elif var_judge == 0.0:
-            var_gen, evidence = tau2, "prior"
-        else:
-            var_gen, evidence = 0.0, "unmeasured"
-        if var_judge == 0.0:
-            # A few integer means agree by luck as often as not (3, 3, 3 from a generator of sd 0.5):
-            # an estimate of 0 is not evidence that nothing moves, so it counts the rounding variance.
-            var_gen = max(var_gen, VAR_FLOOR_DEFAULT)
+        var_gen, evidence = _generation_part(entry, tau2)
         total_gen += var_gen
-        total_judge += var_judge / samples
+        total_judge += entry.var_judge / samples
         best = min(best, _EVIDENCE_ORDER.index(evidence))
     more = total_gen > total_judge
     return RepeatsChoice(
@@ -290,6 +270,31 @@ def choose_repeats(
         evidence=_EVIDENCE_ORDER[best],
         entries=len(entries),
     )
+
+
+def _generation_part(entry: EntryHistory, tau2: float) -> tuple[float, Evidence]:
+    """An entry's σ²_gen and where it came from (see :func:`choose_repeats`)."""
+    sessions, var_judge = entry.sessions, entry.var_judge
+    groups = [g for session in sessions for g in session if g]
+    spread = generations(sessions, [])
+    evidence: Evidence
+    if spread.df > 0:
+        inv_n = math.fsum(1.0 / len(g) for g in groups) / len(groups)
+        var_gen, evidence = max(0.0, spread.ss / spread.df - var_judge * inv_n), "repeats"
+    elif len(sessions) > 1:
+        flat = [f for f in ([x for g in session for x in g] for session in sessions) if f]
+        means = [math.fsum(f) / len(f) for f in flat]
+        inv_session = math.fsum(1.0 / len(f) for f in flat) / len(flat)
+        var_gen, evidence = max(0.0, _mean_var(means)[1] - var_judge * inv_session), "sessions"
+    elif var_judge == 0.0:
+        var_gen, evidence = tau2, "prior"
+    else:
+        var_gen, evidence = 0.0, "unmeasured"
+    if var_judge == 0.0:
+        # A few integer means agree by luck as often as not (3, 3, 3 from a generator of sd 0.5):
+        # an estimate of 0 is not evidence that nothing moves, so it counts the rounding variance.
+        var_gen = max(var_gen, VAR_FLOOR_DEFAULT)
+    return var_gen, evidence
 
 
 def choice_summary(measurements: Sequence[Measurement]) -> dict[str, Any]:
