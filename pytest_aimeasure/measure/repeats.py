@@ -210,7 +210,7 @@ def histories(entries: Iterable[tuple[str | None, str, Sessions]]) -> dict[str, 
 
 
 def choose_repeats(
-    entries: Sequence[EntryHistory], *, samples: int, updating: bool = False, prior: float | None = None
+    entries: Sequence[EntryHistory], *, samples: int, updating: bool = False
 ) -> RepeatsChoice | None:
     """Where an artifact's next measurement should spend: more outputs, or more judge samples of one.
 
@@ -251,13 +251,12 @@ def choose_repeats(
             evidence="none",
             entries=0,
         )
-    tau2 = CONSERVATIVE_PRIOR.item_var if prior is None else prior
     total_gen = total_judge = 0.0
     best = len(_EVIDENCE_ORDER) - 1
     for entry in entries:
         if not any(g for session in entry.sessions for g in session):
             continue
-        var_gen, evidence = _generation_part(entry, tau2)
+        var_gen, evidence = _generation_part(entry)
         total_gen += var_gen
         total_judge += entry.var_judge / samples
         best = min(best, _EVIDENCE_ORDER.index(evidence))
@@ -272,7 +271,7 @@ def choose_repeats(
     )
 
 
-def _generation_part(entry: EntryHistory, tau2: float) -> tuple[float, Evidence]:
+def _generation_part(entry: EntryHistory) -> tuple[float, Evidence]:
     """An entry's σ²_gen and where it came from (see :func:`choose_repeats`)."""
     sessions, var_judge = entry.sessions, entry.var_judge
     groups = [g for session in sessions for g in session if g]
@@ -287,7 +286,7 @@ def _generation_part(entry: EntryHistory, tau2: float) -> tuple[float, Evidence]
         inv_session = math.fsum(1.0 / len(f) for f in flat) / len(flat)
         var_gen, evidence = max(0.0, _mean_var(means)[1] - var_judge * inv_session), "sessions"
     elif var_judge == 0.0:
-        var_gen, evidence = tau2, "prior"
+        var_gen, evidence = CONSERVATIVE_PRIOR.item_var, "prior"
     else:
         var_gen, evidence = 0.0, "unmeasured"
     if var_judge == 0.0:

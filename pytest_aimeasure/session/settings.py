@@ -124,16 +124,21 @@ class Settings:
         return call_range(samples or self.samples, self.sample_plan)
 
     @property
+    def baselines_fresh_outputs(self) -> bool:
+        """This session writes the baseline from outputs it generates (``--update-baseline``, not a
+        rejudged run, whose artifacts are the ones it stored)."""
+        return self.update_baseline and self.rejudge is None
+
+    @property
     def default_repeats(self) -> int:
         """Generation repeats of an artifact that sets none: ``--aimeasure-baseline-repeats`` while
-        this session writes the baseline from fresh outputs, else one (a rejudged run's artifacts
-        are the ones it stored)."""
-        return self.baseline_repeats if self.update_baseline and self.rejudge is None else 1
+        this session writes the baseline from fresh outputs, else one."""
+        return self.baseline_repeats if self.baselines_fresh_outputs else 1
 
     @property
     def fixed_samples(self) -> int:
-        """N where a fixed count is needed (anchors for calibration): the session's N, under ``auto``
-        its minimum."""
+        """N where a fixed count is needed (anchors for calibration; the judge's share of one output
+        in ``repeats="auto"``'s choice): the session's N, under ``auto`` its minimum."""
         return self.sample_plan.minimum if self.samples == AUTO else int(self.samples)
 
     @property

@@ -26,6 +26,7 @@ if TYPE_CHECKING:
 
     from pytest_aimeasure.judge.engine import JudgeEngine
     from pytest_aimeasure.measure.models import Finding, Fingerprint, ItemResult, Measurement, RepeatsChoice
+    from pytest_aimeasure.measure.repeats import EntryHistory
     from pytest_aimeasure.measure.sampling import PlannedItem
     from pytest_aimeasure.session.pipeline import Pipeline
     from pytest_aimeasure.session.recording import Recording
@@ -41,7 +42,7 @@ class SessionState:
         self.artifacts = ArtifactRegistry(
             default_repeats=settings.default_repeats, choose=self.choose_repeats
         )
-        self._entries_by_artifact: dict[str, list[Any]] | None = None
+        self._entries_by_artifact: dict[str, list[EntryHistory]] | None = None
         self.results: dict[str, ItemResult] = {}
         self.collected: set[str] | None = None  # None: not known (an xdist controller before collection)
         self.failed_collectors: list[str] = []
@@ -180,12 +181,13 @@ class SessionState:
         return choose_repeats(
             self._entries_by_artifact.get(key, []),
             samples=self.settings.fixed_samples,
-            updating=self.settings.update_baseline and self.settings.rejudge is None,
+            updating=self.settings.baselines_fresh_outputs,
         )
 
     def _baseline_for_sampling(self) -> Any:
-        """The baseline (a worker reads its own copy once; a problem with the file is the controller's
-        to report, so a worker then samples for the floor alone)."""
+        """The baseline, for what is decided while tests run (adaptive sampling's looks, the outputs of
+        ``repeats="auto"``): a worker reads its own copy once; a problem with the file is the
+        controller's to report, so a worker then decides without it."""
         if not self.is_worker:
             return self.baseline
         if self._worker_baseline is None:
