@@ -8,6 +8,8 @@ import io
 import json
 import os
 import sys
+import time
+import warnings
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -73,6 +75,54 @@ def run_pytest_here(cwd: Path, *args: str, env: Mapping[str, str | None] | None 
         sys.path[:], sys.meta_path[:] = path, meta_path
         _set_env(saved)
     return code, out.getvalue()
+
+
+class ForkedPytest:
+    """``pytest *args`` run in ``cwd`` by a child forked from this process, for tests whose subject is
+    what a session leaves when its process is killed (SIGKILL): a process of its own that dies with
+    nothing cleaned up, as a ``subprocess.Popen`` of pytest would, without an interpreter to start and
+    the SDKs and the plugin to import again (3-9 s of CPU a process; the child has this one's modules).
+    It inherits the environment; what it prints is discarded. Only the forking thread lives on in a
+    child, so no other thread's work goes on there. The parts of ``Popen`` the kill tests use."""
+
+    def __init__(self, cwd: Path, *args: str) -> None:
+        self.returncode: int | None = None
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", DeprecationWarning)  # 3.12+: a fork while threads run
+            self.pid = os.fork()
+        if self.pid == 0:  # pragma: no cover (the child: it never returns into this session)
+            code = 1
+            try:
+                devnull = os.open(os.devnull, os.O_RDWR)
+                for fd in (0, 1, 2):
+                    os.dup2(devnull, fd)
+                sys.stdout = sys.stderr = open(os.devnull, "w")  # noqa: SIM115 (ends with the process)
+                os.chdir(cwd)
+                code = int(pytest.main(list(args)))
+            finally:
+                os._exit(code)
+
+    def poll(self) -> int | None:
+        if self.returncode is None:
+            pid, status = os.waitpid(self.pid, os.WNOHANG)
+            if pid:
+                self.returncode = os.waitstatus_to_exitcode(status)
+        return self.returncode
+
+    def wait(self, timeout: float) -> int:
+        deadline = time.monotonic() + timeout
+        while self.poll() is None:
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"the forked pytest (pid {self.pid}) still runs after {timeout} s")
+            time.sleep(0.01)
+        assert self.returncode is not None
+        return self.returncode
+
+    def send_signal(self, sig: int) -> None:
+        # No waitpid here: the local server's thread may send the signal while the test waits.
+        if self.returncode is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(self.pid, sig)
 
 
 def _set_env(values: Mapping[str, str | None]) -> None:

@@ -8,10 +8,7 @@ Under xdist (one variant, the anthropic API): each worker submits and journals b
 from __future__ import annotations
 
 import json
-import os
 import signal
-import subprocess
-import sys
 import textwrap
 import time
 from collections.abc import Iterator
@@ -25,6 +22,7 @@ from pytest_aimeasure.measure.models import Usage
 from pytest_aimeasure.store.cost import cost_usd, price_for
 from pytest_aimeasure.testing import Fault, ProviderServer
 from pytest_aimeasure.testing.batches import OPENAI_PREFIXES, PREFIX
+from tests.conftest import ForkedPytest
 
 SAMPLES = 3
 
@@ -354,14 +352,8 @@ def test_sigkill_while_a_batch_is_in_flight_then_resume_polls_it_and_never_resub
     # The session is killed while its first batch is in flight: the whole session's (pipelined), or
     # the first item's (a pipeline of one item: the second test waits for the first one's verdict).
     server.batches.delay = 3.0
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "pytest", *args(flavour, *pipeline)],
-        cwd=project.path,
-        env=dict(os.environ),
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    deadline = time.monotonic() + 240  # the SDK's import and the first batch, on a loaded machine
+    proc = ForkedPytest(project.path, *args(flavour, *pipeline))
+    deadline = time.monotonic() + 240  # the session's start and first batch, on a loaded machine
     journal: Path | None = None
     try:
         while time.monotonic() < deadline and proc.poll() is None:
@@ -414,19 +406,13 @@ def test_a_kill_between_the_create_and_the_journaled_id_resumes_by_finding_the_b
     # its journal holds the intent, not the id. The resumed session finds the batch among the
     # provider's recent ones and polls it; it submits nothing again.
     server.batches.delay = 3.0
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "pytest", *args(flavour)],
-        cwd=project.path,
-        env=dict(os.environ),
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
+    proc = ForkedPytest(project.path, *args(flavour))
     server.batches.on_create = lambda batch_id: proc.send_signal(signal.SIGKILL)
     try:
         proc.wait(timeout=120)
     finally:
         if proc.poll() is None:
-            proc.kill()
+            proc.send_signal(signal.SIGKILL)
             proc.wait(timeout=30)
     server.batches.on_create = None
     assert proc.returncode == -signal.SIGKILL

@@ -24,8 +24,6 @@ import json
 import os
 import shutil
 import signal
-import subprocess
-import sys
 import time
 from collections import Counter
 from collections.abc import Iterator
@@ -39,7 +37,7 @@ from pytest_aimeasure.cli import main as cli
 from pytest_aimeasure.judge.backends.litellm import import_litellm
 from pytest_aimeasure.store.runs import RunStore, read_journal
 from pytest_aimeasure.testing.server import ProviderServer, SeenRequest
-from tests.conftest import read_results, run_pytest_here, xdist_workers
+from tests.conftest import ForkedPytest, read_results, run_pytest_here, xdist_workers
 
 STORIES = 8
 SAMPLES = 3
@@ -215,13 +213,7 @@ def test_sigkill_mid_run_keeps_every_journaled_sample_and_resume_requests_only_t
     project: Project, capsys: pytest.CaptureFixture[str]
 ) -> None:
     project.server.latency = 0.3  # 8 items one after another, 3 concurrent samples each: ~2.5 s of judging
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "pytest", *project.args()],
-        cwd=project.path,
-        env=dict(os.environ),
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
+    proc = ForkedPytest(project.path, *project.args())
     journal: Path | None = None
     at_kill = 0
     deadline = time.monotonic() + 90
