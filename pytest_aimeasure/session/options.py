@@ -346,7 +346,7 @@ OPTIONS: tuple[Option, ...] = (
         "baseline_pool",
         "With --update-baseline: pool up to K sessions per item under an unchanged judge (1: replace).",
         positive_int,
-        5,
+        10,
         "aimeasure_baseline_pool",
         metavar="K",
     ),

@@ -8,7 +8,7 @@ stay possible later.
 
 Pooling: under an unchanged ruler, ``--update-baseline`` appends the session's samples to an item's
 entry instead of replacing them, keeping the last ``pool`` sessions (``--aimeasure-baseline-pool``, default
-5), so the baseline's mean converges instead of freezing one lucky session. ``sessions`` lists the
+10), so the baseline's mean converges instead of freezing one lucky session. ``sessions`` lists the
 sizes of the pooled sessions in ``scores``, oldest first (absent: one session). An entry is replaced,
 not pooled, when the ruler changed, when the session found the item (or its dimension) regressed
 or improved (a real change must not be averaged with the old value), or when ``pool`` is 1.
@@ -53,7 +53,6 @@ from pytest_aimeasure.store.fileio import atomic_write, lock_path
 
 BASELINE_FORMAT: Literal[2] = 2
 READABLE_FORMATS = (1, 2)
-DEFAULT_POOL = 5
 DEFAULT_BASELINE_NAME = "aimeasure-baseline.json"
 FLOAT_DECIMALS = 4
 _MEAN_SLACK = 0.5 * 10**-FLOAT_DECIMALS + 1e-9  # a stored mean is the true mean rounded to 4 places
