@@ -7,6 +7,7 @@ import contextlib
 import io
 import json
 import os
+import signal
 import sys
 import time
 import warnings
@@ -79,13 +80,16 @@ def run_pytest_here(cwd: Path, *args: str, env: Mapping[str, str | None] | None 
 
 class ForkedPytest:
     """``pytest *args`` run in ``cwd`` by a child forked from this process, for tests whose subject is
-    what a session leaves when its process is killed (SIGKILL): a process of its own that dies with
-    nothing cleaned up, as a ``subprocess.Popen`` of pytest would, without an interpreter to start and
-    the SDKs and the plugin to import again (3-9 s of CPU a process; the child has this one's modules).
-    It inherits the environment; what it prints is discarded. Only the forking thread lives on in a
-    child, so no other thread's work goes on there. The parts of ``Popen`` the kill tests use."""
+    what a session does when its process is killed or signalled: a process of its own, as a
+    ``subprocess.Popen`` of pytest would be, without an interpreter to start and the SDKs and the
+    plugin to import again (3-9 s of CPU a process; the child has this one's modules). It inherits the
+    environment. What it prints goes to ``output`` (discarded when None). With ``new_session`` it leads
+    a process group of its own (a signal sent to the group reaches its xdist workers too, as a
+    terminal's Ctrl-C does) and takes SIGINT as a terminal leaves it to Python: raised as
+    KeyboardInterrupt (the forking process may ignore or block it). Only the forking thread lives on in
+    a child, so no other thread's work goes on there. The parts of ``Popen`` the tests use."""
 
-    def __init__(self, cwd: Path, *args: str) -> None:
+    def __init__(self, cwd: Path, *args: str, output: Path | None = None, new_session: bool = False) -> None:
         self.returncode: int | None = None
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", DeprecationWarning)  # 3.12+: a fork while threads run
@@ -93,13 +97,21 @@ class ForkedPytest:
         if self.pid == 0:  # pragma: no cover (the child: it never returns into this session)
             code = 1
             try:
+                if new_session:
+                    os.setsid()
+                    signal.signal(signal.SIGINT, signal.default_int_handler)
+                    signal.pthread_sigmask(signal.SIG_UNBLOCK, [signal.SIGINT])
                 devnull = os.open(os.devnull, os.O_RDWR)
-                for fd in (0, 1, 2):
-                    os.dup2(devnull, fd)
-                sys.stdout = sys.stderr = open(os.devnull, "w")  # noqa: SIM115 (ends with the process)
+                printed = devnull if output is None else os.open(output, os.O_WRONLY | os.O_CREAT)
+                os.dup2(devnull, 0)
+                os.dup2(printed, 1)
+                os.dup2(printed, 2)
+                sys.stdout = sys.stderr = open(1, "w", closefd=False)  # noqa: SIM115 (ends with the process)
                 os.chdir(cwd)
                 code = int(pytest.main(list(args)))
             finally:
+                with contextlib.suppress(BaseException):
+                    sys.stdout.flush()
                 os._exit(code)
 
     def poll(self) -> int | None:

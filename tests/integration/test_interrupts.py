@@ -1,6 +1,6 @@
 """Ctrl-C and SIGTERM in the middle of a judged session, against the local provider server: what is
 still called after the signal, what is reported, and what the run store says. The signal goes to a
-pytest subprocess's whole process group, as a terminal's Ctrl-C does (xdist workers get it too)."""
+pytest session's whole process group, as a terminal's Ctrl-C does (xdist workers get it too)."""
 
 from __future__ import annotations
 
@@ -8,8 +8,6 @@ import contextlib
 import json
 import os
 import signal
-import subprocess
-import sys
 import textwrap
 import time
 from collections.abc import Iterator
@@ -21,6 +19,7 @@ import pytest
 from pytest_aimeasure.cli.main import main as cli
 from pytest_aimeasure.store.runs import utc_now
 from pytest_aimeasure.testing import ProviderServer
+from tests.conftest import ForkedPytest
 
 ITEMS = 40
 SAMPLES = 3
@@ -55,49 +54,32 @@ def project(
     return pytester
 
 
-# A terminal's Ctrl-C reaches a process whose SIGINT is Python's default. A child inherits an ignored
-# or blocked SIGINT from the process that starts it, and in one loaded full run every SIGINT sent from
-# one xdist worker went unnoticed while its SIGTERMs worked: the session runs under the disposition a
-# terminal gives, and says on stderr when it inherited another.
-AS_FROM_A_TERMINAL = """
-import runpy, signal, sys
-inherited = signal.getsignal(signal.SIGINT)
-blocked = signal.SIGINT in signal.pthread_sigmask(signal.SIG_BLOCK, [])
-signal.signal(signal.SIGINT, signal.default_int_handler)
-signal.pthread_sigmask(signal.SIG_UNBLOCK, [signal.SIGINT])
-if inherited is not signal.default_int_handler or blocked:
-    print(f"[inherited SIGINT {inherited!r}, blocked {blocked}]", file=sys.stderr)
-sys.argv = ["pytest", *sys.argv[1:]]
-runpy.run_module("pytest", run_name="__main__", alter_sys=True)
-"""
-
-
-def start(project: pytest.Pytester, *extra: str) -> subprocess.Popen[bytes]:
-    """The session in its own process group, so a signal reaches it as a terminal's would."""
-    return subprocess.Popen(
-        [
-            sys.executable,
-            "-c",
-            AS_FROM_A_TERMINAL,
-            "-p",
-            "no:cacheprovider",
-            "--ai-judge",
-            "--judge-model=anthropic/claude-haiku-4-5",
-            f"--judge-samples={SAMPLES}",
-            "--judge-concurrency=4",
-            "--aimeasure-json=out.json",
-            "--junitxml=junit.xml",
-            *extra,
-        ],
-        cwd=project.path,
-        env=dict(os.environ),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        start_new_session=True,
+def start(project: pytest.Pytester, *extra: str) -> ForkedPytest:
+    """The session in a process group of its own, so a signal reaches it as a terminal's would, and
+    with SIGINT as a terminal leaves it to Python: a child inherits an ignored or blocked SIGINT from
+    the process that starts it, and in one loaded full run every SIGINT sent from one xdist worker went
+    unnoticed while its SIGTERMs worked."""
+    return ForkedPytest(
+        project.path,
+        "-p",
+        "no:cacheprovider",
+        "--ai-judge",
+        "--judge-model=anthropic/claude-haiku-4-5",
+        f"--judge-samples={SAMPLES}",
+        "--judge-concurrency=4",
+        "--aimeasure-json=out.json",
+        "--junitxml=junit.xml",
+        *extra,
+        output=project.path / PRINTED,
+        new_session=True,
     )
 
 
-def signal_when_busy(proc: subprocess.Popen[bytes], server: ProviderServer, sig: int, calls: int) -> float:
+PRINTED = "printed.txt"
+"""Where the session's stdout and stderr go, in its project folder."""
+
+
+def signal_when_busy(proc: ForkedPytest, server: ProviderServer, sig: int, calls: int) -> float:
     """Wait (bounded) until ``calls`` judge calls reached the server, send ``sig`` to the session's
     process group and return when it was sent (``time.monotonic``, the server's clock)."""
     deadline = time.monotonic() + 240  # xdist's start on a loaded machine
@@ -109,14 +91,17 @@ def signal_when_busy(proc: subprocess.Popen[bytes], server: ProviderServer, sig:
     return sent
 
 
-def finish(proc: subprocess.Popen[bytes]) -> tuple[int, str]:
+def finish(proc: ForkedPytest, project: pytest.Pytester) -> tuple[int, str]:
+    printed = project.path / PRINTED
     try:
-        out, _ = proc.communicate(timeout=60)
-    except subprocess.TimeoutExpired:
+        code = proc.wait(timeout=60)
+    except TimeoutError:
         os.killpg(proc.pid, signal.SIGKILL)
-        out, _ = proc.communicate(timeout=30)
-        pytest.fail(f"the session did not end within 60 s of the signal:\n{out.decode(errors='replace')}")
-    return proc.returncode, out.decode(errors="replace")
+        proc.wait(timeout=30)
+        pytest.fail(
+            f"the session did not end within 60 s of the signal:\n{printed.read_text(errors='replace')}"
+        )
+    return code, printed.read_text(errors="replace")
 
 
 XDIST = pytest.mark.parametrize("workers", [[], ["-n", "2"]], ids=["serial", "xdist"])
@@ -157,7 +142,7 @@ def test_an_interrupted_session_reports_what_landed_says_so_under_q_and_history_
     proc = start(project, "-q", *workers)
     sent = signal_when_busy(proc, server, sig, calls=12 * max(1, len(workers)))
     signalled = utc_now()  # the journal's own clock and format
-    code, out = finish(proc)
+    code, out = finish(proc, project)
     assert code == pytest.ExitCode.INTERRUPTED, out
     if sig == signal.SIGINT:
         # Ctrl-C starts no call that was not sent yet. Every call takes 0.3 s, 4 at a time per process
