@@ -37,6 +37,50 @@ def pytest_configure(config: pytest.Config) -> None:
     from pytest_aimeasure.judge.backends.sdk_warnings import quiet_sdk_schema_warnings
 
     quiet_sdk_schema_warnings()
+    if getattr(config.option, "dist", "no") == "load" and not hasattr(config, "workerinput"):
+        # Under -n, a module at a time to a worker, the costliest first (see pytest_collection_modifyitems).
+        config.option.dist = "loadfile"
+        config.option.loadscopereorder = False
+
+
+DURATIONS = Path(__file__).with_name("durations.txt")
+"""The costliest tests as pytest's ``--durations`` lists them (``1.23s call tests/...::test_x``), from a
+run of the README's command; other lines are ignored. Refresh it with
+``.venv/bin/pytest -n 3 --durations=150 | grep -E '^[0-9.]+s ' > tests/durations.txt``."""
+
+
+def module_costs(lines: list[str]) -> dict[str, float]:
+    """Seconds per test module (its setups, calls and teardowns summed) in ``--durations`` lines."""
+    costs: dict[str, float] = {}
+    for line in lines:
+        seconds, _, rest = line.partition("s ")
+        when, _, nodeid = rest.strip().partition(" ")
+        with contextlib.suppress(ValueError):
+            if when in ("setup", "call", "teardown"):
+                module = nodeid.strip().split("::", 1)[0]
+                costs[module] = costs.get(module, 0.0) + float(seconds)
+    return costs
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Under xdist, the modules that cost the most run first (by :data:`DURATIONS`; the others after
+    them, in their own order). Each worker is given a whole module at a time, the next in this order
+    when it is nearly done (``--dist loadfile``, set at configure): a module's tests keep their order
+    and their module fixtures are set up once, and the run ends on cheap modules, so no worker is
+    left running a slow one while the others wait. Every worker sorts the same collection alike, as
+    xdist requires. A serial run keeps pytest's order."""
+    if not hasattr(config, "workerinput") or not DURATIONS.exists():
+        return
+    costs = module_costs(DURATIONS.read_text().splitlines())
+    first_seen: dict[str, int] = {}
+    for item in items:
+        first_seen.setdefault(item.nodeid.split("::", 1)[0], len(first_seen))
+
+    def rank(item: pytest.Item) -> tuple[float, int]:
+        module = item.nodeid.split("::", 1)[0]
+        return -costs.get(module, 0.0), first_seen[module]
+
+    items.sort(key=rank)
 
 
 @pytest.fixture(autouse=True)
