@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 from pytest_aimeasure.cli.main import main as cli_main
+from tests.conftest import run_pytest_here
 from tests.scripted import SCRIPTED_ARGS, scores_conftest
 
 CHROMIUM = "/usr/bin/chromium"
@@ -52,9 +53,9 @@ def test_gate():
 ARGS = SCRIPTED_ARGS
 
 
-def set_scores(pytester: pytest.Pytester, tone: list[int], clarity: list[int]) -> None:
+def set_scores(path: Path, tone: list[int], clarity: list[int]) -> None:
     table = {f"test_tone[{c}]": tone for c in "abcde"} | {f"test_clarity[{c}]": clarity for c in "abc"}
-    (pytester.path / "scores.json").write_text(json.dumps(table))
+    (path / "scores.json").write_text(json.dumps(table))
 
 
 @pytest.fixture
@@ -65,23 +66,31 @@ def project(pytester: pytest.Pytester) -> pytest.Pytester:
     return pytester
 
 
-def cli(pytester: pytest.Pytester, capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
+def cli(path: Path, capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
     capsys.readouterr()
-    code = cli_main(["--store", str(pytester.path / ".aimeasure"), *args])
+    code = cli_main(["--store", str(path / ".aimeasure"), *args])
     out, err = capsys.readouterr()
     return code, out, err
 
 
-@pytest.fixture
-def three_runs(project: pytest.Pytester) -> pytest.Pytester:
-    """A baseline run, a stable run, then a run where tone drops below its floor."""
-    set_scores(project, [4, 4, 4], [3, 4, 3])
-    assert project.runpytest(*ARGS, "--update-baseline").ret == 0
-    assert project.runpytest(*ARGS).ret == 0
-    set_scores(project, [2, 3, 2], [3, 4, 3])
-    result = project.runpytest(*ARGS, "--aimeasure-html", "report.html", "--aimeasure-json", "out.json")
-    assert result.ret == pytest.ExitCode.TESTS_FAILED
-    return project
+@pytest.fixture(scope="module")
+def three_runs(tmp_path_factory: pytest.TempPathFactory, _imported_outside_pytester: None) -> Path:
+    """A baseline run, a stable run, then a run where tone drops below its floor, with the HTML report
+    and JSON of the last: one project's folder, which the tests given it only read."""
+    path = tmp_path_factory.mktemp("three_runs")
+    (path / "conftest.py").write_text(CONFTEST)
+    (path / "test_report_subject.py").write_text(TESTS)
+    (path / "tox.ini").write_text("[pytest]\n")
+    set_scores(path, [4, 4, 4], [3, 4, 3])
+    for args in (["--update-baseline"], []):
+        code, out = run_pytest_here(path, *ARGS, *args)
+        assert code == pytest.ExitCode.OK, out
+    set_scores(path, [2, 3, 2], [3, 4, 3])
+    code, out = run_pytest_here(
+        path, *ARGS, "--aimeasure-html", "report.html", "--aimeasure-json", "out.json"
+    )
+    assert code == pytest.ExitCode.TESTS_FAILED, out
+    return path
 
 
 # -- the browser ---------------------------------------------------------------------------------------
@@ -126,8 +135,8 @@ def open_report(browser: Any, path: Path) -> tuple[Any, list[str], list[str]]:
     return page, problems, requests
 
 
-def test_html_report_in_a_real_browser(three_runs: pytest.Pytester, browser: Any, tmp_path: Path) -> None:
-    report = three_runs.path / "report.html"
+def test_html_report_in_a_real_browser(three_runs: Path, browser: Any, tmp_path: Path) -> None:
+    report = three_runs / "report.html"
     page, problems, requests = open_report(browser, report)
     try:
         assert problems == []
@@ -205,8 +214,8 @@ def assert_painted(page: Any, shot: Path) -> None:
     region.save(shot.with_name("chart.png"))
 
 
-def test_html_report_is_readable_without_javascript(three_runs: pytest.Pytester) -> None:
-    html = (three_runs.path / "report.html").read_text()
+def test_html_report_is_readable_without_javascript(three_runs: Path) -> None:
+    html = (three_runs / "report.html").read_text()
     assert "<script" not in html.replace("&lt;script", "")
     assert re.search(r"default-src 'none'", html)
     assert not re.search(r"(src|href)=\"https?:", html)
@@ -214,7 +223,7 @@ def test_html_report_is_readable_without_javascript(three_runs: pytest.Pytester)
 
 
 def test_a_trend_marks_a_changed_judge(project: pytest.Pytester, browser: Any, tmp_path: Path) -> None:
-    set_scores(project, [4, 4, 4], [4, 4, 4])
+    set_scores(project.path, [4, 4, 4], [4, 4, 4])
     assert project.runpytest(*ARGS).ret == 0
     # Another prompt template is another ruler (the number of samples is not: issue 14).
     (project.path / "other_prompt.py").write_text(
@@ -234,7 +243,7 @@ def test_a_trend_marks_a_changed_judge(project: pytest.Pytester, browser: Any, t
         page.close()
 
 
-def test_calibration_figures_when_given(three_runs: pytest.Pytester, browser: Any, tmp_path: Path) -> None:
+def test_calibration_figures_when_given(three_runs: Path, browser: Any, tmp_path: Path) -> None:
     figures = [
         {
             "dimension": "tone",
@@ -246,7 +255,7 @@ def test_calibration_figures_when_given(three_runs: pytest.Pytester, browser: An
     ]
     (tmp_path / "cal.json").write_text(json.dumps(figures))
     out = tmp_path / "r.html"
-    store = str(three_runs.path / ".aimeasure")
+    store = str(three_runs / ".aimeasure")
     assert (
         cli_main(["--store", store, "report", "-o", str(out), "--calibration", str(tmp_path / "cal.json")])
         == 0
@@ -264,12 +273,12 @@ def test_calibration_figures_when_given(three_runs: pytest.Pytester, browser: An
 
 
 def test_step_summary_of_a_failing_session(project: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
-    set_scores(project, [4, 4, 4], [3, 4, 3])
+    set_scores(project.path, [4, 4, 4], [3, 4, 3])
     assert project.runpytest(*ARGS, "--update-baseline").ret == 0
     summary = project.path / "summary.md"
     summary.write_text("earlier step\n")
     monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(summary))
-    set_scores(project, [2, 3, 2], [3, 4, 3])
+    set_scores(project.path, [2, 3, 2], [3, 4, 3])
     assert project.runpytest(*ARGS).ret == pytest.ExitCode.TESTS_FAILED
     text = summary.read_text()
     assert text.startswith("earlier step\n## aimeasure: ❌ failed")
@@ -290,7 +299,7 @@ def test_step_summary_of_a_failing_session(project: pytest.Pytester, monkeypatch
 def test_step_summary_of_a_passing_session_and_the_summary_command(
     project: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    set_scores(project, [4, 4, 4], [3, 4, 3])
+    set_scores(project.path, [4, 4, 4], [3, 4, 3])
     assert project.runpytest(*ARGS, "--update-baseline").ret == 0
     summary = project.path / "summary.md"
     monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(summary))
@@ -301,7 +310,7 @@ def test_step_summary_of_a_passing_session_and_the_summary_command(
     assert re.search(r"\| tone \| 4\.00 ± 0\.\d\d \| 4\.00 ± 0\.\d\d \| \+0\.00 \[", text)
     assert "aimeasure report " in text
     monkeypatch.delenv("GITHUB_STEP_SUMMARY")
-    code, out, _ = cli(project, capsys, "summary", "latest", "--markdown")
+    code, out, _ = cli(project.path, capsys, "summary", "latest", "--markdown")
     assert code == 0
     assert out + "\n" == text  # the job summary gets a blank line after it
 
@@ -309,9 +318,7 @@ def test_step_summary_of_a_passing_session_and_the_summary_command(
 # -- runs side by side -------------------------------------------------------------------------------
 
 
-def test_compare_two_plain_runs_item_by_item(
-    three_runs: pytest.Pytester, capsys: pytest.CaptureFixture[str]
-) -> None:
+def test_compare_two_plain_runs_item_by_item(three_runs: Path, capsys: pytest.CaptureFixture[str]) -> None:
     # Run ids sort by the second they started in; three quick runs can share one, so take the order
     # from the store's history (started_at, to the microsecond), newest first.
     code, out, _ = cli(three_runs, capsys, "history", "--json")
@@ -330,9 +337,7 @@ def test_compare_two_plain_runs_item_by_item(
     assert data["items"]["dimensions"]["tone"]["verdict"] == "regressed"
 
 
-def test_diff_shows_one_item_side_by_side(
-    three_runs: pytest.Pytester, capsys: pytest.CaptureFixture[str]
-) -> None:
+def test_diff_shows_one_item_side_by_side(three_runs: Path, capsys: pytest.CaptureFixture[str]) -> None:
     # Run ids sort by the second they started in; three quick runs can share one, so take the order
     # from the store's history (started_at, to the microsecond), newest first.
     code, out, _ = cli(three_runs, capsys, "history", "--json")
@@ -348,7 +353,7 @@ def test_diff_shows_one_item_side_by_side(
     assert code == 2 and "matches 5 items" in err
 
 
-def test_history_and_show_as_json(three_runs: pytest.Pytester, capsys: pytest.CaptureFixture[str]) -> None:
+def test_history_and_show_as_json(three_runs: Path, capsys: pytest.CaptureFixture[str]) -> None:
     code, out, _ = cli(three_runs, capsys, "history", "--json")
     runs = json.loads(out)["runs"]
     assert code == 0 and len(runs) == 3
@@ -362,14 +367,14 @@ def test_history_and_show_as_json(three_runs: pytest.Pytester, capsys: pytest.Ca
 def test_report_command_without_runs_says_so(
     pytester: pytest.Pytester, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    code, _, err = cli(pytester, capsys, "report", "-o", "x.html")
+    code, _, err = cli(pytester.path, capsys, "report", "-o", "x.html")
     assert code == 2 and "no runs in" in err
 
 
-def test_observatory_sized_report_renders(three_runs: pytest.Pytester) -> None:
-    html = (three_runs.path / "report.html").read_text()
+def test_observatory_sized_report_renders(three_runs: Path) -> None:
+    html = (three_runs / "report.html").read_text()
     assert html.count("<svg") == 3  # baseline vs now, two trends
-    assert os.path.getsize(three_runs.path / "report.html") < 400_000
+    assert os.path.getsize(three_runs / "report.html") < 400_000
 
 
 def test_the_report_a_user_believes_in_a_real_browser(
