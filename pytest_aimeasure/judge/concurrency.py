@@ -11,7 +11,8 @@ ADAPTIVE_START = 16
 ADAPTIVE_CEILING = 64
 """The most calls in flight the adaptive limit grows to, when ``--judge-concurrency`` is not given."""
 PAYS_WITHIN = 1.25
-"""Slow start doubles the limit while a doubling raises the round's mean latency by at most this
-factor (it bought at least 2 / 1.25 = 1.6 times the answers per second). Above the noise of a
-round's mean: with a provider whose calls take 0.2-0.5 s, two rounds of 16 differ by about 9% (sd),
-so 1.25 is 2.8 sd; CPU-bound, the doubling past the knee raises it 1.3-1.7 times (speed_bench)."""
+"""A round of calls paid (more calls bought answers in proportion) while its mean latency stays within
+this factor of the base, the lowest round mean seen; above it the limit steps back to what the
+round's rate needs. Above the noise of a round's mean: with a provider whose calls take 0.2-0.5 s,
+two rounds of 16 differ by about 9% (sd), so 1.25 is 2.8 sd; CPU-bound, the doubling past the knee
+raises it 1.3-1.7 times (speed_bench)."""

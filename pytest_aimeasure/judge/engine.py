@@ -914,7 +914,10 @@ class JudgeEngine:
                 raise
             else:
                 limit.release()
-                limit.note_success(token, loop.time() - sent)
+                # The call's own latency, as the backend timed it: not the wait of the calls that
+                # went with the model's first call (they hold slots until it answers), which made
+                # the first round look queued and hid the latency of a call that waits for nothing.
+                limit.note_success(token, reply.latency_s if reply.latency_s > 0 else loop.time() - sent)
                 self._note_connection(backend, None)
                 self._noticed.pop(backend.concurrency_key, None)
                 return reply

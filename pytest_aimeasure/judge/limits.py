@@ -18,16 +18,29 @@ all of them:
 
 Without ``--judge-concurrency`` nobody knows the provider's limit, so the limiter finds it (the
 numbers are in :mod:`pytest_aimeasure.judge.concurrency`): it starts at ``ADAPTIVE_START`` (16) calls
-in flight and, until the first 429/529, doubles after each round (slow start), up to
-``ADAPTIVE_CEILING`` (64), for as long as more calls buy more answers per second. A round's mean
-latency says whether they did: by Little's law, answers per second are the calls in flight over
-their mean latency, so a doubling that raised it by more than ``PAYS_WITHIN`` (1.25) bought less
-than 1.6 times the answers: the calls now wait, at the provider or for this process's own CPU,
-instead of being served. Slow start ends there, at the knee: the calls in flight that the last
-round's rate needs at the round before's latency (no fewer than that round had). The limit stays
-there (the limit reached), as the ceiling that growth after a 429/529 comes back to. A round counts
-only when all its slots were taken at once: a limit the session cannot fill says nothing about the
-provider. An explicit ``--judge-concurrency N`` starts at N and is the ceiling; only 429/529 move it.
+in flight and grows, up to ``ADAPTIVE_CEILING`` (64), for as long as more calls buy more answers per
+second. A round's mean latency says whether they did: by Little's law, answers per second are the
+calls in flight over their mean latency, so a round whose mean latency is within ``PAYS_WITHIN``
+(1.25) of the base (the lowest round mean seen: the latency of a call that waits for nothing) got
+answers in proportion to its calls. Above it the calls wait, at the provider or for this process's
+own CPU, instead of being served. Each round at the current level (``limit`` answers to calls
+started at it, with every slot taken at once: a limit the session cannot fill says nothing about the
+provider) then decides:
+
+* latency held: slow start (until the first round that did not hold) doubles the limit; after it,
+  the limit grows by an eighth (at least one), so a knee found once is probed again gently: the
+  CPU a session's tests take from its judge comes and goes, and so does what more calls buy;
+* latency rose: the limit steps back to the calls in flight that the round's rate needs at the base
+  latency (``limit * base / mean``), and slow start ends. The next round checks the step: when its
+  latency did not come down, the rise was the provider's (it got slower for everyone), not queued
+  calls, and that latency becomes the base, so a provider that slows down is not answered with ever
+  fewer calls.
+
+``highest_limit`` (the limit reached) is the highest level whose round held: a level tried past the
+knee and stepped back from does not count. An explicit ``--judge-concurrency N`` starts at N and is
+the ceiling; only 429/529 move it. After the first 429/529 latency no longer moves the limit: it grows
+back by one per round, up to the level it had when the first one came (the ceiling, if that was
+still slow start).
 
 The limiter runs on the judge engine's event loop; it is not thread-safe. The clock is injectable so
 the adaptive rule can be tested without waiting.
@@ -74,13 +87,14 @@ class ProviderLimit:
         self.ceiling = ceiling
         self.limit = ceiling if start is None else start
         self.highest_limit = self.limit
-        """The highest limit reached (what the adaptive limit found): once slow start finds the knee,
-        the knee (the level tried past it does not count)."""
+        """The highest limit reached: the highest level whose round's latency held (a level tried past
+        the knee and stepped back from does not count)."""
         self._adaptive = self.limit < ceiling  # no --judge-concurrency: latency moves the limit too
-        self._slow_start = self._adaptive  # doubling per round until the first 429/529 or the knee
-        self._previous_mean: float | None = None  # the last round's mean latency, in slow start
-        self._previous_level = self.limit  # the level before the last doubling
-        self._knee: int | None = None  # where more calls stopped paying: 429 recovery stops there
+        self._slow_start = self._adaptive  # doubling per round until a round's latency rises
+        self._latency_rules = self._adaptive  # until the first 429/529: then AIMD alone
+        self._base: float | None = None  # the lowest round mean latency seen
+        self._checking_step = False  # the round after a step back: did its latency come down?
+        self._knee: int | None = None  # 429/529 recovery grows back to here (None: the ceiling)
         self.in_flight = 0
         self.max_in_flight = 0
         self.cooldown_until = float("-inf")
@@ -204,26 +218,38 @@ class ProviderLimit:
 
     def _end_round(self, mean: float | None) -> None:
         level = self.limit
-        if self._slow_start and self._adaptive and mean is not None and mean > 0:
-            previous, self._previous_mean = self._previous_mean, mean
-            if previous is not None and mean > PAYS_WITHIN * previous:
-                # The doubling bought too little: keep the calls in flight that this round's rate
-                # needs at the previous round's latency (Little's law), no fewer than then.
-                self._slow_start = False
-                knee = min(level, max(self._previous_level, round(level * previous / mean)))
-                self._knee = self.highest_limit = max(self._previous_level, knee)
-                self._set(knee)
+        if not self._latency_rules:  # given, or after a 429/529: one more per round, to the knee
+            if level < (self.ceiling if self._knee is None else self._knee):
+                self._grow(level + 1)
+            return
+        if mean is None or mean <= 0:
+            return
+        base = mean if self._base is None else self._base
+        if self._checking_step:
+            # The round after a step back: latency still up means the provider got slower (fewer
+            # calls did not shorten it), so its latency is the base from now on.
+            self._checking_step = False
+            if mean > PAYS_WITHIN * base:
+                self._base = mean
                 return
-        if self._slow_start:
-            self._previous_level = level
-            self._grow(min(2 * level, self.ceiling))
-        elif level < (self.ceiling if self._knee is None else self._knee):
-            self._grow(level + 1)  # after a 429/529: one more per round, back to the knee at most
+        elif mean > PAYS_WITHIN * base:
+            # The calls in flight wait: keep those the round's rate (level / mean) needs at the base
+            # latency (Little's law), and check the step on the next round.
+            self._slow_start = False
+            self._checking_step = True
+            stepped = max(1, round(level * base / mean))
+            self.highest_limit = max(self.highest_limit, stepped)
+            self._set(stepped)
+            return
+        self._base = min(base, mean)
+        self.highest_limit = max(self.highest_limit, level)
+        self._grow(min(2 * level if self._slow_start else level + max(1, level // 8), self.ceiling))
 
     def _grow(self, level: int) -> None:
         if level <= self.limit:
             return
-        self.highest_limit = max(self.highest_limit, level)
+        if not self._latency_rules:
+            self.highest_limit = max(self.highest_limit, level)
         self._set(level)
         self._wake()
 
@@ -243,7 +269,12 @@ class ProviderLimit:
         self._streak += 1
         if self.limited_since is None:
             self.limited_since = self._clock()
-        self._slow_start = False
+        if self._latency_rules:
+            # Recovery grows back to where the latency rules had the limit (in slow start nobody
+            # knows yet: the ceiling).
+            self._latency_rules = False
+            self._knee = None if self._slow_start else self.limit
+            self._slow_start = False
         if token >= self._decreased_at:
             self._set(max(1, self.limit // 2))
             self.lowest_limit = min(self.lowest_limit, self.limit)

@@ -252,3 +252,28 @@ def test_building_the_first_backend_scans_only_the_young_generations_of_the_heap
         if enabled:
             gc.enable()
     assert generations and max(generations) < 2
+
+
+def test_the_limiter_learns_each_call_s_own_latency_as_the_backend_timed_it() -> None:
+    # The calls sent with a model's first call hold their slots while they wait for its answer; timed
+    # from the slot they made the first round look queued (0.5 s for 0.2 s calls), so the adaptive
+    # limit never saw the latency of a call that waits for nothing.
+    from pytest_aimeasure.judge.limits import ProviderLimit
+
+    class Timed(ScriptedReplies):
+        async def judge(self, request: JudgeRequest) -> JudgeReply:
+            return dataclasses.replace(await super().judge(request), latency_s=0.25)
+
+    class Recording(ProviderLimit):
+        latencies: list[float | None]
+
+        def note_success(self, token: int, latency_s: float | None = None) -> None:
+            self.latencies.append(latency_s)
+            super().note_success(token, latency_s)
+
+    for engine in engine_with(Timed([VALID, VALID])):
+        limit = Recording(64, start=16)
+        limit.latencies = []
+        engine.spend.limits["fake"] = limit
+        assert engine.measure(spec(2)).scores == [4, 4]
+        assert limit.latencies == [0.25, 0.25]

@@ -39,11 +39,13 @@ def simulate(
     cpu_s: float = 0.0,
     provider_slots: int | None = None,
     seed: int = 0,
+    levels: list[int] | None = None,
 ) -> None:
     """``calls`` judge calls, always more waiting than the limit lets out, on the fake clock: the
     provider answers each after ``latency_s`` plus up to ``jitter_s`` (uniform), serving at most
     ``provider_slots`` at once (the rest queue there); then this process spends ``cpu_s`` of its one
-    CPU on the answer before the call counts as answered (answers queue for it)."""
+    CPU on the answer before the call counts as answered (answers queue for it). ``levels`` gets the
+    limit after each answer."""
     rng = random.Random(seed)
     answers: list[tuple[float, int, int, float]] = []  # (provider done, order, token, sent)
     provider_free: list[float] = []  # when each of the provider's busy slots frees (a heap)
@@ -68,6 +70,8 @@ def simulate(
         limit.release()
         limit.note_success(token, clock.now - sent)
         answered += 1
+        if levels is not None:
+            levels.append(limit.limit)
 
 
 def test_the_limit_halves_on_a_rate_limit_and_grows_back_one_per_round() -> None:
@@ -248,8 +252,12 @@ def test_cpu_bound_the_limit_stops_where_more_calls_stop_buying_answers() -> Non
     # under twice the fastest one grows the limit, took it to the ceiling, 64).
     clock = FakeClock()
     limit = ProviderLimit(64, start=16, clock=clock)
-    simulate(limit, clock, 3000, 0.2, cpu_s=0.2 / 30)
-    assert 30 <= limit.limit == limit.highest_limit <= 42
+    levels: list[int] = []
+    simulate(limit, clock, 3000, 0.2, cpu_s=0.2 / 30, levels=levels)
+    assert 30 <= limit.highest_limit <= 46
+    # After the doubling that showed the knee, the probing stays near it: never a doubling again.
+    after = levels[levels.index(64) :]
+    assert max(after[after.index(next(n for n in after if n < 64)) :]) <= 48
 
 
 def test_cpu_bound_with_a_varying_latency_the_limit_still_stops_near_the_knee() -> None:
@@ -274,9 +282,37 @@ def test_a_varying_latency_does_not_stop_the_growth_while_more_calls_pay() -> No
 def test_a_provider_that_queues_calls_past_its_capacity_gets_no_more_than_a_doubling_past_it() -> None:
     clock = FakeClock()
     limit = ProviderLimit(64, start=16, clock=clock)
-    simulate(limit, clock, 2000, 0.2, provider_slots=24)
-    assert 24 <= limit.limit == limit.highest_limit <= 32
+    levels: list[int] = []
+    simulate(limit, clock, 2000, 0.2, provider_slots=24, levels=levels)
+    assert 24 <= limit.highest_limit <= 32
     assert limit.max_in_flight == 64  # the doubling that showed it
+    assert max(levels[len(levels) // 4 :]) <= 24 * 1.6  # then probed near it, never doubled past
+
+
+def test_a_knee_found_while_the_cpu_was_busy_is_probed_again_when_it_frees() -> None:
+    # 150 answers a second while the tests take the CPU (30 calls in flight do), then the tests end
+    # and the judge has it alone: 64 calls in flight pay again (the rule before kept the knee, 42).
+    clock = FakeClock()
+    limit = ProviderLimit(64, start=16, clock=clock)
+    simulate(limit, clock, 1000, 0.2, cpu_s=0.2 / 30)
+    assert limit.limit < 64
+    simulate(limit, clock, 2000, 0.2, cpu_s=0.0005)
+    assert limit.limit == limit.highest_limit == 64
+
+
+def test_a_provider_that_gets_slower_for_everyone_gets_its_calls_back() -> None:
+    # 0.2 s a call for the first round, then 0.4 s however many calls are in flight: the doubling
+    # looks like a knee, so the limit steps back once; the next round's latency did not come down
+    # (fewer calls did not shorten it), so it is the provider's, and the limit grows to the ceiling
+    # (the rule before took the slowdown for the knee and stayed at 16).
+    clock = FakeClock()
+    limit = ProviderLimit(64, start=16, clock=clock)
+    simulate(limit, clock, 16, 0.2, cpu_s=0.0005)
+    assert limit.limit == 32
+    levels: list[int] = []
+    simulate(limit, clock, 2000, 0.4, cpu_s=0.0005, levels=levels)
+    assert min(levels) == 16
+    assert limit.limit == limit.highest_limit == 64
 
 
 def test_a_given_limit_is_not_moved_by_latency() -> None:
@@ -290,17 +326,18 @@ def test_after_a_rate_limit_the_adaptive_limit_grows_additively_back_to_the_knee
     clock = FakeClock()
     limit = ProviderLimit(64, start=16, clock=clock)
     simulate(limit, clock, 1000, 0.2, cpu_s=0.2 / 30)
-    knee = limit.limit
+    knee = limit.limit  # where the latency rules had it when the 429 came
     assert knee < 64
+    reached = limit.highest_limit
     token = limit.try_acquire()
     assert token is not None
     limit.release()
     limit.note_rate_limit(token, retry_after=0.0)
-    assert limit.limit == knee // 2 and limit.highest_limit == knee
+    assert limit.limit == knee // 2 and limit.highest_limit == reached
     full_round(limit, 0.2)
     assert limit.limit == knee // 2 + 1  # one more after a round
     for _ in range(knee):
-        full_round(limit, 0.2)
+        full_round(limit, 0.05)  # latency no longer moves it: a faster round grows it by one too
     assert limit.limit == knee  # and no further: more calls stopped paying there
 
 
