@@ -103,3 +103,68 @@ def test_an_idle_connection_is_readable_once_the_server_sent_or_closed_and_asks_
 
     assert asyncio.run(check()) == [False, True, False, True, True]
     assert recorded.done == [("info", "socket"), ("read", 65536)]  # the socket once, at the start
+
+
+def test_a_reply_read_straight_from_the_pool_is_decoded_as_httpx_would() -> None:
+    # The calls go to httpx's connection pool without httpx's response objects around them; a
+    # gzip-encoded reply (the client accepts gzip, as httpx's does) and an error reply still read as
+    # httpx reads them, and the plain one is the JSON it carried.
+    import gzip
+    import json
+
+    import httpx
+
+    replies = [
+        (200, [], json.dumps({"id": "plain", "text": "é"}).encode()),
+        (200, [("Content-Encoding", "gzip")], gzip.compress(json.dumps({"id": "zipped"}).encode())),
+        (
+            529,
+            [("retry-after", "3")],
+            json.dumps({"error": {"type": "overloaded_error", "message": "busy"}}).encode(),
+        ),
+    ]
+    seen: list[bytes] = []
+
+    async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        for status, headers, body in replies:
+            head = await reader.readuntil(b"\r\n\r\n")
+            length = int(
+                next(
+                    line.split(b":")[1]
+                    for line in head.split(b"\r\n")
+                    if line.lower().startswith(b"content-length")
+                )
+            )
+            seen.append(head + await reader.readexactly(length))
+            lines = [
+                f"HTTP/1.1 {status} X",
+                f"Content-Length: {len(body)}",
+                *(f"{k}: {v}" for k, v in headers),
+            ]
+            writer.write(("\r\n".join(lines) + "\r\n\r\n").encode() + body)
+            await writer.drain()
+        writer.close()
+
+    async def scenario() -> tuple[Any, Any, http.HttpStatusError]:
+        server = await asyncio.start_server(serve, "127.0.0.1", 0)
+        port = server.sockets[0].getsockname()[1]
+        api = http.JsonApi(f"http://127.0.0.1:{port}", {"x-api-key": "k"}, timeout=5)
+        try:
+            plain = await api.post("/v1/messages", {"n": 1})
+            zipped = await api.post("/v1/messages", {"n": 2})
+            with pytest.raises(http.HttpStatusError) as failed:
+                await api.post("/v1/messages", {"n": 3})
+            assert api._targets  # they went through the pool, not through httpx's transport
+            return plain, zipped, failed.value
+        finally:
+            await api.aclose()
+            server.close()
+
+    plain, zipped, failed = asyncio.run(scenario())
+    assert (plain.id, plain.text, zipped.id) == ("plain", "é", "zipped")
+    assert (failed.status_code, failed.message, failed.type) == (529, "busy", "overloaded_error")
+    assert isinstance(failed.response, httpx.Response) and failed.response.headers["retry-after"] == "3"
+    head = seen[0].split(b"\r\n\r\n")[0].lower()
+    assert head.startswith(b"post /v1/messages http/1.1\r\nhost: 127.0.0.1:")
+    assert b"x-api-key: k" in head and b"content-type: application/json" in head
+    assert seen[0].endswith(b'{"n": 1}') and b"content-length: 8" in head
