@@ -664,7 +664,7 @@ class JudgeEngine:
         attempts = self.settings.max_invalid_retries + 1
         for attempt in range(attempts):
             request = self._request(spec, template, messages, prefix_chars, index=key[3], attempt=attempt)
-            reply = await self._call(backend, request, _prompt_chars(request))
+            reply = await self._call(backend, request)
             total = total + reply.usage
             verdict = _validate(reply, spec.dimension)
             if isinstance(verdict, Verdict):
@@ -812,12 +812,13 @@ class JudgeEngine:
             with contextlib.suppress(Exception):  # a notice never breaks a judge call
                 self.notice(f"aimeasure: {text}")
 
-    async def _call(self, backend: Backend, request: JudgeRequest, prompt_chars: int) -> JudgeReply:
+    async def _call(self, backend: Backend, request: JudgeRequest) -> JudgeReply:
         self._check_running()
         self._check_reachable(backend)
         reservation = None
         if self.budget is not None:
-            reservation = await self._reserve(self.budget, backend, request, prompt_chars)
+            # Counted only for a budget: it serialises the tool's schema, at every call.
+            reservation = await self._reserve(self.budget, backend, request, _prompt_chars(request))
 
         try:
             reply = _readable(await self._attempts(backend, request))

@@ -12,6 +12,7 @@ split, so the template hash and the sample cache keys kept their meaning and val
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 from dataclasses import dataclass, field
@@ -60,6 +61,7 @@ def text_hash(text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
+@functools.lru_cache(maxsize=256)  # one per dimension: every judge call built it again
 def verdict_tool(dimension: str) -> ToolSpec:
     """The forced tool. ``dimension`` is pinned with an enum so a verdict about another one is invalid;
     the rationale comes before the score so the model argues before it decides."""
