@@ -4,7 +4,7 @@ is not judging."""
 
 from __future__ import annotations
 
-__all__ = ["ADAPTIVE_CEILING", "ADAPTIVE_START", "PAYS_WITHIN"]
+__all__ = ["ADAPTIVE_CEILING", "ADAPTIVE_START", "NEAR_KNEE", "PAYS_WITHIN"]
 
 ADAPTIVE_START = 16
 """Calls in flight to a provider at the start, when ``--judge-concurrency`` is not given."""
@@ -16,3 +16,10 @@ this factor of the base, the lowest round mean seen; above it the limit steps ba
 round's rate needs. Above the noise of a round's mean: with a provider whose calls take 0.2-0.5 s,
 two rounds of 16 differ by about 9% (sd), so 1.25 is 2.8 sd; CPU-bound, the doubling past the knee
 raises it 1.3-1.7 times (speed_bench)."""
+NEAR_KNEE = 1.2
+"""A round that paid but whose mean latency rose past this factor of the base ends slow start: calls
+begin to queue, the knee is near, so the limit grows by an eighth a round from there instead of
+doubling past it (a doubling from just below the knee put twice the calls the rate needed in flight
+before the next round could show it). Two rounds of 32 calls at 0.2-0.4 s differ by about 5% (sd),
+so 1.2 is 4 sd: in 200 simulated sessions of 600 such calls, 1.1 kept 8 from reaching the ceiling,
+1.2 none (tests/unit/judge/test_limits.py's simulator)."""

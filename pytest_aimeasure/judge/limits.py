@@ -27,9 +27,11 @@ own CPU, instead of being served. Each round at the current level (``limit`` ans
 started at it, with every slot taken at once: a limit the session cannot fill says nothing about the
 provider) then decides:
 
-* latency held: slow start (until the first round that did not hold) doubles the limit; after it,
-  the limit grows by an eighth (at least one), so a knee found once is probed again gently: the
-  CPU a session's tests take from its judge comes and goes, and so does what more calls buy;
+* latency held: slow start doubles the limit; after it, the limit grows by an eighth (at least one),
+  so a knee found once is probed again gently: the CPU a session's tests take from its judge comes
+  and goes, and so does what more calls buy. Slow start ends at the first round that did not hold,
+  or earlier, at the first whose latency rose past ``NEAR_KNEE`` (1.2) times the base: calls begin
+  to queue, and a doubling from there would put twice the calls the rate needs in flight;
 * latency rose: the limit steps back to the calls in flight that the round's rate needs at the base
   latency (``limit * base / mean``), and slow start ends. The next round checks the step: when its
   latency did not come down, the rise was the provider's (it got slower for everyone), not queued
@@ -54,7 +56,7 @@ import time
 from collections import deque
 from collections.abc import Callable
 
-from pytest_aimeasure.judge.concurrency import ADAPTIVE_CEILING, ADAPTIVE_START, PAYS_WITHIN
+from pytest_aimeasure.judge.concurrency import ADAPTIVE_CEILING, ADAPTIVE_START, NEAR_KNEE, PAYS_WITHIN
 
 __all__ = ["ADAPTIVE_CEILING", "ADAPTIVE_START", "MAX_COOLDOWN_S", "ProviderLimit", "backoff_s"]
 
@@ -243,6 +245,8 @@ class ProviderLimit:
             return
         self._base = min(base, mean)
         self.highest_limit = max(self.highest_limit, level)
+        if mean > NEAR_KNEE * base:
+            self._slow_start = False  # calls begin to queue: no doubling past the knee
         self._grow(min(2 * level if self._slow_start else level + max(1, level // 8), self.ceiling))
 
     def _grow(self, level: int) -> None:

@@ -279,13 +279,15 @@ def test_a_varying_latency_does_not_stop_the_growth_while_more_calls_pay() -> No
         assert limit.limit == limit.highest_limit == 64, seed
 
 
-def test_a_provider_that_queues_calls_past_its_capacity_gets_no_more_than_a_doubling_past_it() -> None:
+def test_a_provider_that_queues_calls_past_its_capacity_gets_no_doubling_past_it() -> None:
+    # 24 calls at once, the rest queue there: the round of 32 already waited longer (1.25 times), so
+    # the limit grows by steps from there (the rule before doubled to 64 to see it).
     clock = FakeClock()
     limit = ProviderLimit(64, start=16, clock=clock)
     levels: list[int] = []
     simulate(limit, clock, 2000, 0.2, provider_slots=24, levels=levels)
     assert 24 <= limit.highest_limit <= 32
-    assert limit.max_in_flight == 64  # the doubling that showed it
+    assert limit.max_in_flight <= 24 * 1.6
     assert max(levels[len(levels) // 4 :]) <= 24 * 1.6  # then probed near it, never doubled past
 
 
