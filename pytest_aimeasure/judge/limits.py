@@ -33,10 +33,10 @@ provider) then decides:
   or earlier, at the first whose latency rose past ``NEAR_KNEE`` (1.2) times the base: calls begin
   to queue, and a doubling from there would put twice the calls the rate needs in flight;
 * latency rose: the limit steps back to the calls in flight that the round's rate needs at the base
-  latency (``limit * base / mean``), and slow start ends. The next round checks the step: when its
-  latency did not come down, the rise was the provider's (it got slower for everyone), not queued
-  calls, and that latency becomes the base, so a provider that slows down is not answered with ever
-  fewer calls.
+  latency (``limit * base / mean``; never below the start), and slow start ends. The next round
+  checks the step: when its latency did not come down, the rise was the provider's (it got slower
+  for everyone), not queued calls, and that latency becomes the base, so a provider that slows down
+  is not answered with ever fewer calls.
 
 ``highest_limit`` (the limit reached) is the highest level whose round held: a level tried past the
 knee and stepped back from does not count. An explicit ``--judge-concurrency N`` starts at N and is
@@ -94,6 +94,7 @@ class ProviderLimit:
         self._adaptive = self.limit < ceiling  # no --judge-concurrency: latency moves the limit too
         self._slow_start = self._adaptive  # doubling per round until a round's latency rises
         self._latency_rules = self._adaptive  # until the first 429/529: then AIMD alone
+        self._floor = self.limit  # latency never steps the limit back below the start
         self._base: float | None = None  # the lowest round mean latency seen
         self._checking_step = False  # the round after a step back: did its latency come down?
         self._knee: int | None = None  # 429/529 recovery grows back to here (None: the ceiling)
@@ -239,7 +240,10 @@ class ProviderLimit:
             # latency (Little's law), and check the step on the next round.
             self._slow_start = False
             self._checking_step = True
-            stepped = max(1, round(level * base / mean))
+            # Never below the start: latency alone says the calls wait, not that the provider
+            # refuses them (a 429/529 says that), and a machine's load that comes and goes would
+            # otherwise walk the limit down a step at a time.
+            stepped = max(self._floor, round(level * base / mean))
             self.highest_limit = max(self.highest_limit, stepped)
             self._set(stepped)
             return

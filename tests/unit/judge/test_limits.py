@@ -363,3 +363,17 @@ def test_a_given_limit_starts_there_and_is_the_ceiling() -> None:
     for _ in range(10):
         full_round(limit, 0.2)
     assert limit.limit == limit.highest_limit == 8
+
+
+def test_latency_that_keeps_rising_never_steps_the_limit_below_the_start() -> None:
+    # The machine's load climbs: each round waits longer than the last, so the limit steps back and
+    # the provider's latency is taken as the base again and again; only a 429/529 goes lower.
+    clock = FakeClock()
+    limit = ProviderLimit(64, start=16, clock=clock)
+    latency = 0.2
+    levels: list[int] = []
+    for _ in range(40):
+        full_round(limit, latency)
+        levels.append(limit.limit)
+        latency *= 1.4
+    assert min(levels) == 16 and limit.lowest_limit == 16
