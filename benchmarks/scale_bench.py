@@ -4,6 +4,7 @@ items with the offline scripted judge (no latency, no network), pipeline off and
 Run:  python benchmarks/scale_bench.py [--items 1000,5000,10000] [--samples 3] [--rounds 1]
                                        [--inert-tests 2000] [--inert-rounds 3] [--dir PATH]
                                        [--profile plain|off|on] [--profile-end off|on] [--top 30]
+                                       [--against PATH]
 
 For each size a project of that many parametrized ``@pytest.mark.dimension`` tests is written to a
 folder under ``--dir`` (default: the current directory, not /tmp, which is a RAM disk on many systems
@@ -28,6 +29,10 @@ Figures (medians over the rounds), each printed side by side with pytest alone:
 * ``process CPU``: the child's whole user + system CPU (``wait4``), per item, over pytest alone;
 * ``inert``: ``--inert-tests`` trivial tests, plugin loaded and off over plugin disabled, CPU and
   wall (target <= 1.02x).
+
+``--against PATH`` (another checkout, e.g. ``/work/main``) runs ``off`` and ``on`` once more in each
+round with that tree first on the path, interleaved with the others, and prints them as two more
+columns (and their ratio to this tree's): a change measured side by side with what it changes.
 
 The load average is printed at the start and the end: only ratios measured in one run carry over.
 ``--profile MODE`` runs MODE once more at the largest size under cProfile (the test loop only) and
@@ -162,14 +167,18 @@ def pytest_collection_finish(session):
 """
 
 MODES = ("plain", "inert", "off", "on")
+LABELS = ("pytest alone", "plugin inert", "pipeline off", "pipeline on")
 
 
-def run(folder: Path, samples: int, mode: str, profile: Path | None = None, *extra: str) -> dict[str, float]:
+def run(
+    folder: Path, samples: int, mode: str, profile: Path | None = None, *extra: str, tree: str | None = None
+) -> dict[str, float]:
     out = folder / f"timing-{mode}.json"
     compared = folder / f"compare-{mode}.json"
     compared.unlink(missing_ok=True)
     out.unlink(missing_ok=True)
-    env = dict(os.environ, SCALE_OUT=str(out), PYTHONPATH=os.pathsep.join(sys.path[1:]))
+    path = ([tree] if tree else []) + sys.path[1:]  # (--against: that tree's plugin first)
+    env = dict(os.environ, SCALE_OUT=str(out), PYTHONPATH=os.pathsep.join(path))
     env["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"
     # Bytecode is cached as on a user's machine: without it every session compiled the plugin's
     # modules again (tens of ms of CPU, most of the inert session's difference from pytest alone).
@@ -261,7 +270,13 @@ def main() -> None:
         "--profile-end", choices=["off", "on"], default=None, help="profile the session's end"
     )
     parser.add_argument("--top", type=int, default=30)
+    parser.add_argument("--against", default=None, help="another tree: its off/on sessions side by side")
     args = parser.parse_args()
+    # (column label, mode, tree): the modes of this tree, then off/on of --against's
+    columns = [(label, mode, None) for label, mode in zip(LABELS, MODES, strict=True)]
+    if args.against:
+        name = Path(args.against).name
+        columns += [(f"{name} off", "off", args.against), (f"{name} on", "on", args.against)]
     sizes = sorted(int(size) for size in args.items.split(","))
     print(
         f"{','.join(map(str, sizes))} dimension items x {args.samples} samples, scripted judge; Python "
@@ -275,7 +290,7 @@ def main() -> None:
         for size in sizes:
             write_project(root / str(size), size)
             run(root / str(size), args.samples, "on", None, "--update-baseline")
-            results[size] = {mode: [] for mode in MODES}
+            results[size] = {label: [] for label, _, _ in columns}
         inert_size = args.inert_tests
         if args.inert_rounds and inert_size not in results:
             write_project(root / str(inert_size), inert_size)
@@ -285,17 +300,17 @@ def main() -> None:
                 run(root / str(inert_size), args.samples, mode)
         for n in range(max(args.rounds, args.inert_rounds)):
             for size in sizes if n < args.rounds else ():
-                for mode in MODES:
-                    results[size][mode].append(run(root / str(size), args.samples, mode))
+                for label, mode, tree in columns:
+                    results[size][label].append(run(root / str(size), args.samples, mode, tree=tree))
             if n < args.inert_rounds:
                 for mode in inert:
                     inert[mode].append(run(root / str(inert_size), args.samples, mode))
         print(f"medians of {args.rounds} round(s), modes interleaved; load average {load()} at the end")
-        print(f"{'':44}{'pytest alone':>14}{'plugin inert':>14}{'pipeline off':>14}{'pipeline on':>14}")
+        print(f"{'':44}" + "".join(f"{label:>14}" for label, _, _ in columns))
         smallest = sizes[0]
         for size in sizes:
             row = results[size]
-            plain_cpu = median(row["plain"], "loop_cpu_ms")
+            plain_cpu = median(row[LABELS[0]], "loop_cpu_ms")
             print(f"{size} items")
             for label, key, unit, fmt in (
                 ("  test loop CPU per item", "loop_cpu_ms", "ms", "{:.2f}"),
@@ -305,20 +320,33 @@ def main() -> None:
                 ("  process CPU", "cpu_s", "s", "{:.1f}"),
                 ("  process start -> exit", "wall_s", "s", "{:.1f}"),
             ):
-                cells = "".join(f"{fmt.format(median(row[mode], key)) + ' ' + unit:>14}" for mode in MODES)
+                cells = "".join(
+                    f"{fmt.format(median(row[column], key)) + ' ' + unit:>14}" for column, _, _ in columns
+                )
                 print(f"{label:44}{cells}")
-            over = [median(row[mode], "loop_cpu_ms") - plain_cpu for mode in MODES[1:]]
+            over = [median(row[column], "loop_cpu_ms") - plain_cpu for column, _, _ in columns[1:]]
             cells = "".join(f"{f'{v:.2f} ms':>14}" for v in over)
             print(f"{'  test loop CPU per item over pytest alone':44}{'':>14}{cells}  (target <= 1 ms)")
             process = [
-                (median(row[mode], "cpu_s") - median(row["plain"], "cpu_s")) / size * 1000
-                for mode in MODES[1:]
+                (median(row[column], "cpu_s") - median(row[LABELS[0]], "cpu_s")) / size * 1000
+                for column, _, _ in columns[1:]
             ]
             cells = "".join(f"{f'{v:.2f} ms':>14}" for v in process)
             print(f"{'  process CPU per item over pytest alone':44}{'':>14}{cells}")
+            if args.against:
+                ratios = [
+                    median(row[mine], key) / median(row[theirs], key)
+                    for key in ("loop_cpu_ms", "end_s")
+                    for mine, theirs in ((LABELS[2], columns[4][0]), (LABELS[3], columns[5][0]))
+                ]
+                print(
+                    f"  this tree / {Path(args.against).name}: test loop CPU per item {ratios[0]:.2f}x off, "
+                    f"{ratios[1]:.2f}x on; last item -> exit {ratios[2]:.2f}x off, {ratios[3]:.2f}x on"
+                )
             if size != smallest:
                 growth = [
-                    median(row[mode], "end_s") / median(results[smallest][mode], "end_s") for mode in MODES
+                    median(row[column], "end_s") / median(results[smallest][column], "end_s")
+                    for column, _, _ in columns
                 ]
                 cells = "".join(f"{f'{v:.1f}x':>14}" for v in growth)
                 print(f"{f'  last item -> exit / at {smallest} ({size // smallest}x items)':44}{cells}")
