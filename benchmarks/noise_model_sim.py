@@ -22,7 +22,9 @@ Noise models:
   an artifact that sets no repeats: the baseline's session judged three generations an item, each
   later session one. "repeats auto" cases declare ``repeats="auto"``: every session (the baseline's
   and each new one) draws the outputs the plugin's ``choose_repeats`` reads from the baseline so far;
-  the "calls/gens" column then shows today's mean judge calls and outputs an item.
+  the "calls/gens" column then shows today's mean judge calls and outputs an item. These cases run
+  as under ``--aimeasure-baseline-repeats 1`` (an update draws what the choice says; the default 3
+  makes every update draw at least three).
 * ``lucky``: independent noise, but the baseline's (last) session scored 0.4 above the truth on every
   item.
 * ``shift``: a moving generator, and every session (the baseline's and each new one) shifted as a

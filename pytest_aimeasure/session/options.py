@@ -355,9 +355,9 @@ OPTIONS: tuple[Option, ...] = (
         "baseline_repeats",
         "With --update-baseline: generate K outputs of every artifact that sets no repeats= "
         "(aimeasure_artifact, suite prompts), so the baseline measures how much the generator moves "
-        "between outputs (1, the default: one output, as in other runs).",
+        "between outputs (default 3; 1: one output, as in other runs).",
         repeats_count,
-        1,
+        3,
         "aimeasure_baseline_repeats",
         metavar="K",
     ),

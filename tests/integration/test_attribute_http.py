@@ -67,6 +67,10 @@ Session = Callable[..., tuple[pytest.RunResult, dict[str, Any]]]
 def session(pytester: pytest.Pytester, model: str, *args: str) -> tuple[pytest.RunResult, dict[str, Any]]:
     argv = ("--ai-judge", "--judge-model", model, "--judge-samples", str(N), "--aimeasure-json", "out.json")
     argv += args
+    if "--update-baseline" in args:
+        # One output an update: the chain under test is the judge's. Attribution over the outputs an
+        # update generates by default is test_baseline_repeats'.
+        argv += ("--aimeasure-baseline-repeats", "1")
     result = pytester.runpytest(*argv)  # under -n the workers inherit the environment, with the server's URL
     return result, read_results(pytester.path / "out.json")
 

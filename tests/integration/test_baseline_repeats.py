@@ -77,7 +77,7 @@ def test_update_baseline_generates_three_outputs_and_later_runs_compare_with_the
 ) -> None:
     pytester.makeconftest(CONFTEST)
     pytester.makepyfile(test_story=TESTS)
-    update = pytester.runpytest(*ARGS, "--update-baseline", "--aimeasure-baseline-repeats", "3", *xdist)
+    update = pytester.runpytest(*ARGS, "--update-baseline", *xdist)  # three outputs is the default
     update.assert_outcomes(passed=1)
     assert _generated(pytester.path) == 3
     update.stdout.fnmatch_lines(
