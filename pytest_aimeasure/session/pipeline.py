@@ -93,6 +93,15 @@ class Held:
             for deferred in self.record.deferred:
                 deferred.wait(timeout)
 
+    def release(self) -> None:
+        """Logged: let go of the item's pending measurements. Each closed reference cycles (its
+        landing holds the record that lists it; its future's callbacks hold this entry) that only
+        the cyclic collector freed; under the pipeline they lived long enough to reach the oldest
+        generation, and made its full collections of the session's heap come more often."""
+        if self.record is not None:
+            self.record.deferred = []
+        self.calls.clear()
+
 
 def _raiser(exc: BaseException) -> Callable[[], None]:
     def verdict() -> None:
@@ -222,6 +231,7 @@ class Pipeline:
             self._settle(head)
             self._log(head)
             self.queue.popleft()
+            head.release()
 
     def drain(self) -> None:
         """Wait for every pending verdict and log every held report (the end of the run, -x, an

@@ -44,3 +44,54 @@ def test_a_refused_connection_is_a_judge_error_in_every_in_process_session(
         result = pytester.runpytest(*args, "-p", "no:cacheprovider")
         assert result.parseoutcomes().get("errors") == 1, (run, result.stdout.str())
         result.stdout.fnmatch_lines([f"*could not reach*{url}*"])
+
+
+def test_a_pipelined_items_pending_measurements_leave_no_reference_cycle_once_it_is_logged(
+    pytester: pytest.Pytester,
+) -> None:
+    """Under the pipeline, an item's pending measurements closed reference cycles with its record and
+    its queue entry: each was left to the cyclic collector, lived long enough to reach its oldest
+    generation, and made full collections of the session's heap come more often. Once the item is
+    logged nothing of it waits for the collector (automatic collection is off in this session, so
+    whatever cyclic garbage it made is still there to count at its end)."""
+    from tests.scripted import SCRIPTED_ARGS
+
+    pytester.makeconftest(
+        """
+import gc, pathlib, pytest
+
+def pytest_aimeasure_scripted_verdict(call, config):
+    return 4, "fine"
+
+def pytest_configure(config):
+    config._was_enabled = gc.isenabled()
+    gc.disable()
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_sessionfinish(session):
+    gc.set_debug(gc.DEBUG_SAVEALL)
+    try:
+        gc.collect()
+        names = sorted({type(o).__name__ for o in gc.garbage})
+    finally:
+        gc.set_debug(0)
+        del gc.garbage[:]
+        if session.config._was_enabled:
+            gc.enable()
+    pathlib.Path("garbage.txt").write_text(" ".join(names))
+"""
+    )
+    pytester.makepyfile(
+        test_story="""
+import pytest
+
+@pytest.mark.dimension("tone", rubric="5 = calm")
+@pytest.mark.parametrize("case", range(4))
+def test_tone(case, judge):
+    judge.score(f"The fox apologised {case} times.")
+"""
+    )
+    result = pytester.runpytest(*SCRIPTED_ARGS, "--judge-samples", "1", "--judge-pipeline", "2")
+    result.assert_outcomes(passed=4)
+    garbage = (pytester.path / "garbage.txt").read_text().split()
+    assert "PendingMeasurement" not in garbage and "Held" not in garbage, garbage
