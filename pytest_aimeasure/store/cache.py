@@ -235,6 +235,10 @@ def _ranges(indices: Iterable[int]) -> str:
     return ", ".join(parts)
 
 
+_QUESTIONS_KEPT = 256
+"""Questions whose stored samples a lookup keeps (items in flight together, with room to spare)."""
+
+
 class SampleLookup:
     """Finds a stored sample for a key: in the resumed run's journals, then in the cache."""
 
@@ -256,6 +260,10 @@ class SampleLookup:
         # Samples put since the last flush, indexed together in one transaction (first put wins).
         self._unindexed: dict[SampleKey, tuple[SampleRecord, str | None]] = {}
         self._unindexed_lock = threading.Lock()
+        # The cache's samples of the questions looked up lately (fingerprint, prompt, artifact), by
+        # index: an item's N lookups are one query, not N. Under the database's lock; a question is
+        # dropped when samples of it are indexed here.
+        self._questions: dict[tuple[str, str, str], dict[int, str]] = {}
         if resume_run is not None:
             records, self._resume_problems = resume_run.samples()
             self._resume_records = records
@@ -415,23 +423,30 @@ class SampleLookup:
         unindexed = self._unindexed.get(key)
         if unindexed is not None:
             return unindexed[0].sample.model_copy(update={"source": "cache"})
+        question = (key.fingerprint, key.prompt_hash, key.artifact_sha256)
         with self._db.lock:
-            try:
-                row = (
-                    self._db.connect()
-                    .execute(
-                        "SELECT sample FROM samples WHERE fingerprint=? AND prompt_hash=? "
-                        "AND artifact_sha256=? AND idx=?",
-                        tuple(key),
+            stored = self._questions.get(question)
+            if stored is None:
+                try:
+                    rows = (
+                        self._db.connect()
+                        .execute(
+                            "SELECT idx, sample FROM samples WHERE fingerprint=? AND prompt_hash=? "
+                            "AND artifact_sha256=?",
+                            question,
+                        )
+                        .fetchall()
                     )
-                    .fetchone()
-                )
-            except sqlite3.Error as exc:
-                self._fail(exc, "looking up a sample")
-                return None
-        if row is None:
+                except sqlite3.Error as exc:
+                    self._fail(exc, "looking up a sample")
+                    return None
+                if len(self._questions) >= _QUESTIONS_KEPT:
+                    del self._questions[next(iter(self._questions))]  # (the oldest)
+                stored = self._questions[question] = dict(rows)
+            text = stored.get(key.index)
+        if text is None:
             return None
-        return Sample.model_validate_json(row[0]).model_copy(update={"source": "cache"})
+        return Sample.model_validate_json(text).model_copy(update={"source": "cache"})
 
     def put(self, record: SampleRecord, *, run_id: str | None = None, defer: bool = False) -> None:
         """Index a journaled sample (mode ``on`` only; the first sample stored under a key stays);
@@ -451,6 +466,8 @@ class SampleLookup:
                 batch, self._unindexed = list(self._unindexed.values()), {}
             if not batch or self._disabled:
                 return
+            for record, _ in batch:
+                self._questions.pop(record.key[:3], None)  # (looked up before: read again)
             try:
                 self._db.insert([_row(record, run_id) for record, run_id in batch])
             except sqlite3.Error as exc:

@@ -51,6 +51,32 @@ def test_the_index_keeps_repeated_samples_independent_draws(store: RunStore) -> 
     assert [lookup.get(key(i)).score for i in (0, 1)] == [5, 2]  # type: ignore[union-attr]
 
 
+def test_an_items_samples_are_read_from_the_cache_in_one_query(store: RunStore) -> None:
+    first = SampleLookup(store, mode="on")
+    for i in range(3):
+        first.put(record(key(i), score=i + 2))
+    first.close()
+    rerun = SampleLookup(store, mode="on")
+    rerun.prepare()
+    selects: list[str] = []
+    rerun._db.connect().set_trace_callback(
+        lambda sql: selects.append(sql) if sql.startswith("SELECT") else None
+    )
+    found = [rerun.get(key(i)) for i in range(4)]  # (#3 was never stored)
+    assert [s.score if s else None for s in found] == [2, 3, 4, None]
+    assert len(selects) == 1
+    assert rerun.get(key(0, sha="c" * 64)) is None and len(selects) == 2  # another question: read
+
+
+def test_a_sample_indexed_after_its_question_was_read_is_found(store: RunStore) -> None:
+    lookup = SampleLookup(store, mode="on")
+    assert lookup.get(key(0)) is None  # read: nothing stored for the question yet
+    lookup.put(record(key(0), score=5), defer=True)
+    lookup.flush()
+    found = lookup.get(key(0))
+    assert found is not None and found.score == 5
+
+
 def test_anything_that_changes_the_question_misses(store: RunStore) -> None:
     lookup = SampleLookup(store, mode="on")
     lookup.put(record(key(0)))
