@@ -176,6 +176,10 @@ def pytest_runtest_makereport(
     return report
 
 
+VERDICTS = (JudgeError, FloorBreach)
+"""The exceptions a test's report shows as a verdict, without a traceback."""
+
+
 class MeasurePlugin:
     """The hooks that measure and record. Registered once per process, in sessions that judge or
     keep results (:func:`register_measuring`)."""
@@ -272,7 +276,22 @@ class MeasurePlugin:
     def pytest_runtest_makereport(
         self, item: pytest.Item, call: pytest.CallInfo[None]
     ) -> Generator[None, pytest.TestReport, pytest.TestReport]:
-        report = yield  # (its skip already moved to the test by the module's wrapper, inside this one)
+        excinfo = call.excinfo
+        verdict = excinfo.value if excinfo is not None and call.when != "teardown" else None
+        if excinfo is not None and isinstance(verdict, VERDICTS):
+            # Its report shows the verdict, not a traceback (below). pytest formats the failure
+            # before this wrapper gets the report, reading and parsing the source of every frame
+            # (the plugin's, an SDK's, and those of each exception it was raised from): given the
+            # frame that raised and no chain, it formats one. Both are put back at once.
+            traceback, chain = excinfo.traceback, (verdict.__cause__, verdict.__suppress_context__)
+            excinfo.traceback = traceback[-1:]
+            verdict.__cause__, verdict.__suppress_context__ = None, True
+        try:
+            report = yield  # (its skip already moved to the test by the module's wrapper, inside this one)
+        finally:
+            if excinfo is not None and isinstance(verdict, VERDICTS):
+                excinfo.traceback = traceback
+                verdict.__cause__, verdict.__suppress_context__ = chain
         kind = item_kind(item)
         record = runtime.current()
         payload: dict[str, Any] = {"kind": kind, "nodeid": item_nodeid(item)}
@@ -295,7 +314,6 @@ class MeasurePlugin:
                 payload["item_id"] = record.item_id
                 payload["extra"] = record.extra if self.state.is_worker else dict(record.extra)
             payload["declared"] = declared_dimensions(item, self.state.settings.samples)
-            excinfo = call.excinfo
             text: str | None = None
             if excinfo is not None and isinstance(excinfo.value, JudgeError):
                 payload["judge_error"] = str(excinfo.value)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import re
 import textwrap
 from collections.abc import Iterator
 from dataclasses import replace
@@ -771,3 +772,40 @@ def test_canary_api_key_is_absent_from_every_file_the_plugin_writes(
     leaked = [str(p) for p in written if CANARY.encode() in p.read_bytes()]
     assert leaked == []
     assert CANARY not in result.stdout.str()
+
+
+# -- a judge error's report ---------------------------------------------------------------------------
+
+
+def test_a_judge_errors_report_leaves_the_exception_as_it_was_raised(
+    pytester: pytest.Pytester, provider_env: ProviderServer
+) -> None:
+    """A judge error's report shows the verdict, which pytest is given to format from the frame that
+    raised it alone (not every frame's source, nor those of the HTTP error it was raised from). The
+    exception itself is put back as raised: a hook that reads it after the plugin's sees its whole
+    traceback and what it was raised from."""
+    provider_env.scorer = lambda seen: Fault.reject(400, "no such model")
+    pytester.makepyfile(textwrap.dedent(ONE_DIMENSION))
+    pytester.makeconftest(
+        """
+        import pytest
+
+        @pytest.hookimpl(wrapper=True, tryfirst=True)
+        def pytest_runtest_makereport(item, call):
+            report = yield
+            if call.when == "call" and call.excinfo is not None:
+                error = call.excinfo.value
+                print(f"[{type(error).__name__} from {type(error.__cause__ or error.__context__).__name__}"
+                      f" in {len(call.excinfo.traceback)} frames]")
+            return report
+        """
+    )
+    result = judged(
+        pytester, "anthropic/claude-haiku-4-5", "-s", "--judge-samples", "1", "--judge-retries", "0"
+    )
+    result.assert_outcomes(errors=1)
+    (seen,) = re.findall(r"\[(\w+) from (\w+) in (\d+) frames\]", result.stdout.str())
+    assert seen[0] == "JudgeError" and seen[1] != "NoneType" and int(seen[2]) > 1, seen
+    result.stdout.fnmatch_lines(
+        ["*ERROR at call of test_tone*", "judge error: *no such model", "*= aimeasure =*"]
+    )
