@@ -420,6 +420,9 @@ class MeasurePlugin:
         # (before pytest's own unconfigure, which runs a full collection: see release())
         self.summary = None
         self.state.release()
+        # The reports outlive the session (pytest's terminal reporter keeps them to its exit), and
+        # with them their payloads' measurements: every sample, scanned by those collections.
+        self._payloads.clear()
 
 
 class PipelineHooks:

@@ -95,3 +95,47 @@ def test_tone(case, judge):
     result.assert_outcomes(passed=4)
     garbage = (pytester.path / "garbage.txt").read_text().split()
     assert "PendingMeasurement" not in garbage and "Held" not in garbage, garbage
+
+
+def test_the_sessions_measurements_are_let_go_before_pytests_final_collections(
+    pytester: pytest.Pytester,
+) -> None:
+    """pytest's terminal reporter keeps every report until the process exits, and pytest ends a run
+    with full collections of the heap: the measurements the reports' payloads held (every sample) were
+    scanned by them and freed only at exit. By the last unconfigure hook none is left. (Run by
+    pytest.main here: pytester's in-process runs keep every hook call's arguments.)"""
+    from tests.conftest import run_pytest_here
+    from tests.scripted import SCRIPTED_ARGS
+
+    pytester.makeconftest(
+        """
+import gc, pathlib, pytest
+from pytest_aimeasure.measure.models import Measurement, Sample
+
+def pytest_aimeasure_scripted_verdict(call, config):
+    return 4, "fine"
+
+@pytest.hookimpl(trylast=True)
+def pytest_unconfigure(config):
+    gc.collect()  # (what is only garbage now is not held)
+    live = [o for o in gc.get_objects() if isinstance(o, (Measurement, Sample))]
+    pathlib.Path(config.rootpath, "live.txt").write_text(str(len(live)))
+"""
+    )
+    pytester.makepyfile(
+        test_story="""
+import pytest
+
+@pytest.mark.dimension("tone", rubric="5 = calm")
+@pytest.mark.parametrize("case", range(3))
+def test_tone(case, judge):
+    judge.score(f"The fox apologised {case} times.")
+"""
+    )
+    pytester.makeini("[pytest]\n")
+    for pipeline in ("0", "2"):
+        code, out = run_pytest_here(
+            pytester.path, *SCRIPTED_ARGS, "--judge-samples", "2", "--judge-pipeline", pipeline
+        )
+        assert code == 0, out
+        assert (pytester.path / "live.txt").read_text() == "0", pipeline
