@@ -15,6 +15,15 @@ def test_tone(judge):
     judge.score("The fox apologised.")
 """
 
+CASES = """
+import pytest
+
+@pytest.mark.dimension("tone", rubric="5 = calm")
+@pytest.mark.parametrize("case", range({cases}))
+def test_tone(case, judge):
+    judge.score(f"The fox apologised {{case}} times.")
+"""
+
 
 def test_a_refused_connection_is_a_judge_error_in_every_in_process_session(
     pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
@@ -81,16 +90,7 @@ def pytest_sessionfinish(session):
     pathlib.Path("garbage.txt").write_text(" ".join(names))
 """
     )
-    pytester.makepyfile(
-        test_story="""
-import pytest
-
-@pytest.mark.dimension("tone", rubric="5 = calm")
-@pytest.mark.parametrize("case", range(4))
-def test_tone(case, judge):
-    judge.score(f"The fox apologised {case} times.")
-"""
-    )
+    pytester.makepyfile(test_story=CASES.format(cases=4))
     result = pytester.runpytest(*SCRIPTED_ARGS, "--judge-samples", "1", "--judge-pipeline", "2")
     result.assert_outcomes(passed=4)
     garbage = (pytester.path / "garbage.txt").read_text().split()
@@ -122,16 +122,7 @@ def pytest_unconfigure(config):
     pathlib.Path(config.rootpath, "live.txt").write_text(str(len(live)))
 """
     )
-    pytester.makepyfile(
-        test_story="""
-import pytest
-
-@pytest.mark.dimension("tone", rubric="5 = calm")
-@pytest.mark.parametrize("case", range(3))
-def test_tone(case, judge):
-    judge.score(f"The fox apologised {case} times.")
-"""
-    )
+    pytester.makepyfile(test_story=CASES.format(cases=3))
     pytester.makeini("[pytest]\n")
     for pipeline in ("0", "2"):
         code, out = run_pytest_here(
