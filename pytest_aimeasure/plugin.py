@@ -277,21 +277,21 @@ class MeasurePlugin:
         self, item: pytest.Item, call: pytest.CallInfo[None]
     ) -> Generator[None, pytest.TestReport, pytest.TestReport]:
         excinfo = call.excinfo
-        verdict = excinfo.value if excinfo is not None and call.when != "teardown" else None
-        if excinfo is not None and isinstance(verdict, VERDICTS):
+        trimmed: tuple[Any, BaseException | None, bool] | None = None  # what is put back, below
+        if excinfo is not None and call.when != "teardown" and isinstance(excinfo.value, VERDICTS):
             # Its report shows the verdict, not a traceback (below). pytest formats the failure
             # before this wrapper gets the report, reading and parsing the source of every frame
             # (the plugin's, an SDK's, and those of each exception it was raised from): given the
             # frame that raised and no chain, it formats one. Both are put back at once.
-            traceback, chain = excinfo.traceback, (verdict.__cause__, verdict.__suppress_context__)
-            excinfo.traceback = traceback[-1:]
+            verdict = excinfo.value
+            trimmed = (excinfo.traceback, verdict.__cause__, verdict.__suppress_context__)
+            excinfo.traceback = excinfo.traceback[-1:]
             verdict.__cause__, verdict.__suppress_context__ = None, True
         try:
             report = yield  # (its skip already moved to the test by the module's wrapper, inside this one)
         finally:
-            if excinfo is not None and isinstance(verdict, VERDICTS):
-                excinfo.traceback = traceback
-                verdict.__cause__, verdict.__suppress_context__ = chain
+            if excinfo is not None and trimmed is not None:
+                excinfo.traceback, excinfo.value.__cause__, excinfo.value.__suppress_context__ = trimmed
         kind = item_kind(item)
         record = runtime.current()
         payload: dict[str, Any] = {"kind": kind, "nodeid": item_nodeid(item)}
