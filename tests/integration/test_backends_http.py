@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 import json
 import subprocess
@@ -14,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from pytest_aimeasure.judge.backends import base
 from pytest_aimeasure.judge.backends.anthropic import AnthropicBackend, auto_tool_instruction
 from pytest_aimeasure.judge.backends.base import (
     Backend,
@@ -519,6 +521,40 @@ def test_concurrent_calls_overlap(kind: str) -> None:
         assert server.max_in_flight == n - 1
         first, *others = sorted(server.requests, key=lambda seen: seen.started)
         assert all(first.finished <= seen.started for seen in others)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_a_first_call_still_out_after_the_wait_lets_the_calls_sent_with_it_go(
+    kind: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The model's first call is held until the others reach the server: they go once it has been
+    # out for FIRST_CALL_WAIT_S, without its answer (they used to wait for it: a whole judge latency
+    # before the session's other first calls went out).
+    monkeypatch.setattr(base, "FIRST_CALL_WAIT_S", 0.05)
+    n = 4
+    all_here = threading.Barrier(n, timeout=10)
+
+    def scorer(seen: SeenRequest) -> int:
+        # Every call is held until all n are at the server: the first one too, so its answer cannot
+        # be what let the others go. (Under the old rule they never came: the barrier breaks.)
+        with contextlib.suppress(threading.BrokenBarrierError):
+            all_here.wait()
+        return 4
+
+    with ProviderServer(scorer=scorer) as server:
+        backend = make_backend(kind, server)
+
+        async def many() -> list[JudgeReply]:
+            try:
+                return list(await asyncio.gather(*(backend.judge(judge_request()) for _ in range(n))))
+            finally:
+                await backend.aclose()
+
+        replies = asyncio.run(many())
+        assert [r.tool_input["score"] for r in replies if r.tool_input is not None] == [4] * n
+        first, *others = sorted(server.requests, key=lambda seen: seen.started)
+        assert all(seen.started < first.finished for seen in others)
+        assert server.max_in_flight == n
 
 
 @pytest.mark.parametrize("kind", KINDS)

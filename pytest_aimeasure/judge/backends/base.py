@@ -394,6 +394,15 @@ LESSONS = {
 """What each switch of :class:`Quirks` means once a model turned it off, said once a session."""
 
 
+FIRST_CALL_WAIT_S = 1.0
+"""The longest the calls sent with a model's first call wait for its answer. A provider checks a
+request's parameters before it generates anything, so a refusal (the 400 that teaches a quirk) comes
+back within a round trip or two (a new connection's included); a first call still out after this long
+is being answered. Waiting for its answer would add a whole judge latency (seconds) to every
+session's first calls; a refusal slower than this costs one more 400 per call that went, each retried
+at once without what was refused."""
+
+
 @dataclass
 class Quirks:
     """What a backend learned from a model's 400s, kept for its lifetime so later calls don't pay for
@@ -401,10 +410,12 @@ class Quirks:
 
     Until the model's first judge call has ended, the quirks are unknown: that call goes out alone
     and the calls sent with it wait for it (:meth:`first_call`), so a model that refuses a forced tool
-    costs one 400 a session, not one per call in flight. The wait is one call, once: whatever ended
-    the first call (an answer, or a timeout or 429 that teaches nothing), the others go then, so a
-    slow or failing provider is never called one call at a time. Thread-safe: the switches turn off
-    under a lock, and the wait is on a thread-safe future."""
+    costs one 400 a session, not one per call in flight. The wait is one call, once, and at most
+    :data:`FIRST_CALL_WAIT_S`: whatever ended the first call (an answer, or a timeout or 429 that
+    teaches nothing), the others go then, so a slow or failing provider is never called one call at
+    a time; and a first call still out after the wait was accepted (a provider refuses a parameter
+    before it generates anything), so the others do not wait for its answer too. Thread-safe: the
+    switches turn off under a lock, and the wait is on a thread-safe future."""
 
     sends_temperature: bool = True
     forces_tool: bool = True
@@ -412,6 +423,7 @@ class Quirks:
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
     _known: bool = field(default=False, repr=False, compare=False)
     _first: concurrent.futures.Future[None] | None = field(default=None, repr=False, compare=False)
+    _first_at: float = field(default=0.0, repr=False, compare=False)
 
     def turn_off(self, switch: str) -> bool:
         """Turn ``switch`` off; True for the one call that turned it off (it says so)."""
@@ -422,17 +434,20 @@ class Quirks:
             return True
 
     async def first_call(self) -> bool:
-        """Wait while another call is the model's first; True when the caller's call is the first
-        (it then calls :meth:`first_call_done`)."""
+        """Wait while another call is the model's first (at most :data:`FIRST_CALL_WAIT_S` after it
+        started); True when the caller's call is the first (it then calls :meth:`first_call_done`)."""
         with self._lock:
             if self._known:
                 return False
             if self._first is None:
                 self._first = concurrent.futures.Future()
+                self._first_at = time.monotonic()
                 return True
-            first = self._first
-        # Shielded: a waiter that is cancelled must not cancel the future the others wait on.
-        await asyncio.shield(asyncio.wrap_future(first))
+            first, left = self._first, FIRST_CALL_WAIT_S - (time.monotonic() - self._first_at)
+        if left > 0:
+            # asyncio.wait: neither its timeout nor a waiter's cancellation cancels the future the
+            # others wait on.
+            await asyncio.wait([asyncio.wrap_future(first)], timeout=left)
         return False
 
     def first_call_done(self) -> None:
@@ -487,7 +502,8 @@ async def call_judge(
     instruction to call the tool. A 400 that rejects the temperature turns it off, one that rejects
     forced tool use turns that off, one that rejects prompt-cache markers turns caching off (a backend
     that marks its prompt reads ``quirks.caches_prompt``; all remembered in ``quirks``); at most four
-    attempts. Until the model's first answer the calls wait for it (:meth:`Quirks.first_call`), except
+    attempts. Until the model's first answer the calls wait for it (:meth:`Quirks.first_call`, at most
+    :data:`FIRST_CALL_WAIT_S`), except
     in batch mode (``batched``), where an answer takes a whole batch: waiting would make the first
     batch a batch of one.
     ``who`` and ``model`` name the API and model in the error raised when the model keeps rejecting;
