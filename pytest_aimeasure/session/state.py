@@ -324,9 +324,9 @@ class SessionState:
             self._warm_sdk()
 
     def _warm_sdk(self) -> None:
-        """Import the judge's transport and read the price map in the background while pytest starts
-        and collects (an xdist worker: from its first test on; litellm takes seconds), time the first
-        judged test would otherwise wait for."""
+        """Import the judge's transport in the background while pytest starts and collects (an
+        xdist worker: from its first test on; litellm takes seconds), time the first judged test
+        would otherwise wait for."""
         model = self.settings.model
         # xdist's controller runs no test: its workers judge, and an import here would only take a
         # core from them while they start (the few calls a controller makes at the end import then).
@@ -335,18 +335,13 @@ class SessionState:
         batch = self.settings.batch
 
         def load() -> None:
-            from pytest_aimeasure.judge.resolve import import_transport, route
-            from pytest_aimeasure.store.cost import price_for
+            from pytest_aimeasure.judge.resolve import import_transport
 
-            # The backend's own import reports a problem where it matters.
+            # The backend's own import reports a problem where it matters. (Not the price map: every
+            # route reads it with the first reply's cost, after the first request; read here, it
+            # would only compete with the session's start.)
             with contextlib.suppress(Exception):
                 import_transport(model, batch=batch)
-                if route(model) == "anthropic":
-                    # The price map (a 3 MB JSON file): an anthropic/ call reads it before its
-                    # first request (may the prompt be cached?). Other routes read it with their
-                    # first reply's cost, after the request: read here, it would only compete
-                    # with the session's start.
-                    price_for(model)
 
         self._in_background("aimeasure-warm-sdk", load)
 

@@ -160,9 +160,9 @@ T = TypeVar("T")
 
 class _Once(Generic[T]):
     """A loader's value, computed once even when threads ask for it at the same moment (two threads
-    that miss an ``lru_cache`` both compute). The judge's warm-up reads the price map in the
-    background; a first judge call that asks meanwhile waits for that read instead of parsing the
-    3 MB file again beside it. ``cache_clear()`` as on an ``lru_cache``."""
+    that miss an ``lru_cache`` both compute): the judge's loop thread (a reply's cost) and the main
+    thread (a report) may ask at once, and the second waits for the first's read instead of
+    parsing the 3 MB file again beside it. ``cache_clear()`` as on an ``lru_cache``."""
 
     def __init__(self, load: Callable[[], T]) -> None:
         self._load = load

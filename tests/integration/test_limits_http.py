@@ -165,6 +165,50 @@ def test_the_fixed_prefix_is_marked_and_read_from_the_cache_from_the_second_call
     assert spend["cache_creation_input_tokens"] == one.cache_creation_input_tokens
 
 
+@pytest.fixture
+def fresh_price_map() -> Iterator[None]:
+    """The price map as a new process has it: not read yet (and not left behind changed)."""
+    from pytest_aimeasure.store import cost
+
+    def clear() -> None:
+        cost._price_map.cache_clear()
+        cost.price_for.cache_clear()
+        cost._providers.cache_clear()
+
+    clear()
+    yield
+    clear()
+
+
+def test_the_first_call_goes_out_before_the_price_map_is_read(
+    server: ProviderServer, monkeypatch: pytest.MonkeyPatch, fresh_price_map: None
+) -> None:
+    # The price map (litellm's 3 MB file; genai-prices' data on a core install, 0.4 s of CPU) was
+    # read to decide whether to mark the prompt for caching before the session's first request. The
+    # first call marks it without the map; the calls after its answer follow what the map says.
+    from pytest_aimeasure.store import cost
+
+    read = cost._price_map._load
+    requests_when_read: list[int] = []
+
+    def load() -> dict[str, dict[str, Any]]:
+        requests_when_read.append(len(server.requests))
+        # A price entry that says the model cannot cache: it decides the later calls' markers.
+        entry = {"litellm_provider": "anthropic", "supports_prompt_caching": False}
+        prices = {"input_cost_per_token": 1e-6, "output_cost_per_token": 5e-6}
+        return {**read(), "claude-test": {**entry, **prices}}
+
+    monkeypatch.setattr(cost._price_map, "_load", load)
+    engine = engine_for("anthropic", server, monkeypatch, concurrency=1, samples=1)
+    try:
+        measure_all(engine, [spec(0, samples=1), spec(1, samples=1)])
+    finally:
+        engine.close()
+    assert requests_when_read and requests_when_read[0] >= 1  # read once the first request was out
+    marked = ["cache_control" in r.body["tools"][0] for r in server.requests]
+    assert marked == [True, False]
+
+
 def test_a_model_that_rejects_cache_control_is_called_again_without_it(
     server: ProviderServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -147,10 +147,17 @@ class AnthropicBackend(LearnsQuirks):
     def caches_prompt(self) -> bool:
         """Whether judge calls mark their fixed prefix for prompt caching now."""
         if self.prompt_caching is None:
+            if not self.quirks.known:
+                # The session's first calls mark their prefix without asking the price map: reading
+                # it (tens of ms of CPU, a 3 MB file with litellm) came before the session's first
+                # request. A marker the model cannot use is ignored by the API, and one it refuses
+                # is a 400 learned as a quirk; the calls after the first answer ask the map (read
+                # by then for the first reply's cost).
+                return self.quirks.caches_prompt
             from pytest_aimeasure.store.cost import supports_prompt_caching
 
-            # Decided on first use: reading the price map is not free, and a fully cached rerun
-            # builds backends it never calls.
+            # Decided once: reading the price map is not free, and a fully cached rerun builds
+            # backends it never calls.
             self.prompt_caching = supports_prompt_caching(self.model, self.provider)
         return self.prompt_caching and self.quirks.caches_prompt
 

@@ -425,6 +425,11 @@ class Quirks:
     _first: concurrent.futures.Future[None] | None = field(default=None, repr=False, compare=False)
     _first_at: float = field(default=0.0, repr=False, compare=False)
 
+    @property
+    def known(self) -> bool:
+        """Whether the model's first judge call has ended: what it refuses is learned by now."""
+        return self._known
+
     def turn_off(self, switch: str) -> bool:
         """Turn ``switch`` off; True for the one call that turned it off (it says so)."""
         with self._lock:
