@@ -78,7 +78,7 @@ def test_every_module_the_package_imports_is_declared_where_it_is_needed() -> No
         for extra, requirements in project["optional-dependencies"].items()
     }
     distributions = importlib.metadata.packages_distributions()
-    with_core = {module for dist, modules in COMES_WITH.items() if _normalize(dist) in core for module in modules}
+    with_core = {m for dist, modules in COMES_WITH.items() if _normalize(dist) in core for m in modules}
     problems = []
     for name, where in sorted(_third_party(_imported_top_level_names()).items()):
         dists = {_normalize(d) for d in distributions.get(name, [name])}
