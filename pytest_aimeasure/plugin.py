@@ -176,6 +176,19 @@ def pytest_runtest_makereport(
     return report
 
 
+KIND = pytest.StashKey[str]()
+DECLARED = pytest.StashKey[list[tuple[str, str]]]()
+
+
+def _kind(item: pytest.Item) -> str:
+    """The item's kind, read from its markers once in its run (makereport asks at every phase, and
+    at every remade report of a pipelined item: a dozen marker walks an item)."""
+    kind = item.stash.get(KIND, None)
+    if kind is None:
+        kind = item.stash[KIND] = item_kind(item)
+    return kind
+
+
 VERDICTS = (JudgeError, FloorBreach)
 """The exceptions a test's report shows as a verdict, without a traceback."""
 
@@ -244,9 +257,11 @@ class MeasurePlugin:
 
     @pytest.hookimpl(wrapper=True, tryfirst=True)
     def pytest_runtest_call(self, item: pytest.Item) -> Generator[None, None, None]:
-        if not self.state.judging or item_kind(item) != "dimension":
+        if not self.state.judging or _kind(item) != "dimension":
             return (yield)
-        failed_gate = self.state.artifacts.failed_gate_for(self._artifact_values(item))
+        # (The item's artifact values are looked for only once some gate has failed.)
+        artifacts = self.state.artifacts
+        failed_gate = artifacts.failed_gate_for(self._artifact_values(item)) if artifacts.any_failed else None
         if failed_gate is not None:
             runtime.record_finding(
                 "gate_failed",
@@ -292,7 +307,7 @@ class MeasurePlugin:
         finally:
             if excinfo is not None and trimmed is not None:
                 excinfo.traceback, excinfo.value.__cause__, excinfo.value.__suppress_context__ = trimmed
-        kind = item_kind(item)
+        kind = _kind(item)
         record = runtime.current()
         payload: dict[str, Any] = {"kind": kind, "nodeid": item_nodeid(item)}
         if call.when == "call" or (call.when == "setup" and not report.passed):
@@ -313,7 +328,10 @@ class MeasurePlugin:
                 payload["artifact_keys"] = list(record.artifact_keys)
                 payload["item_id"] = record.item_id
                 payload["extra"] = record.extra if self.state.is_worker else dict(record.extra)
-            payload["declared"] = declared_dimensions(item, self.state.settings.samples)
+            declared = item.stash.get(DECLARED, None)
+            if declared is None:  # (the same at every report of the item: its marker and the settings')
+                declared = item.stash[DECLARED] = declared_dimensions(item, self.state.settings.samples)
+            payload["declared"] = list(declared)
             text: str | None = None
             if excinfo is not None and isinstance(excinfo.value, JudgeError):
                 payload["judge_error"] = str(excinfo.value)
@@ -484,7 +502,7 @@ class PipelineRunner:
         reason = self.pipeline.aside_reason(item)
         if reason is not None:
             record = runtime.current()
-            if record is not None and item_kind(item) == "dimension":
+            if record is not None and _kind(item) == "dimension":
                 record.extra[PIPELINE_ASIDE] = reason
             return None  # pytest's runner (or the plugin that steps in) runs and logs it
         return self.pipeline.run(item, nextitem)

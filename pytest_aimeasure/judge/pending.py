@@ -56,53 +56,76 @@ class PendingMeasurement(Measurement):
     @classmethod
     def submitted(cls, future: Future[Measurement], landing: Landing) -> PendingMeasurement:
         """The measurement ``future`` will bring; ``landing`` applies it to the test once."""
-        pending = cls.model_construct()
-        # No value is known yet, not even a default (a default would read as the judge's answer):
-        # every field is filled from the landed measurement in settle().
-        pending.__dict__.clear()
-        pending._future, pending._landing = future, landing
+        # What model_construct() leaves, without the field defaults it computes (every field's, at
+        # every item) only to have them dropped: no value is known yet, not even a default (a default
+        # would read as the judge's answer); every field is filled from the landed measurement in
+        # settle().
+        pending = cls.__new__(cls)
+        private: dict[str, Any] = {
+            "_future": future,
+            "_landing": landing,
+            "_lock": threading.Lock(),
+            "_settled": False,
+            "_verdict": None,
+            "_measurement": None,
+        }
+        for name, value in (
+            ("__dict__", {}),
+            ("__pydantic_fields_set__", set()),
+            ("__pydantic_extra__", None),
+            ("__pydantic_private__", private),
+        ):
+            object.__setattr__(pending, name, value)
         return pending
+
+    def _private(self) -> dict[str, Any]:
+        """The pending handle's own state (the private attributes), read and written directly: through
+        pydantic's lookup of a missing attribute each read cost a few microseconds, a dozen an item."""
+        private: dict[str, Any] = self.__pydantic_private__  # type: ignore[assignment]
+        return private
 
     # -- the pipeline's side (runtime.Deferred) --------------------------------------------------
     def done(self) -> bool:
-        # (The pipeline asks this of every pending item while it waits for room: read the private
-        # attribute directly, not through pydantic's lookup of a missing attribute.)
-        future: Future[Measurement] = self.__pydantic_private__["_future"]  # type: ignore[index]
+        # (The pipeline asks this of every pending item while it waits for room.)
+        future: Future[Measurement] = self._private()["_future"]
         return future.done()
 
     def wait(self, timeout: float | None = None) -> None:
         with contextlib.suppress(CancelledError, WaitTimeout):
-            self._future.exception(timeout)
+            self._private()["_future"].exception(timeout)
 
     def on_done(self, callback: Callable[[], None]) -> None:
-        self._future.add_done_callback(lambda _: callback())
+        self._private()["_future"].add_done_callback(lambda _: callback())
 
     def cancel(self) -> None:
-        self._future.cancel()
+        self._private()["_future"].cancel()
 
     @property
     def settled(self) -> bool:
-        return self._settled
+        settled: bool = self._private()["_settled"]
+        return settled
 
     def settle(self) -> BaseException | None:
         """Wait for the verdict, take its values and apply it once; later calls return the same
         exception."""
-        with self._lock:
-            if self._settled:
-                return self._verdict
+        private = self._private()
+        with private["_lock"]:
+            if private["_settled"]:
+                verdict: BaseException | None = private["_verdict"]
+                return verdict
             try:
-                outcome: Measurement | BaseException = self._future.result()
+                outcome: Measurement | BaseException = private["_future"].result()
             except CancelledError as exc:
                 outcome = exc
             except Exception as exc:  # JudgeError, NotJudged, a backend's failure
                 outcome = exc
             if isinstance(outcome, Measurement):
-                self._measurement = outcome
+                private["_measurement"] = outcome
                 self.__dict__.update(outcome.__dict__)
                 self.__pydantic_fields_set__.update(outcome.__pydantic_fields_set__)
-            self._verdict = self._landing(outcome)
-            self._settled = True
-            return self._verdict
+            private["_verdict"] = verdict = private["_landing"](outcome)
+            private["_settled"] = True
+            return verdict
 
     # -- the test's side -------------------------------------------------------------------------
     def result(self) -> Measurement:

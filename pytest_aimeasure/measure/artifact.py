@@ -385,6 +385,11 @@ class ArtifactRegistry:
             if not isinstance(value, _FACTORY_TYPES):
                 self._failed_objects.setdefault(id(value), (value, gate_nodeid))
 
+    @property
+    def any_failed(self) -> bool:
+        """Has any gate failed yet? (Until one has, no item need look for its artifact's values.)"""
+        return bool(self._failed_keys or self._failed_objects)
+
     def failed_gate_for(self, values: list[object]) -> str | None:
         """The nodeid of a failed gate that used one of ``values``, if any."""
         for value in values:

@@ -61,7 +61,15 @@ from typing import Literal
 
 from pytest_aimeasure.measure.models import Sample
 from pytest_aimeasure.store.fileio import atomic_write, fsync_dir, lock_path
-from pytest_aimeasure.store.runs import Journal, Run, RunStore, SampleKey, SampleRecord, read_journal
+from pytest_aimeasure.store.runs import (
+    Journal,
+    Run,
+    RunStore,
+    SampleKey,
+    SampleRecord,
+    read_journal,
+    utc_now,
+)
 
 __all__ = [
     "CacheError",
@@ -533,6 +541,14 @@ class SampleLookup:
             self._db.close()
 
 
+def _record(key: KeyLike, item_id: str, nodeid: str, sample: Sample) -> SampleRecord:
+    """The journal record of a sample the engine made or found: built, not validated again (every
+    part is one already: the engine's key, the test's ids, a Sample model), once per sample."""
+    return SampleRecord.model_construct(
+        key=SampleKey(*key), item_id=item_id, nodeid=nodeid, sample=sample, recorded_at=utc_now()
+    )
+
+
 class StoreSink:
     """The judge engine's sample sink for one run: looks samples up, journals and indexes new ones.
 
@@ -554,9 +570,7 @@ class StoreSink:
             self.samples.resume_run is not None and self.samples.resume_run.run_id == self.run.run_id
         )
         if not (sample.source == "journal" and resumed_here):
-            record = SampleRecord(
-                key=SampleKey(*key), item_id=item_id, nodeid=nodeid or item_id, sample=sample
-            )
+            record = _record(key, item_id, nodeid or item_id, sample)
             self.journal.append(record, sync=False)  # fsync-ed with the item's other samples (sync)
         return sample
 
@@ -568,7 +582,7 @@ class StoreSink:
         """Journal a fresh sample (written before returning: a killed process keeps it; fsync-ed too
         unless ``sync=False``, when :meth:`sync` follows once the item's samples are in), then index
         it in the cache."""
-        record = SampleRecord(key=SampleKey(*key), item_id=item_id, nodeid=nodeid, sample=sample)
+        record = _record(key, item_id, nodeid, sample)
         self.journal.append(record, sync=sync)
         self.samples.put(record, run_id=self.run.run_id, defer=not sync)
 

@@ -39,6 +39,12 @@ class LoopThread:
         self._lock = threading.Lock()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
+        # Coroutines handed over and not started yet, and whether the loop was woken to start them:
+        # what is handed over before it runs is started in the same turn (one wake-up of the loop's
+        # thread, not one per coroutine: pipelined tests hand one over each, faster than it turns).
+        self._incoming: list[tuple[Coroutine[Any, Any, Any], Future[Any]]] = []
+        self._incoming_lock = threading.Lock()
+        self._woken = False
 
     @property
     def started(self) -> bool:
@@ -55,8 +61,35 @@ class LoopThread:
             return self._loop
 
     def submit(self, coro: Coroutine[Any, Any, T]) -> Future[T]:
-        """Schedule ``coro`` on the loop (starting it if needed); thread-safe."""
-        return asyncio.run_coroutine_threadsafe(coro, self._ensure())
+        """Schedule ``coro`` on the loop (starting it if needed); thread-safe. As
+        :func:`asyncio.run_coroutine_threadsafe`: cancelling the returned future cancels the task."""
+        if not asyncio.iscoroutine(coro):
+            raise TypeError("a coroutine object is required")
+        loop = self._ensure()
+        future: Future[T] = Future()
+        with self._incoming_lock:
+            self._incoming.append((coro, future))
+            if self._woken:
+                return future
+            self._woken = True
+        try:
+            loop.call_soon_threadsafe(self._start_incoming, loop)
+        except RuntimeError:  # the loop was closed meanwhile: nothing will run it
+            with self._incoming_lock:
+                self._woken = False
+            raise
+        return future
+
+    def _start_incoming(self, loop: asyncio.AbstractEventLoop) -> None:
+        """On the loop: start every coroutine handed over since the last wake-up."""
+        with self._incoming_lock:
+            batch, self._incoming = self._incoming, []
+            self._woken = False
+        for coro, future in batch:
+            if future.cancelled():
+                coro.close()  # (never started: no "never awaited" warning)
+                continue
+            _chain(loop.create_task(coro), future, loop)
 
     def run(self, coro: Coroutine[Any, Any, T]) -> T:
         """Run ``coro`` on the loop and wait for its result; an interrupt while waiting cancels it."""
@@ -80,3 +113,27 @@ class LoopThread:
             thread.join(timeout=timeout)
         if not loop.is_running():
             loop.close()
+
+
+def _chain(task: asyncio.Task[T], future: Future[T], loop: asyncio.AbstractEventLoop) -> None:
+    """Copy the task's outcome to ``future``; cancelling ``future`` cancels the task (what
+    :func:`asyncio.run_coroutine_threadsafe` does, through asyncio's private helper)."""
+
+    def cancel_task(done: Future[T]) -> None:
+        if done.cancelled() and not loop.is_closed():
+            loop.call_soon_threadsafe(task.cancel)
+
+    def copy_outcome(done: asyncio.Task[T]) -> None:
+        if done.cancelled():
+            future.cancel()
+            return
+        if not future.set_running_or_notify_cancel():
+            return  # cancelled by its owner meanwhile
+        error = done.exception()
+        if error is not None:
+            future.set_exception(error)
+        else:
+            future.set_result(done.result())
+
+    future.add_done_callback(cancel_task)
+    task.add_done_callback(copy_outcome)

@@ -127,3 +127,15 @@ def test_the_pipeline_side_never_waits() -> None:
     assert future.cancelled()
     assert m.settle() is None  # this landing lets a cancelled item pass; it is told why
     assert m.settled and isinstance(landings.outcomes[0], CancelledError)
+
+
+def test_a_submitted_measurement_holds_every_private_attribute_and_no_value() -> None:
+    # submitted() builds the handle's state by hand (model_construct computed every field's default
+    # only to drop it): it must hold each private attribute the class declares, and no field.
+    m, future, _ = pending()
+    assert set(m.__pydantic_private__ or {}) == set(PendingMeasurement.__private_attributes__)
+    assert m.__dict__ == {} and m.__pydantic_fields_set__ == set()
+    assert not m.done() and not m.settled
+    future.set_result(landed())
+    assert m.done() and m.mean == 4.0 and m.settled
+    assert m.__pydantic_fields_set__ == landed().__pydantic_fields_set__
