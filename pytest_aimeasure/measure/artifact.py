@@ -95,6 +95,8 @@ def unicode_problem(text: str) -> str | None:
     Such text comes from decoding bytes with ``errors="surrogateescape"`` or from splitting a
     surrogate pair; no file, journal or provider request can carry it.
     """
+    if text.isascii():  # (known without a look at the text: no copy of it is encoded per check)
+        return None
     try:
         text.encode("utf-8")
     except UnicodeEncodeError as exc:
@@ -121,11 +123,24 @@ def replace_lone_surrogates_in(value: Any) -> Any:
     it, keys too, passed through :func:`replace_lone_surrogates`."""
     if isinstance(value, str):
         return replace_lone_surrogates(value)
+    if not _holds_lone_surrogate(value):
+        return value  # the common case: every reply is read this way, and none is copied
     if isinstance(value, dict):
         return {replace_lone_surrogates_in(k): replace_lone_surrogates_in(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
         return type(value)(replace_lone_surrogates_in(v) for v in value)
     return value
+
+
+def _holds_lone_surrogate(value: Any) -> bool:
+    """Does a string inside ``value`` (dicts, keys too, lists and tuples) hold a lone surrogate?"""
+    if isinstance(value, str):
+        return unicode_problem(value) is not None
+    if isinstance(value, dict):
+        return any(_holds_lone_surrogate(k) or _holds_lone_surrogate(v) for k, v in value.items())
+    if isinstance(value, (list, tuple)):
+        return any(_holds_lone_surrogate(v) for v in value)
+    return False
 
 
 def value_problem(value: Any, where: str = "") -> tuple[str, str] | None:
