@@ -66,6 +66,7 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from io import BytesIO
 from pathlib import Path
+from statistics import NormalDist
 
 import numpy as np
 from simulated import DIMENSION, FINGERPRINT, item_id
@@ -174,6 +175,17 @@ CASES = (
         items=10,
         target=0.02,
     ),
+    # The default path once pooled: every update generates three outputs, every run one.
+    Case("moving, N=3, pooled 10 of 3 outputs", "moving", 3, pooled=True, base_repeats=3, pool=10),
+    Case(
+        "shift sd 0.2, moving, N=3, pooled 10 of 3 outputs",
+        "moving",
+        3,
+        pooled=True,
+        base_repeats=3,
+        session_sd=0.2,
+        pool=10,
+    ),
 )
 POWER_CASES = tuple(
     Case(
@@ -277,6 +289,8 @@ class Tally:
     drop_fail: int = 0
     aa_deltas: list[float] | None = None
     drop_deltas: list[float] | None = None
+    dfs: list[float] | None = None  # the dimension test's df, at the drop
+    levels: list[float] | None = None  # the level the dimension test starts at
     calls: int = 0  # judge samples of the new sessions
     outputs: int = 0  # generations of the new sessions
     items: int = 0
@@ -286,7 +300,7 @@ def run_case(case: Case, replicates: int, seed: int, drop: float) -> Tally:
     """The same seed gives the same sessions under either rule (the columns pair). Each baseline
     serves PER_BASELINE new sessions of each kind, as a committed baseline serves many runs."""
     rng = np.random.default_rng(seed)
-    tally = Tally(aa_deltas=[], drop_deltas=[])
+    tally = Tally(aa_deltas=[], drop_deltas=[], dfs=[], levels=[])
     for _ in range(math.ceil(replicates / PER_BASELINE)):
         truth = rng.uniform(2.5, 4.5, size=case.items)
         k_base = case.repeats if case.base_repeats is None else case.base_repeats
@@ -317,6 +331,10 @@ def run_case(case: Case, replicates: int, seed: int, drop: float) -> Tally:
             else:
                 tally.drop_fail += result.has_regressions
                 tally.replicates += 1
+                assert tally.dfs is not None and tally.levels is not None
+                assert dimension.df is not None and dimension.level is not None
+                tally.dfs.append(dimension.df)
+                tally.levels.append(dimension.level)
     return tally
 
 
@@ -375,13 +393,52 @@ def prior_limit(case: Case, tally: Tally) -> float:
         from pytest_aimeasure.measure.stats import CONSERVATIVE_PRIOR
     except ImportError:
         return float("nan")
+    try:  # from this many sessions the session-level test holds a shift, and no floor is assumed
+        from pytest_aimeasure.measure.stats import SESSION_TEST_SESSIONS
+    except ImportError:
+        SESSION_TEST_SESSIONS = 1_000_000  # the rule before it: the floor at every pool
     assert tally.aa_deltas is not None and tally.drop_deltas is not None
     shared = CONSERVATIVE_PRIOR.shared_floor_var if case.pooled else CONSERVATIVE_PRIOR.shared_var
+    if case.pooled and case.sessions >= SESSION_TEST_SESSIONS:
+        shared = 0.0
     if case.session_sd:
         shared = 0.0  # the shift is real here: var(D) over the A/A sessions holds it already
     sd = math.sqrt(float(np.var(tally.aa_deltas, ddof=1)) + shared * (1 + 1 / case.sessions))
     cut = max(TOLERANCE, Z99 * sd)
     return sum(d <= -cut for d in tally.drop_deltas) / len(tally.drop_deltas)
+
+
+def gap(case: Case, tally: Tally) -> dict[str, float]:
+    """Where detection goes between the limit and the rule: the known-variance cut at 1%
+    (``limit``), at the level the dimension test starts at (``level``), with the t quantile at the
+    rule's median df (``t``), plus the session-wide floor the rule assumes, if any (``floor``)."""
+    from pytest_aimeasure.measure.stats import CONSERVATIVE_PRIOR, t_ppf
+
+    try:
+        from pytest_aimeasure.measure.stats import SESSION_TEST_SESSIONS
+    except ImportError:
+        SESSION_TEST_SESSIONS = 1_000_000  # the rule before it: the floor at every pool
+    assert tally.aa_deltas is not None and tally.drop_deltas is not None
+    assert tally.dfs is not None and tally.levels is not None
+    var = float(np.var(tally.aa_deltas, ddof=1))
+    level, df = float(np.median(tally.levels)), float(np.median(tally.dfs))
+    floor = 0.0
+    if case.pooled and case.sessions < SESSION_TEST_SESSIONS:
+        floor = CONSERVATIVE_PRIOR.shared_floor_var * (1 + 1 / case.sessions)
+
+    drops = tally.drop_deltas
+
+    def caught(cut: float) -> float:
+        return sum(d <= -max(TOLERANCE, cut) for d in drops) / len(drops)
+
+    z = NormalDist().inv_cdf
+    return {
+        "limit": caught(z(0.99) * math.sqrt(var)),
+        "level": caught(z(1 - level) * math.sqrt(var)),
+        "t": caught(t_ppf(1 - level, df) * math.sqrt(var)),
+        "floor": caught(t_ppf(1 - level, df) * math.sqrt(var + floor)),
+        "df": df,
+    }
 
 
 def run_all(cases: Sequence[Case], replicates: int, seed: int, drop: float) -> dict[str, dict[str, float]]:
@@ -398,6 +455,7 @@ def run_all(cases: Sequence[Case], replicates: int, seed: int, drop: float) -> d
             if case.lucky == 0.0 and not case.repeats_auto
             else float("nan"),
             "prior": prior_limit(case, tally),
+            **{f"gap_{k}": v for k, v in gap(case, tally).items()},
             "n": tally.replicates,
             "calls": tally.calls / tally.items,
             "outputs": tally.outputs / tally.items,
@@ -491,6 +549,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--no-old", action="store_true")
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--only", help="run only the cases whose name contains this text")
+    parser.add_argument("--gap", action="store_true", help="print where detection goes, limit to rule")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.child:
@@ -513,6 +572,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     old_power = None if args.no_old else run_old(args.old_ref, power_cases, n_power, args.seed + 7, args.drop)
     table(power_cases, new_power, old_power)
     print(f"({time.perf_counter() - started:.0f}s)")
+    if args.gap:
+        print(
+            "\nwhere detection goes (known variance): 1% -> the dimension's level -> t(df) -> + floor -> rule"
+        )
+        for case in [*cases, *power_cases]:
+            r = new[case.name] if case.name in new else new_power[case.name]
+            print(
+                f"{case.name:<52}{100 * r['gap_limit']:>6.0f}%{100 * r['gap_level']:>6.0f}%"
+                f"{100 * r['gap_t']:>6.0f}% (df {r['gap_df']:.0f})"
+                f"{100 * r['gap_floor']:>6.0f}%{100 * r['drop']:>6.0f}%"
+            )
     bad = [c.name for c in cases if new[c.name]["aa"] > c.target]
     for name in bad:
         print(f"NEW A/A false-fail rate too high: {name}")
