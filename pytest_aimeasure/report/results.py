@@ -179,13 +179,14 @@ def baseline_dimensions(
     """Per dimension, the baseline's mean and CI over the entries the comparison paired."""
     if baseline is None:
         return {}
+    # The items grouped by dimension in one pass: a pass per dimension was dimensions x items.
+    by_dimension: dict[str, list[list[int]]] = {}
+    for c in items.values():
+        if c.delta is not None and c.item_id in baseline.entries:
+            by_dimension.setdefault(c.dimension, []).append(baseline.entries[c.item_id].scores)
     out: dict[str, BaselineDimension] = {}
     for name in dimensions:
-        paired = [
-            baseline.entries[c.item_id].scores
-            for c in items.values()
-            if c.dimension == name and c.delta is not None and c.item_id in baseline.entries
-        ]
+        paired = by_dimension.get(name)
         if paired:
             stats = dimension_stats([[float(s) for s in scores] for scores in paired], var_floor=var_floor)
             out[name] = BaselineDimension(

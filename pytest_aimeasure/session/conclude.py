@@ -451,7 +451,7 @@ def build_results(
             # The fields of a validated ItemResult, as they are: validating them again (every
             # sample's model checked) was half a second per 2,000 items at the session's end.
             ResultItem.model_construct(
-                **dict(result),
+                **result.__dict__,  # (not dict(result): pydantic's __iter__ is a generator in Python)
                 verdict=item_cmp.verdict if item_cmp is not None else None,
                 comparison=item_cmp,
             )

@@ -4,7 +4,11 @@ from __future__ import annotations
 
 import json
 
-from pytest_aimeasure.report.results import SessionResults, results_json
+from pytest_aimeasure.compare.drift import DimensionComparison, ItemComparison
+from pytest_aimeasure.measure.models import Fingerprint
+from pytest_aimeasure.measure.stats import dimension_stats
+from pytest_aimeasure.report.results import SessionResults, baseline_dimensions, results_json
+from pytest_aimeasure.store.baseline import BaselineEntry, BaselineFile
 
 
 def test_the_text_is_indented_with_every_objects_keys_sorted_and_reads_back_the_same() -> None:
@@ -24,3 +28,44 @@ def test_the_text_is_indented_with_every_objects_keys_sorted_and_reads_back_the_
     assert list(data["spend"]) == ["alpha", "zeta"] and list(data["spend"]["alpha"]) == ["a", "b"]
     assert list(data["spend"]["alpha"]["b"][0]) == ["x", "y"]
     assert SessionResults.model_validate(data) == results
+
+
+def _entry(dimension: str, scores: list[int]) -> BaselineEntry:
+    fingerprint = Fingerprint(
+        provider="scripted", model="m", temperature=0.0, prompt_hash="p", rubric_hash="r", plugin_major=0
+    )
+    mean = sum(scores) / len(scores)
+    return BaselineEntry(
+        dimension=dimension, nodeid=f"t.py::{dimension}", scores=scores, mean=mean, n=len(scores),
+        floor=1.0, tolerance=0.5, fingerprint=fingerprint,
+    )  # fmt: skip
+
+
+def test_each_dimensions_baseline_figures_are_over_its_own_paired_entries_only() -> None:
+    entries = {
+        "tone::a": _entry("tone", [5, 5, 4]),
+        "clarity::a": _entry("clarity", [1, 2, 1]),
+        "tone::b": _entry("tone", [3, 4, 3]),
+        "clarity::b": _entry("clarity", [2, 2, 3]),
+        "clarity::unpaired": _entry("clarity", [5, 5, 5]),  # not comparable now (no delta)
+    }
+    items = {
+        item_id: ItemComparison(
+            verdict="stable" if item_id != "clarity::unpaired" else "not_comparable",
+            item_id=item_id,
+            dimension=item_id.split("::")[0],
+            nodeid="t.py::x",
+            delta=0.0 if item_id != "clarity::unpaired" else None,
+        )
+        for item_id in [*entries, "tone::new"]  # tone::new: no entry in the baseline
+    }
+    dimensions = {
+        name: DimensionComparison(verdict="stable", dimension=name) for name in ("tone", "clarity", "empty")
+    }
+    out = baseline_dimensions(BaselineFile(entries=entries), dimensions, items, var_floor=0.05)
+    assert list(out) == ["tone", "clarity"]  # a dimension with no paired entry has no figures
+    for name, ids in (("tone", ["tone::a", "tone::b"]), ("clarity", ["clarity::a", "clarity::b"])):
+        own = dimension_stats([[float(s) for s in entries[i].scores] for i in ids], var_floor=0.05)
+        assert out[name].m == 2
+        assert (out[name].mean, out[name].ci_low, out[name].ci_high) == (own.mean, own.ci_low, own.ci_high)
+    assert out["tone"].mean != out["clarity"].mean
