@@ -371,6 +371,8 @@ def _levels(groups: Sequence[Group], name: str, level: float) -> tuple[float, fl
 
 def _generations(entries: Sequence[BaselineEntry], now: Sequence[Measurement]) -> list[Generations] | None:
     """Each item's generation repeats in the baseline and now; None when no item has any."""
+    if all(e.generations is None for e in entries) and not any(s.repeat for m in now for s in m.samples):
+        return None  # (every session one group: no df) without building each item's groups
     gens = [
         generations(e.session_generations(), _generation_groups(m)) for e, m in zip(entries, now, strict=True)
     ]

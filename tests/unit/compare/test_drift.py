@@ -282,3 +282,33 @@ def test_history_is_plain_data_and_widens_what_sessions_can_move() -> None:
     # History of items this session did not measure, or of no paired item, changes nothing.
     unrelated = compare(baseline_of(base), now, whole_suite=True, history=[{"other::x": [1]}] * 3)
     assert unrelated.dimensions["tone"].verdict == "regressed"
+
+
+def _with_repeats(m: Measurement, groups: list[list[int]]) -> Measurement:
+    """``m`` judged on several outputs: group k's scores are generation repeat k + 1's."""
+    scores = [(k + 1, s) for k, group in enumerate(groups) for s in group]
+    samples = [
+        Sample(index=i, dimension=m.dimension, score=s, rationale="ok", repeat=k)
+        for i, (k, s) in enumerate(scores)
+    ]
+    return m.model_copy(update={"samples": samples})
+
+
+def test_generation_repeats_on_either_side_set_the_items_error_bar() -> None:
+    """The repeats' spread counts whether the baseline's entries or this session's items drew them."""
+    spread = [[4, 4, 5], [2, 2, 3]]
+    plain = baseline_of([measurement(k, [4, 4, 5, 2, 2, 3]) for k in range(3)])
+    repeated = plain.model_copy(
+        update={
+            "entries": {i: e.model_copy(update={"generations": [3, 3]}) for i, e in plain.entries.items()}
+        }
+    )
+    one_output = [measurement(k, [4, 4, 5]) for k in range(3)]
+    without = compare(plain, one_output, whole_suite=True)
+    assert {c.se_source for c in without.items.values()} == {"within"}
+    in_the_baseline = compare(repeated, one_output, whole_suite=True)
+    assert {c.se_source for c in in_the_baseline.items.values()} == {"repeats"}
+    now = [_with_repeats(measurement(k, [4, 4, 5, 2, 2, 3]), spread) for k in range(3)]
+    in_this_session = compare(plain, now, whole_suite=True)
+    assert {c.se_source for c in in_this_session.items.values()} == {"repeats"}
+    assert all(c.se is not None and c.se > 1.0 for c in in_this_session.items.values())
