@@ -176,6 +176,25 @@ def pytest_runtest_makereport(
     return report
 
 
+JUDGE_NEEDS_AI_JUDGE = "the judge fixture needs --ai-judge"
+JUDGE_FIXTURE_DOC = """\
+The LLM judge, as an instrument. In a ``@pytest.mark.dimension`` test the dimension's name,
+    floor and samples come from the marker; the measurement fails the test when its mean is below
+    the floor, and is recorded for the baseline comparison.
+
+    Example::
+
+        @pytest.mark.dimension("tone", floor=3.0, rubric="5: every line matches the character's warmth")
+        def test_tone(story, judge):
+            judge.score(story, facts={"characters": 3})
+
+    Outside a dimension test pass ``dimension=`` (and ``rubric=``); nothing fails unless ``floor=`` is
+    given. Needs ``--ai-judge``.
+    """
+"""The ``judge`` fixture's documentation (``pytest --fixtures``): the module's fixture and the measuring
+session's (:meth:`MeasurePlugin.judge_fixture`) show the same."""
+
+
 KIND = pytest.StashKey[str]()
 DECLARED = pytest.StashKey[list[tuple[str, str]]]()
 
@@ -208,6 +227,7 @@ class MeasurePlugin:
         self._payloads: weakref.WeakKeyDictionary[pytest.TestReport, dict[str, Any]] = (
             weakref.WeakKeyDictionary()
         )
+        self._running: list[pytest.Item] = []  # the items whose protocol runs (innermost last)
 
     # -- collection ------------------------------------------------------------------------------
     @pytest.hookimpl(wrapper=True)
@@ -243,8 +263,25 @@ class MeasurePlugin:
         self, item: pytest.Item, nextitem: pytest.Item | None
     ) -> Generator[None, Any, Any]:
         self.state.test_starts()
-        with runtime.running(item_nodeid(item)):
-            return (yield)
+        self._running.append(item)
+        try:
+            with runtime.running(item_nodeid(item)):
+                return (yield)
+        finally:
+            self._running.pop()
+
+    def _judge(self) -> Judge:
+        # The measuring session's ``judge`` fixture overrides the module's: it knows the item without
+        # the ``request`` fixture, whose definition pytest builds anew at each use (three an item,
+        # each reading a signature).
+        if not self.state.judging or not self._running:
+            pytest.skip(JUDGE_NEEDS_AI_JUDGE)
+        from pytest_aimeasure.session.fixture import Judge
+
+        return Judge(self.state, self._running[-1])
+
+    _judge.__doc__ = JUDGE_FIXTURE_DOC
+    judge_fixture = pytest.fixture(_judge, name="judge")
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_runtest_setup(self, item: pytest.Item) -> None:
@@ -564,27 +601,17 @@ class JUnitVerdicts:
 
 
 # -- fixtures -----------------------------------------------------------------------------------
-@pytest.fixture
-def judge(request: pytest.FixtureRequest) -> Judge:
-    """The LLM judge, as an instrument. In a ``@pytest.mark.dimension`` test the dimension's name,
-    floor and samples come from the marker; the measurement fails the test when its mean is below
-    the floor, and is recorded for the baseline comparison.
-
-    Example::
-
-        @pytest.mark.dimension("tone", floor=3.0, rubric="5: every line matches the character's warmth")
-        def test_tone(story, judge):
-            judge.score(story, facts={"characters": 3})
-
-    Outside a dimension test pass ``dimension=`` (and ``rubric=``); nothing fails unless ``floor=`` is
-    given. Needs ``--ai-judge``.
-    """
+def _judge(request: pytest.FixtureRequest) -> Judge:
     state = request.config.stash[state_key]
     if not state.judging:
-        pytest.skip("the judge fixture needs --ai-judge")
+        pytest.skip(JUDGE_NEEDS_AI_JUDGE)
     from pytest_aimeasure.session.fixture import Judge
 
     return Judge(state, request.node)
+
+
+_judge.__doc__ = JUDGE_FIXTURE_DOC
+judge = pytest.fixture(_judge, name="judge")
 
 
 @pytest.fixture(scope="session")

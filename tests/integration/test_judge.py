@@ -262,3 +262,34 @@ def test_lone_surrogate_in_an_artifact_is_an_error_naming_the_artifact(pytester:
     assert [by_name[n]["measurements"] for n in ("test_keyed", "test_plain", "test_json")] == [[], [], []]
     assert len(by_name["test_fine"]["measurements"]) == 1
     assert data["spend"]["calls"] == 1  # nothing was sent for the bad ones
+
+
+def test_a_measuring_sessions_judge_fixture_knows_its_test_without_the_request_fixture(
+    pytester: pytest.Pytester,
+) -> None:
+    # pytest builds the `request` fixture's definition anew at each use (three an item, each reading
+    # a signature): the measuring session's `judge` knows its test without it.
+    pytester.makeconftest(
+        SCORER
+        + """
+def pytest_collection_modifyitems(items):
+    for item in items:
+        print("FIXTURES", item.name, ",".join(sorted(item.fixturenames)))
+"""
+    )
+    pytester.makepyfile(
+        """
+        import pytest
+
+        @pytest.mark.dimension("tone", floor=1.0, rubric="5 = cold, curt; 1 = warm and reassuring")
+        @pytest.mark.parametrize("line", ["Fine.", "Next."])
+        def test_tone(line, judge):
+            m = judge.score(line)
+            assert m.nodeid.endswith(f"test_tone[{line}]")  # its own test's, not another's
+        """
+    )
+    result = pytester.runpytest("--ai-judge", "--judge-model", "scripted", "-p", "no:randomly", "-s")
+    result.assert_outcomes(passed=2)
+    result.stdout.fnmatch_lines(
+        ["FIXTURES test_tone[[]Fine.[]] judge,line", "FIXTURES test_tone[[]Next.[]] judge,line"]
+    )
