@@ -134,12 +134,17 @@ def replace_lone_surrogates_in(value: Any) -> Any:
 
 def _holds_lone_surrogate(value: Any) -> bool:
     """Does a string inside ``value`` (dicts, keys too, lists and tuples) hold a lone surrogate?"""
-    if isinstance(value, str):
-        return unicode_problem(value) is not None
-    if isinstance(value, dict):
-        return any(_holds_lone_surrogate(k) or _holds_lone_surrogate(v) for k, v in value.items())
-    if isinstance(value, (list, tuple)):
-        return any(_holds_lone_surrogate(v) for v in value)
+    pending = [value]  # (a walk without a call per value: it reads every judge reply)
+    while pending:
+        part = pending.pop()
+        if isinstance(part, str):
+            if not part.isascii() and unicode_problem(part) is not None:
+                return True
+        elif isinstance(part, dict):
+            pending += part
+            pending += part.values()
+        elif isinstance(part, (list, tuple)):
+            pending += part
     return False
 
 

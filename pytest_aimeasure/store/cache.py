@@ -61,15 +61,7 @@ from typing import Literal
 
 from pytest_aimeasure.measure.models import Sample
 from pytest_aimeasure.store.fileio import atomic_write, fsync_dir, lock_path
-from pytest_aimeasure.store.runs import (
-    Journal,
-    Run,
-    RunStore,
-    SampleKey,
-    SampleRecord,
-    read_journal,
-    utc_now,
-)
+from pytest_aimeasure.store.runs import Journal, Run, RunStore, SampleKey, SampleRecord, read_journal
 
 __all__ = [
     "CacheError",
@@ -243,6 +235,12 @@ def _ranges(indices: Iterable[int]) -> str:
     return ", ".join(parts)
 
 
+INDEX_REST_S = 0.2
+"""The sample cache indexes what its sessions' items put at most this often (and at the session's
+end): a transaction per item (or per few) was most of the work of making an item's samples durable.
+The journal holds every sample the moment it lands (a resumed run reads it back); an index entry
+lost with a killed process costs a later session one judge call, never a sample a resume needs."""
+
 _QUESTIONS_KEPT = 256
 """Questions whose stored samples a lookup keeps (items in flight together, with room to spare)."""
 
@@ -268,6 +266,7 @@ class SampleLookup:
         # Samples put since the last flush, indexed together in one transaction (first put wins).
         self._unindexed: dict[SampleKey, tuple[SampleRecord, str | None]] = {}
         self._unindexed_lock = threading.Lock()
+        self._indexed_at = -INDEX_REST_S  # (monotonic) the last flush that indexed something
         # The cache's samples of the questions looked up lately (fingerprint, prompt, artifact), by
         # index: an item's N lookups are one query, not N. Under the database's lock; a question is
         # dropped when samples of it are indexed here.
@@ -480,6 +479,14 @@ class SampleLookup:
                 self._db.insert([_row(record, run_id) for record, run_id in batch])
             except sqlite3.Error as exc:
                 self._fail(exc, "indexing samples")
+            self._indexed_at = time.monotonic()
+
+    def flush_soon(self) -> None:
+        """:meth:`flush`, unless the last one was less than :data:`INDEX_REST_S` ago: what was put
+        meanwhile is indexed with what a later call (or :meth:`close`) brings. A lookup in this
+        process finds it meanwhile."""
+        if time.monotonic() - self._indexed_at >= INDEX_REST_S:
+            self.flush()
 
     def describe_key(self, key: KeyLike) -> str:
         """What is missing for ``key`` and what is stored near it, for a replay miss message."""
@@ -541,14 +548,6 @@ class SampleLookup:
             self._db.close()
 
 
-def _record(key: KeyLike, item_id: str, nodeid: str, sample: Sample) -> SampleRecord:
-    """The journal record of a sample the engine made or found: built, not validated again (every
-    part is one already: the engine's key, the test's ids, a Sample model), once per sample."""
-    return SampleRecord.model_construct(
-        key=SampleKey(*key), item_id=item_id, nodeid=nodeid, sample=sample, recorded_at=utc_now()
-    )
-
-
 class StoreSink:
     """The judge engine's sample sink for one run: looks samples up, journals and indexes new ones.
 
@@ -570,7 +569,9 @@ class StoreSink:
             self.samples.resume_run is not None and self.samples.resume_run.run_id == self.run.run_id
         )
         if not (sample.source == "journal" and resumed_here):
-            record = _record(key, item_id, nodeid or item_id, sample)
+            record = SampleRecord(
+                key=SampleKey(*key), item_id=item_id, nodeid=nodeid or item_id, sample=sample
+            )
             self.journal.append(record, sync=False)  # fsync-ed with the item's other samples (sync)
         return sample
 
@@ -582,15 +583,16 @@ class StoreSink:
         """Journal a fresh sample (written before returning: a killed process keeps it; fsync-ed too
         unless ``sync=False``, when :meth:`sync` follows once the item's samples are in), then index
         it in the cache."""
-        record = _record(key, item_id, nodeid, sample)
+        record = SampleRecord(key=SampleKey(*key), item_id=item_id, nodeid=nodeid, sample=sample)
         self.journal.append(record, sync=sync)
         self.samples.put(record, run_id=self.run.run_id, defer=not sync)
 
     def sync(self) -> None:
         """fsync the samples journaled so far (one fsync per completed item, shared by the items
-        that complete at the same time), then index them in the cache in one transaction."""
+        that complete at the same time), then index them in the cache, in one transaction with
+        those of the items that complete within :data:`INDEX_REST_S`."""
         self.journal.sync()
-        self.samples.flush()
+        self.samples.flush_soon()
 
 
 def rebuild_cache(store: RunStore) -> tuple[int, list[str]]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sqlite3
+from typing import Any
 
 import pytest
 
@@ -320,3 +321,33 @@ def test_a_failed_rebuild_leaves_no_half_built_database_behind(store: RunStore) 
     with pytest.raises(IsADirectoryError):
         rebuild_cache(store)
     assert sorted(p.name for p in store.root.iterdir() if "rebuild" in p.name) == []
+
+
+def test_items_synced_within_the_rest_are_indexed_in_one_transaction_and_at_the_close(
+    store: RunStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A transaction per item was most of the work of making an item's samples durable: the items
+    # synced within INDEX_REST_S of the last indexing are indexed with a later one, or at the close.
+    run = start(store, "r1")
+    lookup = SampleLookup(store, mode="on")
+    sink = StoreSink(run, lookup)
+    transactions: list[int] = []
+    insert = lookup._db.insert
+
+    def counted(rows: Any) -> None:
+        rows = list(rows)
+        transactions.append(len(rows))
+        insert(rows)
+
+    monkeypatch.setattr(lookup._db, "insert", counted)
+    monkeypatch.setattr("pytest_aimeasure.store.cache.INDEX_REST_S", 60.0)
+    for i in range(4):  # four items of one sample each, synced one after another
+        sink.record(key(i), item_id=f"item-{i}", nodeid="t.py::a", sample=record(key(i)).sample, sync=False)
+        sink.sync()
+    assert transactions == [1]  # the first item at once; the three after it within the rest
+    assert len(run.samples()[0]) == 4  # every sample is journaled (and fsync-ed) all the same
+    assert all(lookup.get(key(i)) is not None for i in range(4))  # found in this process meanwhile
+    assert SampleLookup(store, mode="on").get(key(3)) is None  # not in the index yet
+    lookup.close()
+    assert transactions == [1, 3]
+    assert SampleLookup(store, mode="on").get(key(3)) is not None
