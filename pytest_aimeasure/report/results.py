@@ -121,49 +121,12 @@ class SessionResults(BaseModel):
         return [i for i in self.items if i.outcome in ("failed", "error")]
 
 
-_BULK: dict[str, type[BaseModel]] = {"findings": Finding, "items": ResultItem}
-"""The lists of a results file that grow with the session, and the model of their elements."""
-
-
 def results_json(results: SessionResults) -> bytes:
     """The file's text: indented, keys sorted, UTF-8.
 
     ``json.dumps(indent=2)`` is a pure-Python encoder and was most of the session's end at 10,000
     items, so pydantic-core indents; it keeps the keys in the order of the dicts it is given, sorted
-    here in one walk (half the time of a ``json.dumps(sort_keys=True)`` / ``json.loads`` round trip).
-
-    The items and findings (most of the file) are dumped, sorted and written one at a time, and
-    their texts joined, indented as the whole document's would be (a JSON string holds no raw
-    newline): the whole document's dump was a million objects at 5,000 items, all alive at once,
-    walked cold and freed at the end; one item's stays in the processor's cache. The same bytes
-    (tests/unit/report/test_results.py compares the two ways)."""
-    if any(type(e) is not kind for name, kind in _BULK.items() for e in getattr(results, name)):
-        return _whole_json(results)  # (a subclass would be written by its own serializer below)
-    head = results.model_dump(mode="json", exclude=set(_BULK))
-    entries = []
-    for key in sorted([*head, *_BULK]):
-        if key in _BULK:
-            text = _array_json(getattr(results, key), _BULK[key])
-        else:
-            value = head[key]
-            text = to_json(_sorted_keys(value), indent=2).replace(b"\n", b"\n  ")
-        entries.append(b"  " + to_json(key) + b": " + text)
-    return b"{\n" + b",\n".join(entries) + b"\n}\n"
-
-
-def _array_json(elements: list[Any], kind: type[BaseModel]) -> bytes:
-    """A list of ``kind`` models as the value of a top-level key: its elements two levels deep."""
-    if not elements:
-        return b"[]"
-    to_python = kind.__pydantic_serializer__.to_python
-    texts = [
-        to_json(_sorted_keys(to_python(e, mode="json")), indent=2).replace(b"\n", b"\n    ") for e in elements
-    ]
-    return b"[\n    " + b",\n    ".join(texts) + b"\n  ]"
-
-
-def _whole_json(results: SessionResults) -> bytes:
-    """The file's text from the dump of the whole document at once."""
+    here in one walk (half the time of a ``json.dumps(sort_keys=True)`` / ``json.loads`` round trip)."""
     return to_json(_sorted_keys(results.model_dump(mode="json")), indent=2) + b"\n"
 
 
