@@ -24,7 +24,7 @@ from pytest_aimeasure.session.outcome import (
 from pytest_aimeasure.store.cost import usage_findings
 
 if TYPE_CHECKING:
-    from collections.abc import Iterable
+    from collections.abc import Collection
 
     from pytest_aimeasure.attribution.rejudge import Attribution
     from pytest_aimeasure.compare.drift import Comparison, DimensionComparison
@@ -409,17 +409,22 @@ class _SessionEnd:
 
 
 def one_interval_per_item(
-    comparison: Comparison, results: Iterable[ItemResult]
+    comparison: Comparison, results: Collection[ItemResult]
 ) -> dict[str, DimensionComparison]:
     """The comparison's dimensions, where an item pooled generation repeats with an interval made of
     its items' own intervals: the judge samples pooled across items leave out the generation variance,
     so a one-item dimension read ±1.02 beside its item's ±3.79 (one measurement, one interval)."""
+    out = dict(comparison.dimensions)
+    # A dimension none of whose items pooled repeats keeps its samples' interval (repeats_interval
+    # is None): one look at each measurement instead of grouping them all by dimension first.
+    repeated = {m.dimension for r in results for m in r.measurements if m.repeats is not None}
+    if not repeated:
+        return out
     by_dim: dict[str, list[Measurement]] = {}
-    for m in (m for r in results for m in r.measurements):
+    for m in (m for r in results for m in r.measurements if m.dimension in repeated):
         c = comparison.items.get(m.item_id)
         if c is not None and c.verdict != "not_comparable":
             by_dim.setdefault(m.dimension, []).append(m)
-    out = dict(comparison.dimensions)
     for name, d in out.items():
         ms = [m for m in by_dim.get(name, []) if (comparison.items[m.item_id].verdict == "new") == (not d.m)]
         pooled = repeats_interval(ms) if d.now_mean is not None else None
