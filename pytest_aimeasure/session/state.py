@@ -521,11 +521,15 @@ class SessionState:
             m = raw if isinstance(raw, Measurement) else Measurement.model_validate(raw)
             result.measurements.append(m)
             result.item_id = result.item_id or m.item_id
-        result.extra.update(payload.get("extra", {}))
-        result.findings += [
-            f if isinstance(f, Finding) else Finding.model_validate(f) for f in payload.get("findings", [])
-        ]
-        for key in payload.get("artifact_keys", []):
+        # (In place: three reports an item, most carry nothing of these, and a pydantic model's
+        # attribute assignment is not free.)
+        if payload.get("extra"):
+            result.extra.update(payload["extra"])
+        if payload.get("findings"):
+            result.findings.extend(
+                f if isinstance(f, Finding) else Finding.model_validate(f) for f in payload["findings"]
+            )
+        for key in payload.get("artifact_keys", ()):
             if key not in result.artifact_keys:
                 result.artifact_keys.append(key)
         if payload.get("judge_error"):
