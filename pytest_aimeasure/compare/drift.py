@@ -12,7 +12,9 @@ Rules:
 * A dimension pools its comparable items (:func:`pytest_aimeasure.measure.stats.drift`: the judge's
   within-sample term as a lower bound; the between-session term pooled from the paired spread of the
   item differences, the generation repeats both sessions measured, and the history; the
-  session-wide shift from history). What a one-session baseline cannot measure is assumed from a
+  session-wide shift from history; from ten pooled sessions, when its F test leaves room for a
+  shift, also the test against the spread of the baseline's session means, the more cautious
+  deciding). What a one-session baseline cannot measure is assumed from a
   conservative prior (:data:`pytest_aimeasure.measure.stats.CONSERVATIVE_PRIOR`) unless repeats
   measured it. It is *not comparable* as soon as one of its measured items is, since its mean would
   then mix two rulers; *new* when nothing pairs. Its tolerance is the smallest of its items'.
@@ -107,10 +109,11 @@ class _DriftFields(BaseModel):
     delta_ci90: tuple[float, float] | None = Field(default=None, description="90% CI (the TOST interval)")
     se: float | None = None
     df: float | None = None
-    se_source: Literal["within", "paired", "repeats", "history", "prior"] | None = Field(
+    se_source: Literal["within", "paired", "repeats", "history", "prior", "sessions"] | None = Field(
         default=None,
         description="the estimate that set se: the within-sample term, or the between-session term "
-        "and where most of its degrees of freedom came from (paired spread, repeats, history, prior)",
+        "and where most of its degrees of freedom came from (paired spread, repeats, history, prior), "
+        "or the spread of the baseline's session means (sessions: a shift may move whole sessions)",
     )
     shared_source: Literal["history", "prior"] | None = Field(
         default=None, description="where the session-wide shift in se came from (None: not added)"

@@ -37,6 +37,8 @@ Choices made here (and why):
   between-session variance measured from them, including a shift shared by all items of a session
   that no single-session statistic can see. Taking the largest, not the sum: each estimates the
   same variance (the paired spread already holds the within noise), so adding would count it twice.
+  A shift that moves whole sessions is held, from ten pooled sessions, by also testing D against
+  the spread of the baseline's session means, which is exact under any shift (SESSION_PRETEST).
 * **Power** is the probability of the actual verdict, Holm's family and the D ≤ −tolerance
   requirement included; see :func:`regression_power`.
 """
@@ -441,7 +443,7 @@ rounding) counts as a drop of 0.5. Two different values of D made of 1–5 score
 POWER_TARGET = 0.80
 """The detection probability the minimum detectable effect is quoted at."""
 
-SeSource = Literal["within", "paired", "repeats", "history", "prior"]
+SeSource = Literal["within", "paired", "repeats", "history", "prior", "sessions"]
 
 
 @dataclass(frozen=True)
@@ -465,6 +467,9 @@ class SessionHistory:
     core_items: int
     shared_p: float | None = None
     """p of the F test for a session-wide shift (MS_sessions / MS_residual); None without one."""
+    item_spread: tuple[tuple[float, float] | None, ...] = ()
+    """Per item, (variance, df) of its own session means over the sessions that hold it (None with
+    fewer than two): a shift shared by a session is in it, so an item's session-level test holds."""
 
 
 def _f_sf(f: float, d1: float, d2: float) -> float:
@@ -486,11 +491,16 @@ def session_history(sessions: Sequence[Sequence[Sequence[float] | None]]) -> Ses
         raise ValueError("every session must list the same items")
     means = [[math.fsum(c) / len(c) if c else None for c in row] for row in rows]
     weighted, df_item = 0.0, 0
+    spread: list[tuple[float, float] | None] = []
     for i in range(m):
         xs = [row[i] for row in means if row[i] is not None]
         if len(xs) > 1:
-            weighted += (len(xs) - 1) * _mean_var(xs)[1]  # type: ignore[arg-type]
+            v = _mean_var(xs)[1]  # type: ignore[arg-type]
+            weighted += (len(xs) - 1) * v
             df_item += len(xs) - 1
+            spread.append((v, float(len(xs) - 1)))
+        else:
+            spread.append(None)
     h = len(rows)
     core = [i for i in range(m) if all(row[i] is not None for row in means)]
     var_session = df_session = df_shared = shared_p = None
@@ -525,6 +535,7 @@ def session_history(sessions: Sequence[Sequence[Sequence[float] | None]]) -> Ses
         df_shared=df_shared,
         core_items=len(core),
         shared_p=shared_p,
+        item_spread=tuple(spread),
     )
 
 
@@ -590,7 +601,8 @@ class Prior:
     unchanged runs at m = 5 without this floor, 1.0–1.2% with it (3.3% and 3.0% at m = 10 on one
     seed, 1.6% and 1.1% on another: benchmarks/noise_model_sim.py), for 2–5 points of detection
     without a shift (44% → 41% at m = 5). Not enough to hold 1% there; more weight on the prior
-    costs more detection (docs/concepts.md)."""
+    costs more detection (docs/concepts.md). From SESSION_TEST_SESSIONS pooled sessions the
+    session-level test holds such a shift instead, and the floor is not added."""
 
 
 CONSERVATIVE_PRIOR = Prior()
@@ -602,6 +614,21 @@ inflate every error bar by a shift that is not there (12% on the issue's pooled 
 
 SHARED_MIN_SESSIONS = 3
 """Pooled sessions from which the session-wide shift is measured instead of assumed (df ≥ 2)."""
+
+SESSION_TEST_SESSIONS = 10
+"""Pooled sessions from which a drift is also tested against the spread of the baseline's session
+means (see SESSION_PRETEST), and the prior's floor under the session-wide shift is dropped."""
+
+SESSION_PRETEST = 0.4
+"""From SESSION_TEST_SESSIONS pooled sessions, when the history's F test leaves room for a
+session-wide shift (p ≤ this), a drift must also pass the session-level test: D against the spread
+of the baseline's session means over the paired items, s²_G·(1 + 1/P) with P − 1 df. The new session
+is one more session, so under any shift that t is exact; the verdict is that of the more cautious of
+the two tests (an intersection-union test: with either test at level α when the other's assumptions
+fail, rejecting only when both reject keeps α). Measured (benchmarks/noise_model_sim.py, a shift of
+sd 0.2, ten pooled sessions, three seeds): 0.9–1.3% false fails → 0.7–1.1% at m = 5, 0.9–1.4% →
+0.8–0.9% at m = 10; without a shift a 0.75 drop at m = 5 is caught 50–51% instead of 54% of the
+time. At 0.4 rather than 0.25: more of the shifts the F test half-sees are caught (docs/concepts.md)."""
 
 
 @dataclass(frozen=True)
@@ -725,7 +752,8 @@ class _Shared:
 
 def _shared(history: SessionHistory | None, pooled: float, prior: Prior | None) -> _Shared:
     """The session-wide shift's variance in D: measured from SHARED_MIN_SESSIONS pooled sessions
-    (at least the prior's floor), else assumed by the prior. Generation repeats do not measure it:
+    (at least the prior's floor until SESSION_TEST_SESSIONS, from which the session-level test
+    holds the shift instead), else assumed by the prior. Generation repeats do not measure it:
     every repeat of a session shares that session's shift, so a lucky one-session baseline is as
     lucky with repeats as without."""
     factor = 1.0 + 1.0 / pooled
@@ -738,12 +766,87 @@ def _shared(history: SessionHistory | None, pooled: float, prior: Prior | None) 
             measured = _Shared(0.0, None, "history")  # no sign of a shift: its truncated estimate is bias
         else:
             measured = _Shared(history.var_shared * factor, history.df_shared, "history")
-        if prior is not None and measured.var < prior.shared_floor_var * factor:
+        if (
+            prior is not None
+            and not _session_tested(history)
+            and measured.var < prior.shared_floor_var * factor
+        ):
             return _Shared(prior.shared_floor_var * factor, None, "history")  # a known constant
         return measured
     if prior is None:
         return _Shared(0.0, None, None)
     return _Shared(prior.shared_var * factor, None, "prior")
+
+
+def _session_tested(history: SessionHistory | None) -> bool:
+    """Whether the history holds enough sessions for the session-level test (SESSION_TEST_SESSIONS)."""
+    return history is not None and history.sessions >= SESSION_TEST_SESSIONS
+
+
+def _session_pretest(history: SessionHistory | None) -> bool:
+    """Whether the session-level test joins: enough sessions, and the history's F test leaves room
+    for a session-wide shift (p ≤ SESSION_PRETEST)."""
+    return (
+        _session_tested(history)
+        and history is not None
+        and history.shared_p is not None
+        and history.shared_p <= SESSION_PRETEST
+    )
+
+
+def _session_level(
+    history: SessionHistory | None, m: int, pooled: float, new_extra: float, least: float
+) -> tuple[float, float] | None:
+    """(variance, df) of D from the spread of the baseline's session means over the m paired items:
+    s²_G·(1 + 1/P) + ``new_extra`` (what this session's design adds, :func:`_design_correction`),
+    at least ``least`` (the judge's within term), with the history's sessions − 1 df. None when the
+    F test sees no sign of a shift or a history session lacks one of the items."""
+    if (
+        not _session_pretest(history)
+        or history is None
+        or history.var_session is None
+        or history.df_session is None
+        or history.core_items != m
+    ):
+        return None
+    return max(history.var_session * (1.0 + 1.0 / pooled) + new_extra, least), history.df_session
+
+
+def _design_correction(
+    base: Sequence[Sequence[float]],
+    new: Sequence[Sequence[float]],
+    base_sessions: Sequence[int] | None,
+    gen: tuple[float, int] | None,
+    generations: Sequence[Generations] | None,
+    var_within: float,
+) -> float:
+    """What this session's item means vary by beyond one of the baseline's sessions: fewer outputs
+    an item (an update generates three, a run one) or fewer judge samples. The baseline's session
+    means were measured with more, so their spread understates this session's; the difference is
+    added from the measured generation (else within-sample) variance, and never taken away."""
+    m = len(base)
+    sessions = base_sessions or [1] * m
+    if gen is not None and generations is not None:
+        terms = math.fsum(1.0 / g.new - p / g.base for g, p in zip(generations, sessions, strict=True))
+        return max(0.0, gen[0] * terms / (m * m))
+    terms = math.fsum(1.0 / len(b) - p / len(a) for a, b, p in zip(base, new, sessions, strict=True))
+    return max(0.0, var_within * terms / (m * m))
+
+
+def _either(decided: dict[str, Any], alternative: tuple[float, float] | None) -> dict[str, Any] | None:
+    """The session-level test's decision when it is the more cautious of the two (its two-sided
+    tail is larger), else None: the intersection-union rule (see :data:`SESSION_PRETEST`)."""
+    if alternative is None:
+        return None
+    alt = _decide(
+        delta=decided["delta"],
+        variance=alternative[0],
+        df=alternative[1],
+        tolerance=decided["tolerance"],
+        level=decided["level"],
+    )
+    p, q = decided["p_value"], alt["p_value"]
+    return alt if min(q, 1.0 - q) > min(p, 1.0 - p) else None
 
 
 def _generation_var(gens: Sequence[Generations] | None, var_floor: float) -> tuple[float, int] | None:
@@ -824,6 +927,10 @@ def drift(
     * shared: the shift common to a whole session, σ²_c·(1 + 1/P), measured from history of
       SHARED_MIN_SESSIONS sessions, else the prior's unless repeats measured the between-session term.
 
+    From SESSION_TEST_SESSIONS history sessions whose F test leaves room for a shift, D is also
+    tested against the spread of the baseline's session means (exact under any shift, P − 1 df), and
+    the more cautious of the two tests decides (SESSION_PRETEST).
+
     P is the number of sessions the baseline pools (the fewest over the items; ``base_sessions`` gives
     it per item, default 1). Without ``prior`` nothing is assumed (a rule for two measurements of the
     same artifacts, as attribution's judge part compares). Verdicts, in order: regressed
@@ -848,14 +955,22 @@ def drift(
     if gen is not None and generations is not None:
         inverse_ks = math.fsum(1.0 / g.base + 1.0 / g.new for g in generations)
         estimates.append(("repeats", gen[0] * inverse_ks / (m * m), float(gen[1])))
+    # The history's session means were measured with the baseline sessions' outputs and samples an
+    # item; today's may vary more (an update generates three outputs, a run one).
+    correction = _design_correction(base, new, base_sessions, gen, generations, var_within)
     if history is not None and history.var_item is not None and history.df_item is not None:
-        estimates.append(("history", history.var_item * (1.0 + 1.0 / pooled) / m, history.df_item))
+        estimates.append(
+            ("history", history.var_item * (1.0 + 1.0 / pooled) / m + correction, history.df_item)
+        )
     between = _pool(estimates)
     if between is None and prior is not None:
         between = ("prior", prior.item_var * (1.0 + 1.0 / pooled) / m, df_w)
     shared = _shared(history, pooled, prior)
     source, variance, df = _combine((v_within, df_w), between, shared)
     decided = _decide(delta=delta, variance=variance, df=df, tolerance=tolerance, level=level)
+    cautious = _either(decided, _session_level(history, m, pooled, correction, v_within))
+    if cautious is not None:
+        decided, source = cautious, "sessions"
     return Drift(
         **decided,
         m=m,
@@ -918,11 +1033,18 @@ def item_drifts(
     spread = (d_mean, math.fsum((d - d_mean) ** 2 for d in diffs))
     gen = _generation_var(generations, var_floor)
     measured = gen is not None or (history is not None and history.var_item is not None)
+    # An item's own session means hold the shift too: its session-level test, as the dimension's.
+    shift_possible = _session_pretest(history) and history is not None and len(history.item_spread) == m
+
+    def gen_i(i: int) -> list[Generations] | None:
+        return [generations[i]] if generations is not None else None
+
     out = []
     for i in range(m):
         pooled = float(base_sessions[i]) if base_sessions else 1.0
-        estimates = _item_estimates(i, diffs, spread, gen, generations, history, pooled)
         var_within, df_w = _pair_within(base[i], new[i], var_floor)
+        extra = _design_correction([base[i]], [new[i]], [int(pooled)], gen, gen_i(i), var_within)
+        estimates = _item_estimates(i, diffs, spread, gen, generations, history, pooled, extra)
         v_within = var_within * (1.0 / len(base[i]) + 1.0 / len(new[i]))
         between = _pool(estimates)
         if prior is not None and not measured:
@@ -932,6 +1054,12 @@ def item_drifts(
         shared = _shared(history, pooled, prior)
         source, variance, df = _combine((v_within, df_w), between, shared)
         decided = _decide(delta=diffs[i], variance=variance, df=df, tolerance=tolerances[i], level=level)
+        spread_i = history.item_spread[i] if shift_possible and history is not None else None
+        if spread_i is not None:
+            own, own_df = spread_i
+            cautious = _either(decided, (max(own * (1.0 + 1.0 / pooled) + extra, v_within), own_df))
+            if cautious is not None:
+                decided, source = cautious, "sessions"
         out.append(
             Drift(
                 **decided,
@@ -957,9 +1085,12 @@ def _item_estimates(
     generations: Sequence[Generations] | None,
     history: SessionHistory | None,
     pooled: float,
+    extra: float,
 ) -> list[Estimate]:
     """Item ``i``'s estimates of its between-session variance, as :func:`item_drifts` pools them.
-    ``spread``: the mean of the differences and their sum of squares about it, computed once."""
+    ``spread``: the mean of the differences and their sum of squares about it, computed once;
+    ``extra``: what today's design varies by beyond a baseline session's (:func:`_design_correction`),
+    added to the history's estimate, which was measured with the baseline sessions' design."""
     m = len(diffs)
     d_mean, d_ss = spread
     estimates: list[Estimate] = []
@@ -971,7 +1102,7 @@ def _item_estimates(
         g = generations[i]
         estimates.append(("repeats", gen[0] * (1.0 / g.base + 1.0 / g.new), float(gen[1])))
     if history is not None and history.var_item is not None and history.df_item is not None:
-        estimates.append(("history", history.var_item * (1.0 + 1.0 / pooled), history.df_item))
+        estimates.append(("history", history.var_item * (1.0 + 1.0 / pooled) + extra, history.df_item))
     return estimates
 
 

@@ -15,7 +15,8 @@ import pytest
 from pytest_aimeasure.compare.drift import Comparison, compare
 from pytest_aimeasure.measure.models import Fingerprint, Measurement, Sample
 from pytest_aimeasure.measure.stats import item_stats
-from pytest_aimeasure.store.baseline import BaselineFile, entry_from_measurement
+from pytest_aimeasure.store.baseline import BaselineEntry, BaselineFile, entry_from_measurement, merge_entries
+from tests.unit.measure.test_stats import SHIFTED  # one set of numbers, checked there by formula
 
 BASE = [[4, 4, 5], [3, 4, 4], [4, 5, 5], [3, 3, 4], [4, 4, 4]]
 DROPPED = [[s - 1 for s in item] for item in BASE]
@@ -312,3 +313,23 @@ def test_generation_repeats_on_either_side_set_the_items_error_bar() -> None:
     in_this_session = compare(plain, now, whole_suite=True)
     assert {c.se_source for c in in_this_session.items.values()} == {"repeats"}
     assert all(c.se is not None and c.se > 1.0 for c in in_this_session.items.values())
+
+
+def test_a_drop_within_what_whole_sessions_of_a_pooled_baseline_moved_does_not_fail_the_run() -> None:
+    # Ten unchanged sessions pooled by --update-baseline, whose F test leaves room for a session-wide
+    # shift (p = 0.26); today every item is about a point lower. The item-level rule alone found
+    # p = 0.0037 and failed the run; against the spread of the ten session means (9 df, exact under
+    # any shift) the drop is p = 0.016, above the 0.9% the dimension starts at.
+    entries: dict[str, BaselineEntry] = {}
+    for row in SHIFTED:
+        entries, _ = merge_entries(
+            entries, run([[x] * 3 for x in row]), whole_suite=True, prune=False, pool=10
+        )
+    result = compare(
+        BaselineFile(entries=entries), run([[2] * 3, [3] * 3, [2] * 3, [2] * 3, [2] * 3]), whole_suite=True
+    )
+    tone = result.dimensions["tone"]
+    assert (tone.baseline_sessions, tone.history_sessions) == (10, 10)
+    assert tone.se_source == "sessions" and tone.df == 9
+    assert tone.p_value is not None and 0.009 < tone.p_value < 0.025
+    assert tone.verdict == "inconclusive" and tone.demoted and not result.has_regressions

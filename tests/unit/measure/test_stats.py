@@ -465,6 +465,125 @@ def test_history_adds_a_session_wide_shift_only_when_its_f_test_sees_one() -> No
     assert d.shared_source == "history" and d.var_shared > 2 * Prior().shared_floor_var
 
 
+# Ten pooled sessions of five items (three equal samples each: a temperature-0 judge) whose F test
+# gives p = 0.26: room for a shift that moves whole sessions, though not enough to add its estimate.
+SHIFTED = [
+    [3, 4, 3, 4, 2],
+    [2, 4, 3, 3, 4],
+    [4, 4, 3, 4, 4],
+    [2, 4, 3, 3, 2],
+    [3, 4, 3, 4, 3],
+    [3, 4, 2, 3, 2],
+    [4, 3, 2, 3, 2],
+    [2, 3, 2, 4, 3],
+    [3, 3, 3, 4, 2],
+    [3, 4, 3, 2, 3],
+]
+
+
+def test_a_pooled_baseline_whose_sessions_may_shift_is_tested_on_its_session_means_too() -> None:
+    history = session_history([[[x] * 3 for x in row] for row in SHIFTED])
+    assert history is not None and history.shared_p is not None and 0.25 < history.shared_p <= 0.4
+    base = [[row[i] for row in SHIFTED for _ in range(3)] for i in range(5)]
+    now = [[2] * 3, [3] * 3, [2] * 3, [2] * 3, [2] * 3]
+    d = drift(base, now, tolerance=0.5, base_sessions=[10] * 5, history=history, prior=Prior())
+    # The new session is one more session: against the spread of the ten session means (9 df), its
+    # difference is exactly t-distributed whatever the shift, and here it is the more cautious test.
+    assert d.se_source == "sessions" and d.df == 9
+    assert d.se == pytest.approx(math.sqrt(history.var_session * (1 + 1 / 10)))  # type: ignore[operator]
+    assert d.p_value == pytest.approx(t_cdf(d.delta / d.se, 9))
+    assert d.p_value > 0.009  # the item-level rule alone gave 0.0037: a drop at the family's 0.9%
+    # Each item's own session means hold the shift as well: its test uses them where more cautious.
+    items = item_drifts(
+        base, now, tolerances=[0.5] * 5, base_sessions=[10] * 5, history=history, prior=Prior()
+    )
+    first = items[0]
+    own, own_df = history.item_spread[0]  # type: ignore[misc]
+    assert first.se_source == "sessions" and first.df == own_df == 9
+    assert first.se == pytest.approx(math.sqrt(own * (1 + 1 / 10)))
+
+
+def test_the_session_level_test_joins_only_from_ten_sessions_with_room_for_a_shift() -> None:
+    rows = [[[x] * 3 for x in row] for row in SHIFTED]
+    base = [[row[i] for row in SHIFTED for _ in range(3)] for i in range(5)]
+    now = [[2] * 3, [3] * 3, [2] * 3, [2] * 3, [2] * 3]
+    # Nine sessions: too few df for it to pay; the prior's floor holds the shift instead.
+    nine = session_history(rows[1:])
+    d = drift([b[3:] for b in base], now, tolerance=0.5, base_sessions=[9] * 5, history=nine, prior=Prior())
+    assert d.se_source == "history" and d.var_shared >= Prior().shared_floor_var * (1 + 1 / 9)
+    # Ten sessions whose items move independently (the F test's p > 0.4): the item-level test.
+    quiet = [[[x] * 3 for x in row[k:] + row[:k]] for k, row in enumerate(SHIFTED)]
+    history = session_history(quiet)
+    assert history is not None and history.shared_p is not None and history.shared_p > 0.4
+    d = drift(base, now, tolerance=0.5, base_sessions=[10] * 5, history=history, prior=Prior())
+    assert d.se_source == "history" and d.var_shared == 0.0  # nor the floor: the test would hold a shift
+
+
+# Ten pooled sessions of five items, three outputs an item (one sample each), that moved as a whole.
+OUTPUTS = [
+    [[4, 4, 4], [4, 5, 4], [3, 4, 3], [5, 5, 5], [3, 3, 3]],
+    [[3, 3, 3], [4, 5, 4], [3, 3, 2], [3, 3, 4], [3, 3, 3]],
+    [[4, 3, 3], [4, 3, 4], [2, 3, 3], [5, 4, 4], [3, 3, 3]],
+    [[3, 3, 3], [4, 4, 3], [3, 3, 4], [5, 3, 4], [3, 3, 4]],
+    [[3, 2, 3], [4, 4, 4], [4, 4, 3], [4, 4, 4], [4, 3, 3]],
+    [[3, 4, 5], [5, 5, 5], [4, 5, 3], [5, 5, 5], [3, 5, 4]],
+    [[2, 2, 2], [3, 4, 4], [3, 3, 2], [4, 3, 3], [3, 3, 2]],
+    [[3, 4, 4], [4, 4, 4], [4, 2, 4], [5, 4, 5], [4, 3, 3]],
+    [[2, 3, 4], [3, 5, 4], [3, 3, 2], [4, 4, 3], [2, 3, 2]],
+    [[2, 3, 3], [4, 5, 5], [3, 2, 2], [4, 4, 4], [3, 3, 3]],
+]
+
+
+def test_the_session_level_test_adds_what_this_sessions_one_output_varies_beyond_the_baselines_three() -> (
+    None
+):
+    # Every update generated three outputs an item, today's run one: the baseline's session means
+    # average three outputs, today's item means one, so the measured generation variance makes up
+    # the difference, Σ_i (1/k_now − 1/k_session)·σ²_gen / m².
+    history = session_history(OUTPUTS)
+    assert history is not None and history.shared_p is not None and history.shared_p <= 0.4
+    base = [[s for session in OUTPUTS for s in session[i]] for i in range(5)]
+    now = [[2], [3], [2], [3], [2]]
+    gens = [generations([[[s] for s in session[i]] for session in OUTPUTS], [now[i]]) for i in range(5)]
+    d = drift(
+        base, now, tolerance=0.5, base_sessions=[10] * 5, history=history, generations=gens, prior=Prior()
+    )
+    gen_var = sum(g.ss for g in gens) / sum(g.df for g in gens)
+    correction = gen_var * 5 * (1 / 1 - 10 / 30) / 25
+    assert d.se_source == "sessions" and d.df == 9
+    assert d.se == pytest.approx(math.sqrt(history.var_session * (1 + 1 / 10) + correction))  # type: ignore[operator]
+
+
+def test_the_history_adds_what_this_sessions_one_output_varies_beyond_the_baselines_three() -> None:
+    # The history's item variance is that of a session mean of three outputs; today's item mean is
+    # one output: the between-session estimate from history adds the difference (the default path,
+    # ten updates of three outputs each, failed 1.8% of unchanged runs without it).
+    history = session_history(OUTPUTS)
+    assert history is not None and history.var_item is not None and history.df_item is not None
+    base = [[s for session in OUTPUTS for s in session[i]] for i in range(5)]
+    now = [[4], [4], [3], [4], [3]]  # about where the items were: the item-level test decides
+    gens = [generations([[[s] for s in session[i]] for session in OUTPUTS], [now[i]]) for i in range(5)]
+    (first, *_) = item_drifts(
+        base,
+        now,
+        tolerances=[0.5] * 5,
+        base_sessions=[10] * 5,
+        history=history,
+        generations=gens,
+        prior=Prior(),
+    )
+    gen_var = sum(g.ss for g in gens) / sum(g.df for g in gens)
+    from_history = history.var_item * (1 + 1 / 10) + gen_var * (1 / 1 - 10 / 30)
+    from_repeats = gen_var * (1 / 30 + 1 / 1)
+    diffs = [n[0] - sum(b) / len(b) for b, n in zip(base, now, strict=True)]
+    rest = diffs[1:]
+    loo = sum((x - sum(rest) / 4) ** 2 for x in rest) / 3
+    pooled = (3 * loo + sum(g.df for g in gens) * from_repeats + history.df_item * from_history) / (
+        3 + sum(g.df for g in gens) + history.df_item
+    )
+    assert first.se_between == pytest.approx(math.sqrt(pooled))
+
+
 def test_every_interval_of_a_mean_of_scores_stays_on_the_scale() -> None:
     from pytest_aimeasure.measure.repeats import repeat_stats
     from pytest_aimeasure.measure.stats import scale_interval
