@@ -483,7 +483,7 @@ SHIFTED = [
 
 def test_a_pooled_baseline_whose_sessions_may_shift_is_tested_on_its_session_means_too() -> None:
     history = session_history([[[x] * 3 for x in row] for row in SHIFTED])
-    assert history is not None and history.shared_p is not None and 0.25 < history.shared_p <= 0.4
+    assert history is not None and history.shared_p is not None and 0.25 < history.shared_p <= 0.5
     base = [[row[i] for row in SHIFTED for _ in range(3)] for i in range(5)]
     now = [[2] * 3, [3] * 3, [2] * 3, [2] * 3, [2] * 3]
     d = drift(base, now, tolerance=0.5, base_sessions=[10] * 5, history=history, prior=Prior())
@@ -511,10 +511,10 @@ def test_the_session_level_test_joins_only_from_ten_sessions_with_room_for_a_shi
     nine = session_history(rows[1:])
     d = drift([b[3:] for b in base], now, tolerance=0.5, base_sessions=[9] * 5, history=nine, prior=Prior())
     assert d.se_source == "history" and d.var_shared >= Prior().shared_floor_var * (1 + 1 / 9)
-    # Ten sessions whose items move independently (the F test's p > 0.4): the item-level test.
-    quiet = [[[x] * 3 for x in row[k:] + row[:k]] for k, row in enumerate(SHIFTED)]
+    # Ten sessions whose items move independently (the F test's p = 0.56): the item-level test.
+    quiet = [[[x] * 3 for x in row[2 * k % 5 :] + row[: 2 * k % 5]] for k, row in enumerate(SHIFTED)]
     history = session_history(quiet)
-    assert history is not None and history.shared_p is not None and history.shared_p > 0.4
+    assert history is not None and history.shared_p is not None and history.shared_p > 0.5
     d = drift(base, now, tolerance=0.5, base_sessions=[10] * 5, history=history, prior=Prior())
     assert d.se_source == "history" and d.var_shared == 0.0  # nor the floor: the test would hold a shift
 
@@ -541,7 +541,7 @@ def test_the_session_level_test_adds_what_this_sessions_one_output_varies_beyond
     # average three outputs, today's item means one, so the measured generation variance makes up
     # the difference, Σ_i (1/k_now − 1/k_session)·σ²_gen / m².
     history = session_history(OUTPUTS)
-    assert history is not None and history.shared_p is not None and history.shared_p <= 0.4
+    assert history is not None and history.shared_p is not None and history.shared_p <= 0.5
     base = [[s for session in OUTPUTS for s in session[i]] for i in range(5)]
     now = [[2], [3], [2], [3], [2]]
     gens = [generations([[[s] for s in session[i]] for session in OUTPUTS], [now[i]]) for i in range(5)]
