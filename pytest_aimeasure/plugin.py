@@ -20,6 +20,7 @@ from pytest_aimeasure.judge.errors import JudgeError
 from pytest_aimeasure.measure import runtime
 from pytest_aimeasure.measure.runtime import PIPELINE_ASIDE
 from pytest_aimeasure.session import markers, options
+from pytest_aimeasure.session.heap import HeapKeeper
 from pytest_aimeasure.session.keys import PAYLOAD, item_nodeid, report_payload
 from pytest_aimeasure.session.linking import ArtifactLinks
 from pytest_aimeasure.session.longrepr import FloorBreach, skip_at_the_test, verdict_longrepr
@@ -228,6 +229,7 @@ class MeasurePlugin:
             weakref.WeakKeyDictionary()
         )
         self._running: list[pytest.Item] = []  # the items whose protocol runs (innermost last)
+        self.heap = HeapKeeper()
 
     # -- collection ------------------------------------------------------------------------------
     @pytest.hookimpl(wrapper=True)
@@ -432,6 +434,7 @@ class MeasurePlugin:
             return
         extra = self.state.on_report(report, payload)
         if report.when == "teardown":
+            self.heap.item_logged()
             # JUnit XML reads the teardown report's properties: transport out, readable values in.
             report.user_properties = [*(p for p in report.user_properties if p[0] != PAYLOAD), *extra]
 

@@ -130,3 +130,23 @@ def pytest_unconfigure(config):
         )
         assert code == 0, out
         assert (pytester.path / "live.txt").read_text() == "0", pipeline
+
+
+def test_a_long_session_sets_aside_what_its_items_left_every_so_many_items(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A session keeps every item's result and pytest every report: full collections of that growing
+    heap were a third of the plugin's test-loop cost at 10,000 items. Every SET_ASIDE_EVERY logged
+    items (here 2), with the pipeline and without, what they left is set aside."""
+    from pytest_aimeasure.session import heap
+    from tests.scripted import SCRIPTED_ARGS
+
+    pytester.makeconftest("def pytest_aimeasure_scripted_verdict(call, config):\n    return 4, 'fine'\n")
+    pytester.makepyfile(test_story=CASES.format(cases=5))
+    calls: list[str] = []
+    monkeypatch.setattr(heap, "SET_ASIDE_EVERY", 2)
+    for pipeline in ("0", "2"):
+        monkeypatch.setattr(heap, "set_aside", lambda pipeline=pipeline: calls.append(pipeline))
+        result = pytester.runpytest(*SCRIPTED_ARGS, "--judge-samples", "1", "--judge-pipeline", pipeline)
+        result.assert_outcomes(passed=5)
+    assert calls == ["0", "0", "2", "2"]

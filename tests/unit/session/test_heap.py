@@ -1,0 +1,50 @@
+"""What a long session sets aside from the cyclic collector: what its items left behind."""
+
+from __future__ import annotations
+
+import gc
+import weakref
+
+import pytest
+
+from pytest_aimeasure.session import heap
+
+
+class Node:
+    def __init__(self) -> None:
+        self.other: Node | None = None
+
+
+def test_setting_aside_collects_young_garbage_first_and_hides_what_is_kept() -> None:
+    kept = [Node() for _ in range(100)]  # what the session keeps (results, reports)
+    cycle = Node()
+    cycle.other = Node()
+    cycle.other.other = cycle
+    gone = weakref.ref(cycle)
+    del cycle  # young cyclic garbage: collected, not set aside with what is kept
+    frozen_before = gc.get_freeze_count()
+    heap.set_aside()
+    assert gone() is None
+    assert gc.get_freeze_count() >= frozen_before + len(kept)
+    assert not any(o is kept[0] for o in gc.get_objects(2))  # out of the full collections' sight
+
+
+def test_a_session_with_the_collector_off_is_left_as_it_is() -> None:
+    frozen_before = gc.get_freeze_count()
+    gc.disable()
+    try:
+        _ = [Node() for _ in range(100)]
+        heap.set_aside()
+        assert gc.get_freeze_count() == frozen_before
+    finally:
+        gc.enable()
+
+
+def test_what_items_left_is_set_aside_every_so_many_items(monkeypatch: pytest.MonkeyPatch) -> None:
+    calls: list[int] = []
+    keeper = heap.HeapKeeper()
+    monkeypatch.setattr(heap, "SET_ASIDE_EVERY", 3)
+    monkeypatch.setattr(heap, "set_aside", lambda: calls.append(keeper.logged))
+    for _ in range(7):
+        keeper.item_logged()
+    assert calls == [3, 6]
