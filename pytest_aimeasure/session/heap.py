@@ -17,7 +17,7 @@ import gc
 __all__ = ["SET_ASIDE_EVERY", "HeapKeeper"]
 
 SET_ASIDE_EVERY = 500
-"""Items logged between two set-asides: a young collection (about a millisecond) each time."""
+"""Items logged between two set-asides: a collection of what they left (a few milliseconds) each time."""
 
 
 class HeapKeeper:
@@ -34,11 +34,13 @@ class HeapKeeper:
 
 
 def set_aside() -> None:
-    """Collect the young generations, then move every object tracked now out of the collector's
-    sight. (Unless the collector is off: whoever turned it off manages the heap.) Cyclic garbage
-    already in the oldest generation is set aside too, as with the engine's freeze: the test loop
-    leaves none of its own."""
+    """Collect every generation, then move every object tracked now out of the collector's sight.
+    (Unless the collector is off: whoever turned it off manages the heap.) A full collection, not a
+    young one: cyclic garbage that reached the oldest generation (a user's test can leave some: a
+    caught exception's traceback and frames) would otherwise be frozen and kept until the process
+    exits. It costs what the items since the last set-aside hold, not the session's heap: objects
+    set aside are not scanned again."""
     if not gc.isenabled():
         return
-    gc.collect(1)
+    gc.collect()
     gc.freeze()

@@ -29,6 +29,19 @@ def test_setting_aside_collects_young_garbage_first_and_hides_what_is_kept() -> 
     assert not any(o is kept[0] for o in gc.get_objects(2))  # out of the full collections' sight
 
 
+def test_old_cyclic_garbage_is_collected_not_set_aside() -> None:
+    # A cycle that survived into the oldest generation, then became garbage: a young collection
+    # leaves it there, and a freeze would keep it until the process exits.
+    cycle = Node()
+    cycle.other = Node()
+    cycle.other.other = cycle
+    gone = weakref.ref(cycle)
+    gc.collect()  # survived: now in the oldest generation
+    del cycle
+    heap.set_aside()
+    assert gone() is None
+
+
 def test_a_session_with_the_collector_off_is_left_as_it_is() -> None:
     frozen_before = gc.get_freeze_count()
     gc.disable()
