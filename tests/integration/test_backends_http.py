@@ -330,6 +330,18 @@ def test_forced_tool_rejection_falls_back_to_auto(kind: str, server: ProviderSer
         assert auto_tool_instruction(TOOL_NAME) in seen.system
 
 
+def judge_together(backend: Backend, n: int) -> list[JudgeReply]:
+    """``n`` judge calls sent at once through ``backend`` (closed after), their replies in order."""
+
+    async def many() -> list[JudgeReply]:
+        try:
+            return list(await asyncio.gather(*(backend.judge(judge_request()) for _ in range(n))))
+        finally:
+            await backend.aclose()
+
+    return asyncio.run(many())
+
+
 @pytest.mark.parametrize("kind", KINDS)
 def test_a_refused_forced_tool_is_learned_once_by_calls_sent_together(
     kind: str, server: ProviderServer
@@ -339,13 +351,7 @@ def test_a_refused_forced_tool_is_learned_once_by_calls_sent_together(
     server.script(5, 4, 3)
     backend = make_backend(kind, server)
 
-    async def together() -> list[JudgeReply]:
-        try:
-            return list(await asyncio.gather(*(backend.judge(judge_request()) for _ in range(3))))
-        finally:
-            await backend.aclose()
-
-    replies = asyncio.run(together())
+    replies = judge_together(backend, 3)
     assert [r.mode for r in replies] == ["auto"] * 3
     assert sorted(r.tool_input["score"] for r in replies if r.tool_input is not None) == [3, 4, 5]
     assert [(seen.forced, seen.status) for seen in server.requests] == [(True, 400)] + [(False, 200)] * 3
@@ -508,13 +514,7 @@ def test_concurrent_calls_overlap(kind: str) -> None:
     with ProviderServer(scorer=all_at_once(n - 1)) as server:
         backend = make_backend(kind, server)
 
-        async def many() -> list[JudgeReply]:
-            try:
-                return list(await asyncio.gather(*(backend.judge(judge_request()) for _ in range(n))))
-            finally:
-                await backend.aclose()
-
-        replies = asyncio.run(many())
+        replies = judge_together(backend, n)
         assert len(replies) == n and all(r.tool_input is not None for r in replies)
         # The model's first call goes alone (its answer tells what the model refuses); the others
         # were all in flight at once after it.
@@ -544,13 +544,7 @@ def test_a_first_call_still_out_after_the_wait_lets_the_calls_sent_with_it_go(
     with ProviderServer(scorer=scorer) as server:
         backend = make_backend(kind, server)
 
-        async def many() -> list[JudgeReply]:
-            try:
-                return list(await asyncio.gather(*(backend.judge(judge_request()) for _ in range(n))))
-            finally:
-                await backend.aclose()
-
-        replies = asyncio.run(many())
+        replies = judge_together(backend, n)
         assert [r.tool_input["score"] for r in replies if r.tool_input is not None] == [4] * n
         first, *others = sorted(server.requests, key=lambda seen: seen.started)
         assert all(seen.started < first.finished for seen in others)
