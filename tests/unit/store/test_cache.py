@@ -29,11 +29,16 @@ def start(store: RunStore, run_id: str) -> Run:
     return store.start_run(RunMeta(run_id=run_id, started_at="2026-11-29T10:00:00Z", plugin_version="0.1.0"))
 
 
-def test_an_unchanged_rerun_finds_every_key(store: RunStore) -> None:
+def stored_three(store: RunStore) -> None:
+    """A session that stored samples #0-#2 of one question, scored 2, 3 and 4, and closed."""
     first = SampleLookup(store, mode="on")
     for i in range(3):
         first.put(record(key(i), score=i + 2))
     first.close()
+
+
+def test_an_unchanged_rerun_finds_every_key(store: RunStore) -> None:
+    stored_three(store)
 
     rerun = SampleLookup(store, mode="on")
     found = [rerun.get(key(i)) for i in range(3)]
@@ -53,10 +58,7 @@ def test_the_index_keeps_repeated_samples_independent_draws(store: RunStore) -> 
 
 
 def test_an_items_samples_are_read_from_the_cache_in_one_query(store: RunStore) -> None:
-    first = SampleLookup(store, mode="on")
-    for i in range(3):
-        first.put(record(key(i), score=i + 2))
-    first.close()
+    stored_three(store)
     rerun = SampleLookup(store, mode="on")
     rerun.prepare()
     selects: list[str] = []
