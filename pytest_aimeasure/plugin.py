@@ -479,8 +479,10 @@ class MeasurePlugin:
         self.summary = None
         self.state.release()
         # The reports outlive the session (pytest's terminal reporter keeps them to its exit), and
-        # with them their payloads' measurements: every sample, scanned by those collections.
-        self._payloads.clear()
+        # with them their payloads' measurements: every sample, scanned by those collections. A new
+        # mapping, not clear(): WeakKeyDictionary clears one popitem() call a report (0.3 s at
+        # 10,000 items), while dropping the old one frees its table at once.
+        self._payloads = weakref.WeakKeyDictionary()
 
 
 class PipelineHooks:

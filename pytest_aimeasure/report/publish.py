@@ -12,7 +12,7 @@ import os
 from pathlib import Path
 
 from pytest_aimeasure.report.model import SessionReport
-from pytest_aimeasure.report.results import SessionResults, results_json, write_results
+from pytest_aimeasure.report.results import SessionResults, results_json, stored_results_json, write_results
 
 RUN_RESULTS_NAME = "results.json"
 STEP_SUMMARY_ENV = "GITHUB_STEP_SUMMARY"
@@ -44,11 +44,10 @@ def publish(
 ) -> None:
     """Write every report the session asked for. ``store`` is the run store when the run is recorded."""
     results = report.results
-    text = results_json(results) if json_path is not None or store is not None else b""
     if store is not None and results.run_id is not None:
-        write_results(run_results_path(store, results.run_id), text)
+        write_results(run_results_path(store, results.run_id), stored_results_json(results))
     if json_path is not None:
-        write_results(json_path, text)
+        write_results(json_path, results_json(results))
     if html_path is not None:
         from pytest_aimeasure.report.html import write_html
         from pytest_aimeasure.report.trends import trends_from_store

@@ -3,11 +3,19 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 from pytest_aimeasure.compare.drift import DimensionComparison, ItemComparison
 from pytest_aimeasure.measure.models import Fingerprint
 from pytest_aimeasure.measure.stats import dimension_stats
-from pytest_aimeasure.report.results import SessionResults, baseline_dimensions, results_json
+from pytest_aimeasure.report.model import SessionReport
+from pytest_aimeasure.report.publish import publish, run_results_path
+from pytest_aimeasure.report.results import (
+    SessionResults,
+    baseline_dimensions,
+    read_results,
+    results_json,
+)
 from pytest_aimeasure.store.baseline import BaselineEntry, BaselineFile
 
 
@@ -69,3 +77,26 @@ def test_each_dimensions_baseline_figures_are_over_its_own_paired_entries_only()
         assert out[name].m == 2
         assert (out[name].mean, out[name].ci_low, out[name].ci_high) == (own.mean, own.ci_low, own.ci_high)
     assert out["tone"].mean != out["clarity"].mean
+
+
+def test_the_run_keeps_the_same_object_compact_and_the_json_option_gets_it_sorted_and_indented(
+    tmp_path: Path,
+) -> None:
+    results = SessionResults(
+        run_id="20261202T000000Z-abcd",
+        passed=True,
+        exit_status=0,
+        items=[],
+        findings=[],
+        spend={"zeta": 1, "alpha": {"b": [1, 2], "a": None}},
+    )
+    report = SessionReport(results)
+    publish(report, json_path=tmp_path / "out.json", html_path=None, store=tmp_path / "store")
+    kept = run_results_path(tmp_path / "store", "20261202T000000Z-abcd").read_bytes()
+    asked = (tmp_path / "out.json").read_bytes()
+    assert asked == results_json(results)
+    # The run's copy is one line in the models' field order (what tools read), the same object.
+    assert kept.count(b"\n") == 1 and kept.endswith(b"\n")
+    assert list(json.loads(kept)) == list(SessionResults.model_fields)
+    assert json.loads(kept) == json.loads(asked)
+    assert read_results(run_results_path(tmp_path / "store", "20261202T000000Z-abcd")) == results
