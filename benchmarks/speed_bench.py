@@ -38,6 +38,13 @@ limit reached and the process's CPU per judge call. ``--ours-only`` skips inspec
 inert runs; ``--jitter`` makes the server's latency vary (each answer waits ``--latency`` plus up to
 ``--jitter`` seconds more, uniform).
 
+``--capacity N`` makes the server a provider that allows N calls at once: a call that arrives while
+N are in flight is answered at once with a 429 (``retry-after`` ``--capacity-retry-after``, 1 s),
+as a provider's rate limiter refuses before any work. Each tree's big workload then runs at the
+defaults and the table gives, per tree and route, the wall, the 429s our JSON counted, the most calls
+the server had in flight (429s included) and the limit reached: what a start above the provider's
+limit costs.
+
 ``--start-only`` runs only W, on each ``--routes`` route and from each ``--tree`` (interleaved rounds,
 ``--small-rounds`` of them), and prints what the session's start costs: process start -> first
 request and W's wall as the server saw them, the process's CPU, and the CPU the process (and of it
@@ -64,7 +71,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest_aimeasure
-from pytest_aimeasure.testing import ProviderServer
+from pytest_aimeasure.testing import Fault, ProviderServer, SeenRequest
+from pytest_aimeasure.testing.faults import render_outcome
+from pytest_aimeasure.testing.protocols import Reply
 
 ROUTES = {"anthropic": "anthropic/claude-bench", "openai": "openai/judge-bench"}
 
@@ -137,9 +146,24 @@ class Run:
     calls: int
     max_in_flight: int
     limit_reached: int | None = None  # ours: the adaptive limit's highest value (from the JSON)
+    rate_limited: int = 0  # ours: the 429/529s our JSON counted
     cpu_s: float = 0.0  # the process's CPU time, user + system
     first_cpu_s: float | None = None  # ours: the process's CPU when the first request connected
     main_cpu_s: float | None = None  # ours: its main thread's share of it
+
+
+class CappedServer(ProviderServer):
+    """A provider that allows ``capacity`` calls at once: one more is refused at once with a 429."""
+
+    def __init__(self, capacity: int, retry_after: float, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.capacity = capacity
+        self.retry_after = retry_after
+
+    def _decide(self, seen: SeenRequest) -> Reply:
+        if self.in_flight > self.capacity:  # (this request is counted in flight already)
+            return render_outcome(seen, Fault.rate_limit(retry_after=self.retry_after))
+        return super()._decide(seen)
 
 
 def base_env(server: ProviderServer) -> dict[str, str]:
@@ -157,7 +181,7 @@ def timed(server: ProviderServer, command: list[str], cwd: Path, env: dict[str, 
     wall = time.monotonic() - started
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
-    seen = server.requests
+    seen = [s for s in server.requests if s.status != 429]  # a refusal is no judge call
     if proc.returncode not in (0, 1) and not seen:
         sys.stderr.write(proc.stdout[-3000:] + proc.stderr[-3000:])
         raise SystemExit(f"{' '.join(command[:4])} ... failed (exit {proc.returncode})")
@@ -210,6 +234,7 @@ def ours(
             f"(our JSON: {spend.get('calls')} calls, {spend.get('cached')} from the sample cache)"
         )
     run.limit_reached = spend.get("limit_reached")
+    run.rate_limited = spend.get("rate_limited", 0)
     shutil.rmtree(folder, ignore_errors=True)
     return run
 
@@ -287,6 +312,10 @@ def main() -> None:
         "--start-only", action="store_true", help="only W, with what the start costs (per tree, route)"
     )
     parser.add_argument(
+        "--capacity", type=int, default=None, help="the server allows this many calls at once (429 above)"
+    )
+    parser.add_argument("--capacity-retry-after", type=float, default=1.0, help="the 429s' retry-after, s")
+    parser.add_argument(
         "--judge-args", default="", help="more arguments for our sessions, e.g. '--judge-concurrency 8'"
     )
     args = parser.parse_args()
@@ -295,7 +324,10 @@ def main() -> None:
     if args.tree or args.ours_only or args.start_only:
         here = Path(pytest_aimeasure.__file__).resolve().parent.parent
         trees = _trees(args.tree) if args.tree else {"this tree": here}
-        (_start_only if args.start_only else _compare_trees)(args, trees)
+        if args.capacity is not None:
+            _capacity(args, trees)
+        else:
+            (_start_only if args.start_only else _compare_trees)(args, trees)
         return
 
     load_before = os.getloadavg()
@@ -482,6 +514,51 @@ def _compare_trees(args: argparse.Namespace, trees: dict[str, Path]) -> None:
             f"{med([float(r.max_in_flight) for r in got])} | "
             f"{med([float(r.limit_reached or 0) for r in got])} | "
             f"{med([1000 * r.cpu_s / calls for r in got])} | {med(added)} |"
+        )
+
+
+def _capacity(args: argparse.Namespace, trees: dict[str, Path]) -> None:
+    """Our big workload from each tree against a provider that allows ``--capacity`` calls at once
+    (429 above): what each tree's start costs in 429s and wall time."""
+    routes = _routes(args)
+    load_before = os.getloadavg()
+    root = _bench_root(args)
+    runs: dict[tuple[str, str], list[Run]] = {(t, r): [] for t in trees for r in routes}
+    labels = list(trees)
+    started = time.monotonic()
+    server = CappedServer(args.capacity, args.capacity_retry_after, latency=args.latency, jitter=args.jitter)
+    try:
+        with server:
+            for n in range(args.rounds):
+                for route in routes:
+                    for label in labels if n % 2 == 0 else labels[::-1]:
+                        elapsed = time.monotonic() - started
+                        print(f"  {elapsed:6.1f}s  {label} {route} ...", file=sys.stderr, flush=True)
+                        runs[(label, route)].append(
+                            ours(
+                                server, root, route, args.items, args.samples, trees[label],
+                                args.judge_args.split(),
+                            )  # fmt: skip
+                        )
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+    load_after = os.getloadavg()
+    print(
+        f"\nspeed_bench --capacity {args.capacity}: {os.cpu_count()} cores, load average "
+        f"{load_before[0]:.2f} before, {load_after[0]:.2f} after; latency {args.latency:g} s, 429s with "
+        f"retry-after {args.capacity_retry_after:g} s; {args.items} x {args.samples}, {args.rounds} rounds; "
+        f"{args.judge_args or 'defaults'}; {time.monotonic() - started:.0f} s in all"
+    )
+    floor = args.items * args.samples * args.latency / args.capacity
+    print(f"\nThe floor at {args.capacity} calls in flight: {floor:.2f} s of judging.")
+    print("\n| tree | route | wall, s | span, s | 429s | most in flight (429s included) | limit reached |")
+    print("|---|---|---|---|---|---|---|")
+    for (label, route), got in runs.items():
+        print(
+            f"| {label} | {route} | {med([r.wall_s for r in got])} | "
+            f"{med([r.span_s for r in got if r.span_s is not None])} | "
+            f"{med([float(r.rate_limited) for r in got])} | {med([float(r.max_in_flight) for r in got])} | "
+            f"{med([float(r.limit_reached or 0) for r in got])} |"
         )
 
 

@@ -4,10 +4,17 @@ is not judging."""
 
 from __future__ import annotations
 
-__all__ = ["ADAPTIVE_CEILING", "ADAPTIVE_START", "NEAR_KNEE", "PAYS_WITHIN"]
+__all__ = ["ADAPTIVE_CEILING", "ADAPTIVE_START", "GENERATION_CONCURRENCY", "NEAR_KNEE", "PAYS_WITHIN"]
 
-ADAPTIVE_START = 16
-"""Calls in flight to a provider at the start, when ``--judge-concurrency`` is not given."""
+ADAPTIVE_START = 32
+"""Calls in flight to a provider at the start, when ``--judge-concurrency`` is not given. Half the
+ceiling, so one round that holds reaches it: a slow start from 16 (16, 32, 64) kept the first two
+rounds' calls below the ceiling, about a round of lost calls (300 x 3 at 0.2 s: 16 rounds where 15
+do). A provider that allows fewer pays for it in 429s once, at the start (the limit halves on them:
+allowing 4 at once, 59 429s where a start at 16 had 31, ``benchmarks/speed_bench.py --capacity``)."""
+GENERATION_CONCURRENCY = 16
+"""A suite target's generation calls in flight, when neither it nor ``--judge-concurrency`` sets them
+(a fixed limit: a generation target has no adaptive one)."""
 ADAPTIVE_CEILING = 64
 """The most calls in flight the adaptive limit grows to, when ``--judge-concurrency`` is not given."""
 PAYS_WITHIN = 1.25

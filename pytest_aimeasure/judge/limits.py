@@ -17,7 +17,7 @@ all of them:
   the ceiling.
 
 Without ``--judge-concurrency`` nobody knows the provider's limit, so the limiter finds it (the
-numbers are in :mod:`pytest_aimeasure.judge.concurrency`): it starts at ``ADAPTIVE_START`` (16) calls
+numbers are in :mod:`pytest_aimeasure.judge.concurrency`): it starts at ``ADAPTIVE_START`` (32) calls
 in flight and grows, up to ``ADAPTIVE_CEILING`` (64), for as long as more calls buy more answers per
 second. A round's mean latency says whether they did: by Little's law, answers per second are the
 calls in flight over their mean latency, so a round whose mean latency is within ``PAYS_WITHIN``

@@ -217,7 +217,7 @@ OPTIONS: tuple[Option, ...] = (
     Option(
         "--judge-concurrency",
         "judge_concurrency",
-        "Judge calls in flight at once, per provider, at most (default: adaptive, starting at 16 and "
+        "Judge calls in flight at once, per provider, at most (default: adaptive, starting at 32 and "
         "growing while latency holds and no 429/529 comes, up to 64); halved on a 429/529 and grown back.",
         positive_int,
         None,

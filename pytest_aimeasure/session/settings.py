@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from pytest_aimeasure.judge.concurrency import ADAPTIVE_CEILING, ADAPTIVE_START
+from pytest_aimeasure.judge.concurrency import ADAPTIVE_CEILING, ADAPTIVE_START, GENERATION_CONCURRENCY
 from pytest_aimeasure.measure.sampling import AUTO, SamplePlan, Samples, call_range
 from pytest_aimeasure.session import options
 
@@ -66,6 +66,9 @@ class Settings:
     """Judge calls in flight per provider at the start (``--judge-concurrency``, else the adaptive start)."""
     concurrency_ceiling: int
     """The most calls in flight the limit grows to (``--judge-concurrency``, else the adaptive ceiling)."""
+    generation_concurrency: int
+    """A suite target's generation calls in flight when it sets none (``--judge-concurrency``, else
+    :data:`~pytest_aimeasure.judge.concurrency.GENERATION_CONCURRENCY`)."""
     timeout: float
     retries: int
     quota_wait: float  # --judge-quota-wait: seconds of nothing but 429/529 before giving up
@@ -110,9 +113,7 @@ class Settings:
         if values["judge_bias"] and not values["calibrate"]:
             values["calibrate"] = "report"  # the probes run on the anchors
         values["sample_plan"] = _sample_plan(raw)
-        given = values["concurrency"]
-        values["concurrency"] = ADAPTIVE_START if given is None else given
-        values["concurrency_ceiling"] = ADAPTIVE_CEILING if given is None else given
+        values.update(_concurrency(values["concurrency"]))
         values["pipeline"] = _pipeline(values)
         values["anchor_globs"] = tuple(config.getini(options.ANCHORS_INI) or ())
         for name in _PATHS:
@@ -268,6 +269,18 @@ def _sample_plan(raw: dict[str, Any]) -> SamplePlan:
             "aimeasure_judge_samples_min/max)"
         )
     return SamplePlan(low, high, raw["judge_samples_step"])
+
+
+def _concurrency(given: int | None) -> dict[str, int]:
+    """The judge limit's start and ceiling, and the suites' generation limit: all ``given``
+    (``--judge-concurrency``), else the adaptive limit's and the generation default."""
+    if given is not None:
+        return {"concurrency": given, "concurrency_ceiling": given, "generation_concurrency": given}
+    return {
+        "concurrency": ADAPTIVE_START,
+        "concurrency_ceiling": ADAPTIVE_CEILING,
+        "generation_concurrency": GENERATION_CONCURRENCY,
+    }
 
 
 def _pipeline(values: dict[str, Any]) -> int:

@@ -333,7 +333,9 @@ class SuiteRunner:
         # Only touched on the loop thread.
         key = target.concurrency_key
         if key not in self._semaphores:
-            self._semaphores[key] = asyncio.Semaphore(target.concurrency or self.state.settings.concurrency)
+            self._semaphores[key] = asyncio.Semaphore(
+                target.concurrency or self.state.settings.generation_concurrency
+            )
         return self._semaphores[key]
 
     def _backend(self, target: ResolvedTarget) -> Backend:

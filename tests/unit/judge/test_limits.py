@@ -8,7 +8,13 @@ import random
 
 import pytest
 
-from pytest_aimeasure.judge.limits import MAX_COOLDOWN_S, ProviderLimit, backoff_s
+from pytest_aimeasure.judge.limits import (
+    ADAPTIVE_CEILING,
+    ADAPTIVE_START,
+    MAX_COOLDOWN_S,
+    ProviderLimit,
+    backoff_s,
+)
 
 
 class FakeClock:
@@ -244,6 +250,19 @@ def test_without_a_given_limit_it_starts_at_the_start_and_doubles_per_round_up_t
     for _ in range(5):
         full_round(limit, 0.2)
     assert limit.limit == limit.highest_limit == 64  # the ceiling
+
+
+def test_the_default_limit_reaches_its_ceiling_after_one_round() -> None:
+    # 300 items x 3 samples at a fixed latency: 900 calls are 14.06 rounds of 64, so no schedule
+    # takes fewer than 15 latencies. From 16 the slow start took 16 (16, 32, then 64 a round); from
+    # half the ceiling the first round's missing calls fit in the last round's slack.
+    clock = FakeClock()
+    began = clock.now
+    limit = ProviderLimit(ADAPTIVE_CEILING, start=ADAPTIVE_START, clock=clock)
+    levels: list[int] = []
+    simulate(limit, clock, 900, 0.2, levels=levels)
+    assert levels[ADAPTIVE_START - 1] == ADAPTIVE_CEILING  # the first round's last answer doubles it
+    assert round((clock.now - began) / 0.2) == 15
 
 
 def test_cpu_bound_the_limit_stops_where_more_calls_stop_buying_answers() -> None:

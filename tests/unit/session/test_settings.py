@@ -11,7 +11,7 @@ from pytest_aimeasure.measure.sampling import SamplePlan
 from pytest_aimeasure.session import options, settings
 from pytest_aimeasure.session.settings import BATCH_PIPELINE, Settings
 
-DERIVED = {"judging", "sample_plan", "anchor_globs", "concurrency_ceiling"}
+DERIVED = {"judging", "sample_plan", "anchor_globs", "concurrency_ceiling", "generation_concurrency"}
 
 
 def test_every_field_is_an_option_or_derived_from_them() -> None:
@@ -44,6 +44,15 @@ def test_paths_are_under_the_rootdir_unless_absolute(tmp_path: Path) -> None:
 )
 def test_the_pipeline_bound(given: int | None, batch: bool, ceiling: int, bound: int) -> None:
     assert settings._pipeline({"pipeline": given, "batch": batch, "concurrency_ceiling": ceiling}) == bound
+
+
+def test_without_a_given_concurrency_the_judge_starts_at_half_its_ceiling_and_generation_at_16() -> None:
+    assert settings._concurrency(None) == {
+        "concurrency": 32,
+        "concurrency_ceiling": 64,
+        "generation_concurrency": 16,  # a suite target's fixed limit: not the judge's adaptive start
+    }
+    assert settings._concurrency(5) == {"concurrency": 5, "concurrency_ceiling": 5, "generation_concurrency": 5}
 
 
 def test_the_sample_plan_and_its_bounds() -> None:

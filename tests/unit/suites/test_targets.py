@@ -123,7 +123,7 @@ def test_callable_latency_is_the_call_not_the_wait_for_a_pool_thread(tmp_path: P
         "import time\n\ndef generate(prompt):\n    time.sleep(0.05)\n    return 'out: ' + prompt\n"
     )
     resolved = resolve_target(target(callable="latency_target:generate"), search=[tmp_path])
-    settings = SimpleNamespace(concurrency=4, timeout=60.0)
+    settings = SimpleNamespace(generation_concurrency=4, timeout=60.0)
     runner = SuiteRunner(None, SimpleNamespace(settings=settings))  # type: ignore[arg-type]
     plan = JobPlan(
         nodeid="s.aimeasure.yaml::p1[t]", file_key="s", suite="s", prompt_id="p1", category=None,
