@@ -534,12 +534,9 @@ def _capacity(args: argparse.Namespace, trees: dict[str, Path]) -> None:
                     for label in labels if n % 2 == 0 else labels[::-1]:
                         elapsed = time.monotonic() - started
                         print(f"  {elapsed:6.1f}s  {label} {route} ...", file=sys.stderr, flush=True)
-                        runs[(label, route)].append(
-                            ours(
-                                server, root, route, args.items, args.samples, trees[label],
-                                args.judge_args.split(),
-                            )  # fmt: skip
-                        )
+                        extra = args.judge_args.split()
+                        run = ours(server, root, route, args.items, args.samples, trees[label], extra)
+                        runs[(label, route)].append(run)
     finally:
         shutil.rmtree(root, ignore_errors=True)
     load_after = os.getloadavg()

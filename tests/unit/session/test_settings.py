@@ -52,7 +52,8 @@ def test_without_a_given_concurrency_the_judge_starts_at_half_its_ceiling_and_ge
         "concurrency_ceiling": 64,
         "generation_concurrency": 16,  # a suite target's fixed limit: not the judge's adaptive start
     }
-    assert settings._concurrency(5) == {"concurrency": 5, "concurrency_ceiling": 5, "generation_concurrency": 5}
+    given = {"concurrency": 5, "concurrency_ceiling": 5, "generation_concurrency": 5}
+    assert settings._concurrency(5) == given
 
 
 def test_the_sample_plan_and_its_bounds() -> None:
