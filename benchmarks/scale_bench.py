@@ -25,7 +25,9 @@ Figures (medians over the rounds), each printed side by side with pytest alone:
   subtracts pytest's own figure (target <= 1 ms at 10,000 items, pipeline on and off);
 * ``last item -> exit``: wall time from the end of the last test's call to the process's exit (the
   pipeline's drain, the comparison, results, reports, interpreter exit) (target <= 2 s at 10,000,
-  linear from 1,000 to 10,000: the ratio to the smallest size is printed beside the size ratio);
+  linear from 1,000 to 10,000: the ratio to the smallest size is printed beside the size ratio),
+  and the process's CPU over the same span (``its CPU``: every thread, what a loaded machine
+  moves far less than the wall time);
 * ``process CPU``: the child's whole user + system CPU (``wait4``), per item, over pytest alone;
 * ``inert``: ``--inert-tests`` trivial tests, plugin loaded and off over plugin disabled, CPU and
   wall (target <= 1.02x).
@@ -124,6 +126,7 @@ def pytest_runtest_call(item):
         return (yield)
     finally:
         TIMES["called"] = time.time()  # the last item's test ran: from here to exit is the end
+        TIMES["cpu_called"] = time.process_time()
 
 
 END_PROFILE = []
@@ -156,6 +159,7 @@ def pytest_unconfigure(config):
                 "loop_cpu_s": TIMES["cpu_last"] - TIMES["cpu_started"],
                 "items": ITEMS[0],
                 "called": TIMES["called"],
+                "cpu_called": TIMES["cpu_called"],
             }, f)
 
 
@@ -215,13 +219,17 @@ def run(
         raise SystemExit(f"{mode}: the pytest session in {folder} failed (exit {proc.returncode})")
     timing = json.loads(out.read_text())
     items = timing["items"]
+    cpu = after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
     return {
         "compare_s": json.loads(compared.read_text())["compare_s"] if compared.exists() else float("nan"),
         "wall_s": wall,
-        "cpu_s": after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime,
+        "cpu_s": cpu,
         "loop_s": timing["loop_s"],
         "loop_cpu_ms": timing["loop_cpu_s"] / items * 1000,
         "end_s": started + wall - timing["called"],
+        # The process's CPU (every thread) from the last test's call to its exit: what a loaded
+        # machine moves far less than the wall time above.
+        "end_cpu_s": cpu - timing["cpu_called"],
         "items": items,
     }
 
@@ -316,6 +324,7 @@ def main() -> None:
                 ("  test loop CPU per item", "loop_cpu_ms", "ms", "{:.2f}"),
                 ("  test loop wall", "loop_s", "s", "{:.2f}"),
                 ("  last item -> process exit", "end_s", "s", "{:.2f}"),
+                ("    its CPU", "end_cpu_s", "s", "{:.2f}"),
                 ("    of which comparison with the baseline", "compare_s", "s", "{:.2f}"),
                 ("  process CPU", "cpu_s", "s", "{:.1f}"),
                 ("  process start -> exit", "wall_s", "s", "{:.1f}"),
