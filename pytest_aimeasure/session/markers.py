@@ -97,7 +97,8 @@ over every item at the end of collection (for non-Python collectors' items) skip
 
 
 def dimension_of(item: pytest.Item) -> DimensionSpec | None:
-    """The item's dimension marker, parsed (once: collection calls this for every item), or None."""
+    """The item's dimension marker, parsed once (by :func:`marker_problem`'s walk of the node chain
+    when it checked the item, else here on first use), or None."""
     if _DIMENSION not in item.stash:
         mark = item.get_closest_marker("dimension")
         item.stash[_DIMENSION] = DimensionSpec.from_marker(mark) if mark is not None else None
@@ -129,6 +130,7 @@ def marker_problem(item: pytest.Item, model_problem: ModelCheck | None = None) -
     if gates and "phase" in gates[0].kwargs and not (isinstance(phase, str) and phase.strip()):
         return f"@pytest.mark.gate phase={phase!r} must be a non-empty string"
     if not dims:
+        item.stash[_DIMENSION] = None  # (dimension_of need not walk the chain again)
         return None
     mark = dims[0]
     if len(mark.args) != 1 or not isinstance(mark.args[0], str) or not mark.args[0].strip():
@@ -155,10 +157,11 @@ def marker_problem(item: pytest.Item, model_problem: ModelCheck | None = None) -
         value = mark.kwargs.get(key)
         if value is not None and not (isinstance(value, str) and value.strip()):
             return f"@pytest.mark.dimension {key}={value!r} must be a non-empty string"
-    problem = judge_marker_problem(mark.kwargs, model_problem)
-    if problem is not None:
-        return problem
-    return calibration_marker_problem(mark.kwargs)
+    problem = judge_marker_problem(mark.kwargs, model_problem) or calibration_marker_problem(mark.kwargs)
+    if problem is None:
+        # Parsed here, from the walk just made: the closest marker is the first one it met.
+        item.stash[_DIMENSION] = DimensionSpec.from_marker(mark)
+    return problem
 
 
 def judge_marker_problem(kwargs: Mapping[str, Any], model_problem: ModelCheck | None) -> str | None:

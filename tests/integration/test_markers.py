@@ -95,6 +95,56 @@ def test_the_measuring_hooks_are_registered_only_in_a_session_that_measures(
     assert kept.pluginmanager.get_plugin("aimeasure-session") is not None
 
 
+def test_collection_walks_each_items_markers_once(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The plugin is loaded in every session: checking a test's markers and reading its dimension
+    share one walk up its node chain (a walk an item was most of the plugin's cost with --ai-judge
+    off), and the dimension read is the checked one."""
+    pytester.makepyfile(
+        test_walks="""
+        import pytest
+
+        pytestmark = pytest.mark.dimension("tone", floor=2.0)
+
+        @pytest.mark.parametrize("case", range(3))
+        def test_tone(case, judge):
+            judge.score("text")
+        """,
+        test_class="""
+        import pytest
+
+        @pytest.mark.dimension("clarity", floor=4.0)
+        class TestInner:
+            def test_clear(self, judge):
+                judge.score("text")
+        """,
+        test_plain="""
+        def test_plain():
+            pass
+        """,
+    )
+    walks: dict[pytest.Item, int] = {}  # by node: a test's FunctionDefinition shares its node id
+    iter_markers = pytest.Item.iter_markers
+
+    def counted(self: pytest.Item, name: str | None = None):  # type: ignore[no-untyped-def]
+        walks[self] = walks.get(self, 0) + 1
+        return iter_markers(self, name)
+
+    monkeypatch.setattr(pytest.Item, "iter_markers", counted)
+    items, _ = pytester.inline_genitems("-p", "no:cacheprovider")
+    assert len(items) == 5
+    assert {item.nodeid: walks.get(item) for item in items} == {item.nodeid: 1 for item in items}
+    from pytest_aimeasure.session.markers import dimension_of
+
+    dims = {item.name: (d.name, d.floor) if (d := dimension_of(item)) else None for item in items}
+    assert dims == {
+        **{f"test_tone[{i}]": ("tone", 2.0) for i in range(3)},
+        "test_clear": ("clarity", 4.0),
+        "test_plain": None,
+    }
+
+
 def test_plugin_import_pulls_in_no_sdk() -> None:
     code = (
         "import sys, pytest_aimeasure.plugin, pytest_aimeasure.session.state;"
