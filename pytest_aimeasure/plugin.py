@@ -84,6 +84,7 @@ def register_measuring(config: pytest.Config, state: SessionState) -> None:
         config.pluginmanager.register(JUnitVerdicts(measure, xmlpath), "aimeasure-junit")
     pipeline = state.open_pipeline()
     if pipeline is not None:
+        pipeline.refresh = measure.refresh_report
         config.pluginmanager.register(PipelineHooks(pipeline), "aimeasure-pipeline")
         config.pluginmanager.register(PipelineRunner(pipeline), "aimeasure-pipeline-runner")
     if config.pluginmanager.hasplugin("xdist"):
@@ -346,6 +347,26 @@ class MeasurePlugin:
         finally:
             if excinfo is not None and trimmed is not None:
                 excinfo.traceback, excinfo.value.__cause__, excinfo.value.__suppress_context__ = trimmed
+        self._attach_payload(item, call, report)
+        return report
+
+    def refresh_report(
+        self, item: pytest.Item, call: pytest.CallInfo[None], report: pytest.TestReport
+    ) -> None:
+        """What a report made again for ``call`` would differ in once a pending verdict landed and
+        did not change the test's outcome: the item's properties (the verdict's among them) and the
+        payload (its measurements, findings and extra). The pipeline asks this of a passed verdict
+        instead of making the call and teardown reports again through every plugin's
+        ``pytest_runtest_makereport`` (two hook calls an item)."""
+        report.user_properties = list(item.user_properties)
+        self._attach_payload(item, call, report)
+
+    def _attach_payload(
+        self, item: pytest.Item, call: pytest.CallInfo[None], report: pytest.TestReport
+    ) -> None:
+        """The report's payload (what the session folds into the item's result), and a verdict's
+        text in place of its traceback."""
+        excinfo = call.excinfo
         kind = _kind(item)
         record = runtime.current()
         payload: dict[str, Any] = {"kind": kind, "nodeid": item_nodeid(item)}
@@ -387,7 +408,6 @@ class MeasurePlugin:
             report.user_properties = [*report.user_properties, (PAYLOAD, json.dumps(payload))]
         else:
             self._payloads[report] = payload
-        return report
 
     def _payload(self, report: pytest.TestReport) -> dict[str, Any] | None:
         """The payload of a report made in this process, else the one a worker's report carries."""

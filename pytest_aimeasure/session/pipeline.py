@@ -4,10 +4,13 @@ pytest runs one test at a time; a dimension test that waited for its judge calls
 N (samples) calls in flight for the whole session. Under the pipeline a test's protocol runs with
 ``log=False`` (pytest's public :func:`_pytest.runner.runtestprotocol`, as pytest-rerunfailures and
 pytest-xdist use it), ``judge.score`` returns a pending measurement, and the item's reports are held
-here until its verdict lands. Then the verdict is applied (the same code as without the pipeline),
-the call and teardown reports are made again through ``pytest_runtest_makereport`` so every plugin
-sees the final outcome, and the reports are logged (logstart, logreport, logfinish) in collection
-order. Terminal, JUnit, xdist, the baseline and other plugins see ordinary reports, only later.
+here until its verdict lands. Then the verdict is applied (the same code as without the pipeline);
+when it decides the test (a breach, a judge error, a skip) the call and teardown reports are made
+again through ``pytest_runtest_makereport`` so every plugin sees the final outcome, and when it
+passes, the outcome they saw is final and the held reports only take what landing changed (the
+item's properties, the measurements); then the reports are logged (logstart, logreport, logfinish)
+in collection order. Terminal, JUnit, xdist, the baseline and other plugins see ordinary reports,
+only later.
 
 At most ``depth`` items wait for their verdict at once; the next test waits for room. An item steps
 aside (is judged while its test runs, as without the pipeline) when another plugin runs its protocol
@@ -32,6 +35,9 @@ from pytest_aimeasure.measure import runtime
 RERUNFAILURES = "rerunfailures"
 OWN_PROTOCOL = "aimeasure-pipeline-runner"
 PYTEST_RUNNER = "runner"
+
+Refresh = Callable[[pytest.Item, "pytest.CallInfo[None]", pytest.TestReport], None]
+"""Updates a held report in place once its item's verdict landed and passed (see ``Pipeline.refresh``)."""
 
 ROOM_CHECK_S = 1.0
 """While the pipeline is full the test thread sleeps until a pending verdict lands (it is woken);
@@ -126,6 +132,10 @@ class Pipeline:
         self._other_runner: str | bool | None = False  # False: not looked up yet
         self._landed = threading.Event()
         """Set by the judge's thread whenever a pending verdict lands: room may have opened."""
+        self.refresh: Refresh | None = None
+        """Brings a held report up to date with a verdict that passed (the item's properties and the
+        session's payload), instead of making it again; None: every held call and teardown report
+        is made again through ``pytest_runtest_makereport`` once its verdict lands."""
 
     # -- which items the pipeline runs ------------------------------------------------------------
     def _foreign_runner(self) -> str | None:
@@ -273,6 +283,7 @@ class Pipeline:
             for deferred in record.deferred:
                 verdict = deferred.settle() or verdict
             reports: list[pytest.TestReport] = []
+            ihook = None
             for report in held.reports:
                 call = held.calls.get(report.when)
                 if report.when == "call" and verdict is not None:
@@ -281,7 +292,15 @@ class Pipeline:
                 if report.when not in ("call", "teardown") or call is None:
                     reports.append(report)
                     continue
-                remade: pytest.TestReport = item.ihook.pytest_runtest_makereport(item=item, call=call)
+                if verdict is None and self.refresh is not None:
+                    # The verdict passed: the outcome every plugin's makereport saw is the final
+                    # one. What landing changed (the item's properties, the measurements) is put
+                    # into the report as a remade one would carry it.
+                    self.refresh(item, call, report)
+                    reports.append(report)
+                    continue
+                ihook = ihook or item.ihook
+                remade: pytest.TestReport = ihook.pytest_runtest_makereport(item=item, call=call)
                 remade.duration, remade.start, remade.stop = report.duration, report.start, report.stop
                 remade.sections = list(report.sections)  # the output captured in that phase only
                 location = getattr(verdict, "aimeasure_location", None)

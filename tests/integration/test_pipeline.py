@@ -651,3 +651,49 @@ def test_room_in_the_pipeline_opens_when_any_verdict_lands_not_only_the_oldest(
     result = run_session(pytester, *BASE, "--judge-samples", "1", "--judge-pipeline", "2")
     result.assert_outcomes(passed=3)
     assert not (pytester.path / "first-waited-20s").exists()
+
+
+@XDIST
+def test_a_passed_verdicts_reports_are_made_once_and_carry_what_landed(
+    project: pytest.Pytester, xdist: bool
+) -> None:
+    """A pipelined item whose verdict passes keeps the call and teardown reports pytest made when the
+    test ran (its outcome was already the final one): no plugin's ``pytest_runtest_makereport`` runs
+    again for them, and they carry the verdict's properties all the same. A breach still makes them
+    again (it changes the outcome). Before, every landed item's two reports were made twice."""
+    project.makeconftest(
+        CONFTEST
+        + """
+
+MADE = []
+
+
+def pytest_runtest_makereport(item, call):
+    MADE.append(f"{item.name} {call.when}")
+    pathlib.Path(session_root[0], "made.txt").write_text("\\n".join(MADE))
+"""
+    )
+    project.makepyfile(
+        test_made="""
+        import pytest
+
+        @pytest.mark.dimension("tone", floor=3.0, rubric="5 = right tone")
+        @pytest.mark.parametrize("case", ["a", "b"])
+        def test_tone(case, judge, record_property):
+            judge.score(f"artifact {case}")
+            record_property("after", case)
+        """
+    )
+    (project.path / "scores.json").write_text(json.dumps({"test_tone[b]": [2, 2, 3]}))
+    result = run_session(project, *BASE, "--judge-pipeline", "32", "--aimeasure-json", "out.json", *nx(xdist))
+    result.assert_outcomes(passed=1, failed=1)
+    made = (project.path / "made.txt").read_text().split("\n")
+    assert made.count("test_tone[a] call") == 1 and made.count("test_tone[a] teardown") == 1
+    assert made.count("test_tone[b] call") == 2 and made.count("test_tone[b] teardown") == 2
+    logged = json.loads((project.path / "reports.json").read_text())
+    reports = {(r[0].split("::")[-1], r[1]): r for r in logged}
+    verdict = ["aimeasure.dimension", "aimeasure.mean", "aimeasure.sd", "aimeasure.n", "aimeasure.ci"]
+    assert [p[0] for p in reports[("test_tone[a]", "call")][4]] == [*verdict, "after"]
+    assert [p[0] for p in reports[("test_tone[a]", "teardown")][4]] == [*verdict, "after", "aimeasure.item"]
+    items = read_results(project.path / "out.json")["items"]
+    assert [m["mean"] for i in items if i["nodeid"].endswith("[a]") for m in i["measurements"]] == [4.0]
