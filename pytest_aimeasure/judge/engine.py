@@ -255,12 +255,12 @@ def excerpt(text: str, limit: int = EXCERPT_CHARS) -> str:
 def _readable(reply: JudgeReply) -> JudgeReply:
     """The reply with each lone surrogate in what the judge wrote replaced by U+FFFD: JSON may carry
     one (``"\\ud800"``), and neither pydantic, the run store nor the next request can."""
-    return replace(
-        reply,
-        tool_input=replace_lone_surrogates_in(reply.tool_input),
-        text=replace_lone_surrogates(reply.text),
-        raw=replace_lone_surrogates(reply.raw),
-    )
+    tool_input = replace_lone_surrogates_in(reply.tool_input)
+    text = replace_lone_surrogates(reply.text)
+    raw = replace_lone_surrogates(reply.raw)
+    if tool_input is reply.tool_input and text is reply.text and raw is reply.raw:
+        return reply  # the common case: nothing to replace, no copy of the reply
+    return replace(reply, tool_input=tool_input, text=text, raw=raw)
 
 
 def _validate(reply: JudgeReply, dimension: str) -> Verdict | str:
@@ -578,16 +578,35 @@ class JudgeEngine:
         self, backend: Backend, samples: list[Sample], prompt_hash: str, rubric_hash: str
     ) -> Fingerprint:
         """The ruler the samples were taken with (the resolved model the provider reported)."""
-        models = Counter(s.model for s in samples if s.model)
-        modes = Counter(s.tool_mode for s in samples if s.tool_mode)
-        temps = Counter(s.temperature for s in samples)
+        first = samples[0] if samples else None
+        if (
+            first is not None
+            and first.model
+            and first.tool_mode
+            and all(
+                s.model == first.model
+                and s.tool_mode == first.tool_mode
+                and s.temperature == first.temperature
+                for s in samples
+            )
+        ):
+            # The common case, the samples of one ruler: the most common of each is the first's
+            # (three counters an item found it the long way).
+            model, temperature, tool_mode = first.model, first.temperature, first.tool_mode
+        else:
+            models = Counter(s.model for s in samples if s.model)
+            modes = Counter(s.tool_mode for s in samples if s.tool_mode)
+            temps = Counter(s.temperature for s in samples)
+            model = models.most_common(1)[0][0] if models else backend.model
+            temperature = temps.most_common(1)[0][0] if temps else self.settings.temperature
+            tool_mode = modes.most_common(1)[0][0] if modes else "forced"
         return Fingerprint(
             provider=backend.provider,
-            model=models.most_common(1)[0][0] if models else backend.model,
-            temperature=temps.most_common(1)[0][0] if temps else self.settings.temperature,
+            model=model,
+            temperature=temperature,
             prompt_hash=prompt_hash,
             rubric_hash=rubric_hash,
-            tool_mode=modes.most_common(1)[0][0] if modes else "forced",
+            tool_mode=tool_mode,
             plugin_major=PLUGIN_MAJOR,
         )
 
@@ -659,13 +678,13 @@ class JudgeEngine:
         if stored is not None:
             return stored
         messages: list[Message] = [Message("user", user_text)]
-        total = Usage()
+        total: Usage | None = None
         started = asyncio.get_running_loop().time()
         attempts = self.settings.max_invalid_retries + 1
         for attempt in range(attempts):
             request = self._request(spec, template, messages, prefix_chars, index=key[3], attempt=attempt)
             reply = await self._call(backend, request)
-            total = total + reply.usage
+            total = reply.usage if total is None else total + reply.usage
             verdict = _validate(reply, spec.dimension)
             if isinstance(verdict, Verdict):
                 latency = asyncio.get_running_loop().time() - started

@@ -277,3 +277,34 @@ def test_the_limiter_learns_each_call_s_own_latency_as_the_backend_timed_it() ->
         engine.spend.limits["fake"] = limit
         assert engine.measure(spec(2)).scores == [4, 4]
         assert limit.latencies == [0.25, 0.25]
+
+
+class TwoModels(ScriptedReplies):
+    """Answers as the provider's resolved models ``models`` say, one per call, in tool mode ``modes``."""
+
+    def __init__(self, models: list[str], modes: list[str]) -> None:
+        super().__init__([VALID] * len(models))
+        self.models, self.modes = models, modes
+
+    async def judge(self, request: JudgeRequest) -> JudgeReply:
+        reply = await super().judge(request)
+        n = len(self.requests) - 1
+        return dataclasses.replace(reply, model=self.models[n], mode=self.modes[n])
+
+
+@pytest.mark.parametrize(
+    ("models", "modes", "model", "mode"),
+    [
+        (["judge-v2"] * 3, ["forced"] * 3, "judge-v2", "forced"),
+        (["judge-v2", "judge-v1", "judge-v2"], ["auto", "forced", "auto"], "judge-v2", "auto"),
+        (["", "", ""], ["forced"] * 3, "fake-judge", "forced"),
+    ],
+    ids=["one-ruler", "most-common", "none-reported"],
+)
+def test_the_fingerprint_names_the_model_and_tool_mode_most_of_the_samples_were_judged_with(
+    models: list[str], modes: list[str], model: str, mode: str
+) -> None:
+    """Behaviour unchanged by the shortcut for samples of one ruler (they are the common case)."""
+    for engine in engine_with(TwoModels(models, modes), concurrency=1):
+        m = engine.measure(spec(samples=3))
+        assert (m.fingerprint.model, m.fingerprint.tool_mode) == (model, mode)
