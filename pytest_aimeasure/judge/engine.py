@@ -48,6 +48,7 @@ from pytest_aimeasure.judge.backends.base import (
     JudgeRequest,
     Message,
     ProviderRejection,
+    Quirks,
     RateLimited,
 )
 from pytest_aimeasure.judge.errors import (
@@ -904,8 +905,11 @@ class JudgeEngine:
         loop = asyncio.get_running_loop()
         attempts = self.settings.retries + 1
         failures = 0
+        quirks = getattr(backend, "quirks", None)
         for attempt in range(attempts):
             self._check_reachable(backend)
+            if isinstance(quirks, Quirks) and not quirks.known:
+                await quirks.first_call_ended()  # without a slot: see Quirks.first_call_ended
             token = await limit.acquire()
             pause = 0.0
             try:

@@ -66,11 +66,13 @@ def measure_all(engine: JudgeEngine, specs: list[ItemSpec], *, timeout: float = 
 def test_one_429_with_retry_after_pauses_every_pending_call(
     kind: str, server: ProviderServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """4 calls in flight, 8 more waiting. The first answer is a 429 asking for 1 s; the other three in
-    flight are held by the server until the engine has taken the 429 in, then answered at once, which
-    frees their slots. No call may reach the server before the retry-after has passed: not the waiting
-    ones (whose slots are free), not the retry of the call that got it. Before, each SDK retried its
-    own call, and the waiting calls went out as soon as slots were free."""
+    """4 calls in flight, 8 more waiting. The first answer to them is a 429 asking for 1 s; the other
+    three in flight are held by the server until the engine has taken the 429 in, then answered at
+    once, which frees their slots. No call may reach the server before the retry-after has passed: not
+    the waiting ones (whose slots are free), not the retry of the call that got it. Before, each SDK
+    retried its own call, and the waiting calls went out as soon as slots were free. (The model's
+    first call goes out alone, the others waiting for its answer, so it is answered first: 4 calls
+    are in flight from its answer on.)"""
     engine = engine_for(kind, server, monkeypatch, concurrency=4, retries=2)
     engine_saw_it = threading.Event()
 
@@ -79,7 +81,7 @@ def test_one_429_with_retry_after_pauses_every_pending_call(
         return 4
 
     server.scorer = scorer
-    server.script(Fault.rate_limit(retry_after=RETRY_AFTER))
+    server.script(4, Fault.rate_limit(retry_after=RETRY_AFTER))
     try:
         futures = [engine.submit(engine.ameasure(spec(i))) for i in range(4)]
         deadline = time.monotonic() + 30
@@ -104,8 +106,8 @@ def test_one_429_with_retry_after_pauses_every_pending_call(
     # The engine learnt of the 429 after the server received that request, so the pause it set
     # ends at the earliest RETRY_AFTER after that arrival: only the first wave arrived before.
     early = [r for r in requests if r.started < limited.started + RETRY_AFTER]
-    assert len(early) == 4, [(round(r.started - limited.started, 3), r.status) for r in requests]
-    assert limited in early
+    assert len(early) == 1 + 4, [(round(r.started - limited.started, 3), r.status) for r in requests]
+    assert limited in early and requests[0] in early
     assert spend["rate_limited"] == 1
     assert spend["transport_retries"] == 1
     assert spend["rate_limit_wait_s"] == pytest.approx(RETRY_AFTER)
@@ -207,6 +209,27 @@ def test_the_first_call_goes_out_before_the_price_map_is_read(
     assert requests_when_read and requests_when_read[0] >= 1  # read once the first request was out
     marked = ["cache_control" in r.body["tools"][0] for r in server.requests]
     assert marked == [True, False]
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_the_calls_sent_with_a_first_call_that_got_a_429_wait_out_its_cooldown_at_the_halved_limit(
+    kind: str, server: ProviderServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The calls sent with a model's first call wait for it (what it refuses is learned once). They
+    # waited holding their slots of the limit, so when it ended with a 429 they all went at once,
+    # in the cooldown it asked for, at the limit before the halving (8 here).
+    pause = 0.5
+    server.latency = 0.1
+    server.script(Fault.rate_limit(retry_after=pause))
+    engine = engine_for(kind, server, monkeypatch, concurrency=8, samples=4, retries=2)
+    try:
+        measure_all(engine, [spec(0, samples=4), spec(1, samples=4)])
+    finally:
+        engine.close()
+    first, *others = sorted(server.requests, key=lambda r: r.started)
+    assert first.status == 429 and len(others) == 8
+    assert min(r.started for r in others) >= first.finished + pause - 0.1  # its cooldown
+    assert server.max_in_flight <= 4  # the halved limit
 
 
 def test_a_model_that_rejects_cache_control_is_called_again_without_it(

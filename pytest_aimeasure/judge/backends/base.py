@@ -455,6 +455,19 @@ class Quirks:
             await asyncio.wait([asyncio.wrap_future(first)], timeout=left)
         return False
 
+    async def first_call_ended(self) -> None:
+        """Wait while another call is the model's first, as :meth:`first_call` does, without becoming
+        the first: the engine waits here before it takes a slot of the provider's limit, so the calls
+        sent with the first one wait without holding slots, and what ended it applies to them (a
+        429's cooldown and halved limit: they no longer all went at once into a provider that had
+        just refused)."""
+        with self._lock:
+            if self._known or self._first is None:
+                return
+            first, left = self._first, FIRST_CALL_WAIT_S - (time.monotonic() - self._first_at)
+        if left > 0:
+            await asyncio.wait([asyncio.wrap_future(first)], timeout=left)
+
     def first_call_done(self) -> None:
         """The first call ended: the calls waiting for it go."""
         with self._lock:
