@@ -178,6 +178,10 @@ class _Once(Generic[T]):
                     self._loaded = True
         return self._value  # type: ignore[return-value]  # (set above)
 
+    @property
+    def loaded(self) -> bool:
+        return self._loaded
+
     def cache_clear(self) -> None:
         with self._lock:
             self._value, self._loaded = None, False
@@ -328,6 +332,35 @@ def no_price_reason(models: Sequence[str] | None = None) -> str:
             )
         return f"no price for {what}: prices come with the [litellm] extra, {extra}"
     return f"no price for {what} in litellm's price map"
+
+
+PRICES_AFTER_S = 0.05
+"""How long after a backend's first request is out the price map is read in the background
+(:func:`read_prices_soon`): a reply that comes sooner (a local server's) is priced on the loop, as
+it was, and the request has left this process well before."""
+
+
+def read_prices_soon(model: str, provider: str | None = None) -> None:
+    """Look up ``model``'s price on a worker thread of the running event loop in
+    :data:`PRICES_AFTER_S`, unless the price map is read by then. A judge backend calls it once its
+    first request is out: the map (tens of ms of CPU, a 3 MB file) is then read while the provider
+    answers that call, when the loop has nothing else to do (the calls sent with it wait for its
+    answer), instead of on the loop when the answer's cost is computed (or the next request asks
+    whether to mark its prompt for caching), ahead of every call the answer lets go."""
+    import asyncio
+
+    loop = asyncio.get_running_loop()
+
+    def read() -> None:
+        if not _price_map.loaded:
+            with contextlib.suppress(Exception):  # the call that needs the price says what is wrong
+                price_for(model, provider)
+
+    def start() -> None:
+        if not _price_map.loaded and not loop.is_closed():
+            loop.run_in_executor(None, read)
+
+    loop.call_later(PRICES_AFTER_S, start)
 
 
 def supports_prompt_caching(model: str, provider: str | None = None) -> bool:

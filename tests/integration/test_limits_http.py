@@ -232,6 +232,38 @@ def test_the_calls_sent_with_a_first_call_that_got_a_429_wait_out_its_cooldown_a
     assert server.max_in_flight <= 4  # the halved limit
 
 
+@pytest.mark.parametrize("kind", KINDS)
+def test_the_price_map_is_read_while_the_first_call_is_answered(
+    kind: str, server: ProviderServer, monkeypatch: pytest.MonkeyPatch, fresh_price_map: None
+) -> None:
+    # It was read on the judge's loop when the first answer's cost was computed (and, for the
+    # calls after it, whether to mark their prompt for caching): tens of ms before any call that
+    # waited for that answer could go. The server holds the first answer until the map is read.
+    from pytest_aimeasure.store import cost
+
+    read = cost._price_map._load
+    map_read = threading.Event()
+
+    def load() -> dict[str, dict[str, Any]]:
+        map_read.set()
+        return read()
+
+    read_while_held: list[bool] = []
+
+    def scorer(seen: SeenRequest) -> int:
+        read_while_held.append(map_read.wait(timeout=5.0))
+        return 4
+
+    monkeypatch.setattr(cost._price_map, "_load", load)
+    server.scorer = scorer
+    engine = engine_for(kind, server, monkeypatch, concurrency=1, samples=1)
+    try:
+        measure_all(engine, [spec(0, samples=1)])
+    finally:
+        engine.close()
+    assert read_while_held == [True]
+
+
 def test_a_model_that_rejects_cache_control_is_called_again_without_it(
     server: ProviderServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:

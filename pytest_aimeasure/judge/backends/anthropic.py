@@ -181,6 +181,13 @@ class AnthropicBackend(LearnsQuirks):
 
     # -- the client ------------------------------------------------------------------------------
 
+    def _read_prices_soon(self) -> None:
+        # The first reply's cost, and whether the calls after it mark their prompt for caching, read the
+        # price map: read while the provider answers the first request.
+        from pytest_aimeasure.store.cost import read_prices_soon
+
+        read_prices_soon(self.model, self.provider)
+
     def _api_now(self) -> JsonApi:
         """The Messages API client, its key and base URL read from the environment on the first call
         (as the SDK did); no credentials at all is an error before any request."""
@@ -199,7 +206,13 @@ class AnthropicBackend(LearnsQuirks):
                 )
             remember(key or token)
             base = self.base_url or os.environ.get("ANTHROPIC_BASE_URL") or DEFAULT_BASE_URL
-            self._api = JsonApi(base, headers, timeout=self.timeout, max_retries=self.max_retries)
+            self._api = JsonApi(
+                base,
+                headers,
+                timeout=self.timeout,
+                max_retries=self.max_retries,
+                after_first_request=self._read_prices_soon,
+            )
         return self._api
 
     def _client_now(self) -> Any:

@@ -23,7 +23,7 @@ import select
 import sys
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from pytest_aimeasure.judge.backends.base import built_from_environ, parse_retry_after
@@ -139,9 +139,18 @@ class JsonApi:
     clients per event loop (a connection pool belongs to the loop that opened it)."""
 
     def __init__(
-        self, base_url: str, headers: Mapping[str, str], *, timeout: float | None, max_retries: int = 0
+        self,
+        base_url: str,
+        headers: Mapping[str, str],
+        *,
+        timeout: float | None,
+        max_retries: int = 0,
+        after_first_request: Callable[[], None] | None = None,
     ) -> None:
         self.base_url = base_url.rstrip("/")
+        self._after_first_request = after_first_request
+        """Called on the loop once the first request is written (its reply awaited): work that the
+        first reply's handling needs, done while the provider answers."""
         self.headers = dict(headers)
         self.timeout = timeout
         self.max_retries = max_retries
@@ -228,9 +237,8 @@ class JsonApi:
         pool = getattr(transport, "_pool", None)
         if pool is not None and isinstance(transport, httpx.AsyncHTTPTransport) and _httpcore_errors():
             return await self._through_pool(pool, url, headers, content, timeouts)
-        request = httpx.Request(
-            "POST", url, headers=headers, content=content, extensions={"timeout": timeouts}
-        )
+        extensions = self._extensions(timeouts)
+        request = httpx.Request("POST", url, headers=headers, content=content, extensions=extensions)
         try:
             response = await transport.handle_async_request(request)
         except httpx.RequestError as exc:
@@ -271,7 +279,7 @@ class JsonApi:
             core_url,
             headers=[*raw, (b"Content-Length", str(len(content)).encode())],
             content=content,
-            extensions={"timeout": timeouts},
+            extensions=self._extensions(timeouts),
         )
         try:
             with _httpcore_errors()():
@@ -294,6 +302,20 @@ class JsonApi:
         )
         await response.aread()  # decodes a gzip body, as httpx's own read does
         return response
+
+    def _extensions(self, timeouts: dict[str, float | None]) -> dict[str, Any]:
+        """A request's httpcore extensions: its timeouts, and until the first request is out, the
+        trace that says when it is."""
+        if self._after_first_request is None:
+            return {"timeout": timeouts}
+        return {"timeout": timeouts, "trace": self._trace}
+
+    async def _trace(self, event: str, info: Any) -> None:
+        # httpcore's events of a request. Its reply is awaited once it is written (QuickStream
+        # writes it with the reply's first read, right after this event).
+        if event.endswith("receive_response_headers.started") and self._after_first_request is not None:
+            then, self._after_first_request = self._after_first_request, None
+            then()
 
     async def aclose(self) -> None:
         """Close the HTTP clients (safe to call twice); those opened on another loop are dropped."""

@@ -208,6 +208,12 @@ class LitellmBackend(LearnsQuirks):
             self._litellm_module = import_litellm()
         return self._litellm_module
 
+    def _read_prices_soon(self) -> None:
+        # The first reply's cost reads the price map: read while the provider answers the first request.
+        from pytest_aimeasure.store.cost import read_prices_soon
+
+        read_prices_soon(self.model)
+
     def _api_now(self) -> JsonApi:
         """The Chat Completions client of a native route, its key read on the first call."""
         if self._api is None:
@@ -220,7 +226,13 @@ class LitellmBackend(LearnsQuirks):
             remember(key)
             headers = {"authorization": f"Bearer {key}", "accept": "application/json"}
             base = self.api_base or OPENAI_BASE_URL
-            self._api = JsonApi(base, headers, timeout=self.timeout, max_retries=self.max_retries)
+            self._api = JsonApi(
+                base,
+                headers,
+                timeout=self.timeout,
+                max_retries=self.max_retries,
+                after_first_request=self._read_prices_soon,
+            )
         return self._api
 
     @property
