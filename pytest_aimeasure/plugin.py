@@ -453,6 +453,11 @@ class MeasurePlugin:
         if payload is None:
             return
         extra = self.state.on_report(report, payload)
+        if not report.failed:
+            # Folded into the item's result: only a failed report's payload is read again (its
+            # status in the short summary). pytest keeps every report to its exit; the payloads
+            # kept with them were scanned by every collection of the session's heap.
+            self._payloads.pop(report, None)
         if report.when == "teardown":
             self.heap.item_logged()
             # JUnit XML reads the teardown report's properties: transport out, readable values in.

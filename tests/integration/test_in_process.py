@@ -150,3 +150,57 @@ def test_a_long_session_sets_aside_what_its_items_left_every_so_many_items(
         result = pytester.runpytest(*SCRIPTED_ARGS, "--judge-samples", "1", "--judge-pipeline", pipeline)
         result.assert_outcomes(passed=5)
     assert calls == ["0", "0", "2", "2"]
+
+
+def test_a_logged_report_lets_go_of_its_payload_unless_it_failed(pytester: pytest.Pytester) -> None:
+    """A report's payload (the item's measurements, findings, extra) is folded into the item's result
+    when the report is logged; pytest keeps every report to its exit, and the payloads kept beside
+    them were scanned by every collection of the session's heap. Only a failed report's is read again
+    (its status in the short summary), so only those stay: before, all six logged here did."""
+    from tests.conftest import run_pytest_here
+    from tests.scripted import SCRIPTED_ARGS
+
+    pytester.makeconftest(
+        """
+import pathlib, pytest
+
+def pytest_aimeasure_scripted_verdict(call, config):
+    return (1 if "low" in call.artifact else 4), "scripted"
+
+LOGGED = []
+
+@pytest.hookimpl(trylast=True)
+def pytest_runtest_logreport(report):
+    LOGGED.append(report)
+
+@pytest.hookimpl(trylast=True)
+def pytest_runtest_logfinish(nodeid):
+    if nodeid.endswith("[low]"):  # the last item's reports are logged
+        kept = CONFIG[0].pluginmanager.get_plugin("aimeasure-session")._payloads
+        logged_kept = [r for r in LOGGED if r in kept]
+        pathlib.Path(CONFIG[0].rootpath, "kept.txt").write_text(f"{len(LOGGED)} {len(logged_kept)}")
+        LOGGED.clear()
+
+CONFIG = []
+
+def pytest_configure(config):
+    CONFIG[:] = [config]
+"""
+    )
+    pytester.makepyfile(
+        test_story="""
+        import pytest
+
+        @pytest.mark.dimension("tone", floor=3.0, rubric="5 = calm")
+        @pytest.mark.parametrize("case", ["fine", "low"])
+        def test_tone(case, judge):
+            judge.score(f"The fox apologised: {case}.")
+        """
+    )
+    pytester.makeini("[pytest]\n")
+    for pipeline in ("0", "2"):
+        code, out = run_pytest_here(pytester.path, *SCRIPTED_ARGS, "--judge-pipeline", pipeline, "-rA")
+        assert code == 1, out
+        assert "FAILED test_story.py::test_tone[low] - FloorBreach" in out
+        # six reports logged, one payload kept: the breach's call report's
+        assert (pytester.path / "kept.txt").read_text() == "6 1", pipeline
