@@ -531,8 +531,8 @@ class ScoreCall:
             ("aimeasure.ci", f"{measurement.ci_low:.4f}..{measurement.ci_high:.4f}"),
         ):
             self.item.user_properties.append((prop, value))
-        mark = self.item.get_closest_marker("dimension")
-        if limit is not None and mark is not None and mark.kwargs.get("floor_scale") == "human":
+        dim = dimension_of(self.item)  # (parsed once an item: a marker walk of its node chain each time)
+        if limit is not None and dim is not None and dim.floor_scale == "human":
             return self._human_floor(measurement, limit)
         if limit is not None and measurement.breached:
             return FloorBreach(floor_message(measurement))
