@@ -239,15 +239,19 @@ def _history_of(ids: Sequence[str], history: History) -> SessionHistory | None:
     return session_history(rows) if rows else None
 
 
-def _on_shared_ruler(entries: dict[str, BaselineEntry], measured: dict[str, Measurement]) -> set[str]:
+def _on_shared_ruler(
+    entries: dict[str, BaselineEntry], measured: dict[str, Measurement]
+) -> tuple[set[str], set[str]]:
     """Items escalated in one session only, compared on the judge both sessions hold: the standing one.
 
     An escalated measurement (and an escalated baseline entry) keeps the standing judge's scores next
     to the stronger judge's. When the baseline entry was measured by today's standing judge, or holds
     standing scores under today's ruler, the two are paired on the standing judge: one ruler, so the
     difference is a drift. Swaps ``entries`` / ``measured`` to those views in place; anything else
-    with differing fingerprints stays not comparable."""
+    with differing fingerprints stays not comparable. Returns (the items swapped, the items whose
+    fingerprints still differ): each pair's fingerprints are compared once, here."""
     swapped: set[str] = set()
+    differing: set[str] = set()
     for item_id, m in measured.items():
         entry = entries.get(item_id)
         if entry is None or entry.fingerprint == m.fingerprint:
@@ -258,7 +262,9 @@ def _on_shared_ruler(entries: dict[str, BaselineEntry], measured: dict[str, Meas
         elif entry.standing is not None and entry.standing.fingerprint == m.fingerprint:
             entries[item_id] = entry.on_standing_judge()  # escalated in the baseline session, not now
             swapped.add(item_id)
-    return swapped
+        else:
+            differing.add(item_id)
+    return swapped, differing
 
 
 def _generation_groups(m: Measurement) -> list[list[int]]:
@@ -292,7 +298,7 @@ def _pair_items(baseline: BaselineFile | None, measurements: Sequence[Measuremen
         entries=dict(baseline.entries) if baseline is not None else {},
         measured={m.item_id: m for m in measurements if m.samples},
     )
-    on_standing = _on_shared_ruler(pairing.entries, pairing.measured)
+    on_standing, differing = _on_shared_ruler(pairing.entries, pairing.measured)
     for item_id, m in sorted(pairing.measured.items()):
         pairing.by_dimension.setdefault(m.dimension, []).append(item_id)
         common: dict[str, Any] = {
@@ -310,8 +316,9 @@ def _pair_items(baseline: BaselineFile | None, measurements: Sequence[Measuremen
             pairing.items[item_id] = ItemComparison(verdict="new", **common)
             continue
         common |= {"baseline_mean": entry.mean, "baseline_n": entry.n, "baseline_sessions": entry.pooled}
-        # Equality first: differences() dumps both models, too slow to run on every one of 10,000 items.
-        changed = [] if entry.fingerprint == m.fingerprint else entry.fingerprint.differences(m.fingerprint)
+        # Only where the fingerprints differ: differences() dumps both models, too slow to run on
+        # every one of 10,000 items.
+        changed = entry.fingerprint.differences(m.fingerprint) if item_id in differing else []
         if changed:
             pairing.items[item_id] = ItemComparison(
                 verdict="not_comparable", changed_fields=changed, **common
