@@ -37,7 +37,7 @@ the new rule's detection divided by it is the "ratio" column. The "robust" limit
 one-session baseline of the same design under 2% of unchanged runs, as the issue asks of the rule:
 its cut is max(tolerance, z_0.99·sd(D), 0.4 + z_0.98·sd_lucky(D)); against one session no rule can
 detect more, whatever it knows (see robust_limit). The "prior" limit is the known-variance test that
-must also hold the session-wide shift the rule assumes (the prior's, or its floor once pooled) to
+must also hold the session-wide shift the rule assumes (the prior's, or its share once pooled) to
 1%: new / prior is what estimating the variances costs the rule, prior / limit what the assumption
 costs (see prior_limit).
 
@@ -79,7 +79,7 @@ TOLERANCE = 0.5
 POOL = 5
 SPREAD = 0.5
 LUCKY = 0.4
-OLD_REF = "cc1c877"  # the rule before a pooled history kept a floor under the session-wide shift
+OLD_REF = "d0ff75f"  # the rule before the prior was updated by three to nine pooled sessions (a floor)
 Z975 = 1.959963984540054
 Z99 = 2.3263478740408408  # the rule's family-wise one-sided level, 1%
 Z98 = 2.0537489106318225  # the lucky baseline's bound, 2%
@@ -177,6 +177,26 @@ CASES = (
     ),
     # The default path once pooled: every update generates three outputs, every run one.
     Case("moving, N=3, pooled 10 of 3 outputs", "moving", 3, pooled=True, base_repeats=3, pool=10),
+    Case("moving, N=3, pooled 3 of 3 outputs", "moving", 3, pooled=True, base_repeats=3, pool=3),
+    Case("moving, N=3, pooled 5 of 3 outputs", "moving", 3, pooled=True, base_repeats=3, pool=5),
+    Case(
+        "shift sd 0.2, moving, N=3, pooled 3 of 3 outputs",
+        "moving",
+        3,
+        pooled=True,
+        base_repeats=3,
+        session_sd=0.2,
+        pool=3,
+    ),
+    Case(
+        "shift sd 0.2, moving, N=3, pooled 5 of 3 outputs",
+        "moving",
+        3,
+        pooled=True,
+        base_repeats=3,
+        session_sd=0.2,
+        pool=5,
+    ),
     Case(
         "shift sd 0.2, moving, N=3, pooled 10 of 3 outputs",
         "moving",
@@ -383,24 +403,39 @@ def robust_limit(case: Case, tally: Tally, seed: int) -> float:
     return sum(d <= -cut for d in tally.drop_deltas) / len(tally.drop_deltas)
 
 
-def prior_limit(case: Case, tally: Tally) -> float:
-    """The known-variance test that must also hold the session-wide shift the rule assumes (the
-    prior's sd 0.2 against one session; its floor, sd 0.1, once pooled sessions measure it) to 1%:
-    the cut max(tolerance, z_0.99·sqrt(var(D) + σ²_c·(1 + 1/P))). Every rule that holds a random
-    session-wide shift of that size to 1% detects at most this, so new / this is what the rule's
-    estimates cost, and limit / this what assuming the shift costs. NaN on a tree without the prior."""
+def assumed_shared(case: Case) -> float:
+    """The session-wide shift's variance the rule assumes where the history shows none: the prior's
+    against one session; from three to nine pooled sessions the prior's share of its update by them
+    (ν₀/(ν₀ + P − 1) of it; the floor, sd 0.1, on a tree before that); none from the session-level
+    test's ten. NaN on a tree without the prior."""
     try:
         from pytest_aimeasure.measure.stats import CONSERVATIVE_PRIOR
     except ImportError:
         return float("nan")
-    try:  # from this many sessions the session-level test holds a shift, and no floor is assumed
+    try:  # from this many sessions the session-level test holds a shift, and nothing is assumed
         from pytest_aimeasure.measure.stats import SESSION_TEST_SESSIONS
     except ImportError:
         SESSION_TEST_SESSIONS = 1_000_000  # the rule before it: the floor at every pool
+    if not case.pooled:
+        return CONSERVATIVE_PRIOR.shared_var
+    if case.sessions >= SESSION_TEST_SESSIONS:
+        return 0.0
+    nu0 = getattr(CONSERVATIVE_PRIOR, "shared_df", None)
+    if nu0 is None:
+        return float(CONSERVATIVE_PRIOR.shared_floor_var)  # type: ignore[attr-defined]
+    return float(nu0 * CONSERVATIVE_PRIOR.shared_var / (nu0 + case.sessions - 1))
+
+
+def prior_limit(case: Case, tally: Tally) -> float:
+    """The known-variance test that must also hold the session-wide shift the rule assumes
+    (:func:`assumed_shared`) to 1%: the cut max(tolerance, z_0.99·sqrt(var(D) + σ²_c·(1 + 1/P))).
+    Every rule that holds a random session-wide shift of that size to 1% detects at most this, so
+    new / this is what the rule's estimates cost, and limit / this what assuming the shift costs.
+    NaN on a tree without the prior."""
+    shared = assumed_shared(case)
+    if shared != shared:
+        return float("nan")
     assert tally.aa_deltas is not None and tally.drop_deltas is not None
-    shared = CONSERVATIVE_PRIOR.shared_floor_var if case.pooled else CONSERVATIVE_PRIOR.shared_var
-    if case.pooled and case.sessions >= SESSION_TEST_SESSIONS:
-        shared = 0.0
     if case.session_sd:
         shared = 0.0  # the shift is real here: var(D) over the A/A sessions holds it already
     sd = math.sqrt(float(np.var(tally.aa_deltas, ddof=1)) + shared * (1 + 1 / case.sessions))
@@ -412,19 +447,13 @@ def gap(case: Case, tally: Tally) -> dict[str, float]:
     """Where detection goes between the limit and the rule: the known-variance cut at 1%
     (``limit``), at the level the dimension test starts at (``level``), with the t quantile at the
     rule's median df (``t``), plus the session-wide floor the rule assumes, if any (``floor``)."""
-    from pytest_aimeasure.measure.stats import CONSERVATIVE_PRIOR, t_ppf
+    from pytest_aimeasure.measure.stats import t_ppf
 
-    try:
-        from pytest_aimeasure.measure.stats import SESSION_TEST_SESSIONS
-    except ImportError:
-        SESSION_TEST_SESSIONS = 1_000_000  # the rule before it: the floor at every pool
     assert tally.aa_deltas is not None and tally.drop_deltas is not None
     assert tally.dfs is not None and tally.levels is not None
     var = float(np.var(tally.aa_deltas, ddof=1))
     level, df = float(np.median(tally.levels)), float(np.median(tally.dfs))
-    floor = 0.0
-    if case.pooled and case.sessions < SESSION_TEST_SESSIONS:
-        floor = CONSERVATIVE_PRIOR.shared_floor_var * (1 + 1 / case.sessions)
+    floor = assumed_shared(case) * (1 + 1 / case.sessions) if case.pooled else 0.0
 
     drops = tally.drop_deltas
 

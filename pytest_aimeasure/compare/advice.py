@@ -11,8 +11,9 @@ The projection rebuilds the dimension's variance from its parts and changes one 
   τ²·(1 + 1/P) with τ² an item's session-mean variance and P the baseline's sessions;
 * τ² = σ²_w/(N·K) + σ²_gen/K: the judge's part (N samples an item, K generations) and the rest,
   which only more generations shrink;
-* SE² = τ²·(1 + 1/P)/m + the session-wide shift (the prior's goes once the baseline pools
-  SHARED_MIN_SESSIONS sessions; repeats do not measure it).
+* SE² = τ²·(1 + 1/P)/m + the session-wide shift (once the baseline pools SHARED_MIN_SESSIONS
+  sessions, only the prior's share of its update by them is kept, ``stats.prior_share``: what they
+  will measure is unknown; repeats do not measure it).
 
 The figures are projections from this session's estimates, quoted as "about".
 """
@@ -23,7 +24,14 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from pytest_aimeasure.measure.stats import SCALE, SHARED_MIN_SESSIONS, Drift, regression_power
+from pytest_aimeasure.measure.stats import (
+    CONSERVATIVE_PRIOR,
+    SCALE,
+    SHARED_MIN_SESSIONS,
+    Drift,
+    prior_share,
+    regression_power,
+)
 
 GOAL_FACTOR = 1.5
 """Advice names the design that detects a drop of this many tolerances (0.75 at tolerance 0.5)."""
@@ -64,7 +72,10 @@ def projected_mde(
     tau2 = (generation + result.var_within / (design.n / design.k)) / k2
     shared = result.var_shared / (1.0 + 1.0 / design.sessions) * (1.0 + 1.0 / p2)
     if result.shared_source == "prior" and p2 >= SHARED_MIN_SESSIONS:
-        shared = 0.0  # measured then; what it will measure is unknown, so the projection leaves it out
+        # Measured then, and what it will measure is unknown: the projection keeps only the prior's
+        # share of the update by those sessions (none from ten, where the session-level test holds it).
+        prior_var = result.var_shared / (1.0 + 1.0 / design.sessions)
+        shared = prior_share(CONSERVATIVE_PRIOR, p2) * prior_var * (1.0 + 1.0 / p2)
     se = math.sqrt(tau2 * (1.0 + 1.0 / p2) / m2 + shared)
     same = (m2, k2, p2) == (design.m, design.k, design.sessions)
     df = result.df if same else float(max(m2 - 1, 1) * max(1, math.floor(k2)))

@@ -587,22 +587,24 @@ class Prior:
     """τ²: variance of one item's session mean between sessions (sd 0.5, the default tolerance), a
     floor under an item test's between-session term while no repeats or history measured it."""
     shared_var: float = 0.04
-    """σ²_c: variance of a shift shared by every item of a session (sd 0.2), added until
-    SHARED_MIN_SESSIONS pooled sessions measured it; generation repeats do not (every repeat of a
-    session shares its shift). Of sd 0.18, 0.19 and 0.20, the least that keeps a lucky first baseline
-    (+0.4 on every item, the issue's case) under 2% of unchanged runs at m = 5, 10 and 20, with and
-    without repeats, with a margin for the simulation's own error (benchmarks/noise_model_sim.py:
-    0.19 gave 2.0% [1.3, 3.1] at m = 5)."""
+    """σ²_c: variance of a shift shared by every item of a session (sd 0.2), added alone until
+    SHARED_MIN_SESSIONS pooled sessions measure it, then updated by them (``shared_df``); generation
+    repeats do not measure it (every repeat of a session shares its shift). Of sd 0.18, 0.19 and
+    0.20, the least that keeps a lucky first baseline (+0.4 on every item, the issue's case) under 2%
+    of unchanged runs at m = 5, 10 and 20, with and without repeats, with a margin for the
+    simulation's own error (benchmarks/noise_model_sim.py: 0.19 gave 2.0% [1.3, 3.1] at m = 5)."""
 
-    shared_floor_var: float = 0.01
-    """The least σ²_c (sd 0.1) assumed once pooled sessions measure the shift: five sessions measure
-    it with 4 df, and its estimate max(0, ·) is near zero as often as not while a real shift of the
-    prior's size goes on. Under a session-wide shift of sd 0.2 a pooled baseline failed 1.3–1.5% of
-    unchanged runs at m = 5 without this floor, 1.0–1.2% with it (3.3% and 3.0% at m = 10 on one
-    seed, 1.6% and 1.1% on another: benchmarks/noise_model_sim.py), for 2–5 points of detection
-    without a shift (44% → 41% at m = 5). Not enough to hold 1% there; more weight on the prior
-    costs more detection (docs/concepts.md). From SESSION_TEST_SESSIONS pooled sessions the
-    session-level test holds such a shift instead, and the floor is not added."""
+    shared_df: float = 4.0
+    """The prior's weight, in degrees of freedom, once three to nine pooled sessions measure the
+    shift: σ²_c is then (ν₀·shared_var + (P − 1)·σ̂²_c) / (ν₀ + P − 1) with ν₀ + P − 1 df, the
+    conjugate (scaled inverse χ²) update of the prior by the history's two-way estimate σ̂²_c, so the
+    prior counts as much as five pooled sessions. A few sessions measure the shift poorly: its
+    estimate is near zero as often as not while a real shift of the prior's size goes on, and the
+    floor this replaced (sd 0.1, no df) let a shift of sd 0.2 fail 1.1–2.2% of unchanged runs from
+    three and five pooled sessions. Of ν₀ = 2, 3 and 4, the largest: at m = 10 they failed 1.1%, 0.9%
+    and 0.7% (benchmarks/noise_model_sim.py, 3,000 sessions a case); 6 and 8 no fewer than 4 (0.9%
+    over 8,000) for more detection lost. From SESSION_TEST_SESSIONS pooled sessions the
+    session-level test holds a shift instead, and the prior is dropped."""
 
 
 CONSERVATIVE_PRIOR = Prior()
@@ -617,7 +619,7 @@ SHARED_MIN_SESSIONS = 3
 
 SESSION_TEST_SESSIONS = 10
 """Pooled sessions from which a drift is also tested against the spread of the baseline's session
-means (see SESSION_PRETEST), and the prior's floor under the session-wide shift is dropped."""
+means (see SESSION_PRETEST), and the prior's share of the session-wide shift is dropped."""
 
 SESSION_PRETEST = 0.5
 """From SESSION_TEST_SESSIONS pooled sessions, when the history's F test leaves room for a
@@ -751,31 +753,40 @@ class _Shared:
 
 
 def _shared(history: SessionHistory | None, pooled: float, prior: Prior | None) -> _Shared:
-    """The session-wide shift's variance in D: measured from SHARED_MIN_SESSIONS pooled sessions
-    (at least the prior's floor until SESSION_TEST_SESSIONS, from which the session-level test
-    holds the shift instead), else assumed by the prior. Generation repeats do not measure it:
-    every repeat of a session shares that session's shift, so a lucky one-session baseline is as
-    lucky with repeats as without."""
+    """The session-wide shift's variance in D: assumed by the prior for a baseline of fewer than
+    SHARED_MIN_SESSIONS pooled sessions; from there to SESSION_TEST_SESSIONS the prior updated by the
+    history's measure of it (:attr:`Prior.shared_df`); from there measured alone (added when its F
+    test sees a shift), the session-level test holding a shift the F test misses. Generation
+    repeats do not measure it: every repeat of a session shares that session's shift, so a lucky
+    one-session baseline is as lucky with repeats as without."""
     factor = 1.0 + 1.0 / pooled
     if (
         history is not None
         and history.df_shared is not None
         and (prior is None or history.df_shared >= SHARED_MIN_SESSIONS - 1)
     ):
+        if prior is not None and not _session_tested(history):
+            # Few sessions: the prior updated by what they measured, weighed by degrees of freedom.
+            df = prior.shared_df + history.df_shared
+            blend = (prior.shared_df * prior.shared_var + history.df_shared * history.var_shared) / df
+            return _Shared(blend * factor, df, "history")
         if history.shared_p is not None and history.shared_p > SHARED_PRETEST:
-            measured = _Shared(0.0, None, "history")  # no sign of a shift: its truncated estimate is bias
-        else:
-            measured = _Shared(history.var_shared * factor, history.df_shared, "history")
-        if (
-            prior is not None
-            and not _session_tested(history)
-            and measured.var < prior.shared_floor_var * factor
-        ):
-            return _Shared(prior.shared_floor_var * factor, None, "history")  # a known constant
-        return measured
+            return _Shared(0.0, None, "history")  # no sign of a shift: its truncated estimate is bias
+        return _Shared(history.var_shared * factor, history.df_shared, "history")
     if prior is None:
         return _Shared(0.0, None, None)
     return _Shared(prior.shared_var * factor, None, "prior")
+
+
+def prior_share(prior: Prior, sessions: int) -> float:
+    """The share of the prior's session-wide shift a baseline of ``sessions`` pooled sessions keeps
+    where they measured none: all of it below SHARED_MIN_SESSIONS, ν₀/(ν₀ + P − 1) up to
+    SESSION_TEST_SESSIONS, none from there (:func:`_shared`)."""
+    if sessions < SHARED_MIN_SESSIONS:
+        return 1.0
+    if sessions >= SESSION_TEST_SESSIONS:
+        return 0.0
+    return prior.shared_df / (prior.shared_df + sessions - 1)
 
 
 def _session_tested(history: SessionHistory | None) -> bool:
@@ -924,8 +935,10 @@ def drift(
       σ²_gen·Σ_i(1/k_i,base + 1/k_i,new)/m² with σ²_gen the items' pooled variance of repeat means
       (df Σ(K − 1)); history, var_item·(1 + 1/P)/m (df of the history). With none of them (one item,
       no repeats, no history) and a ``prior``: τ²·(1 + 1/P)/m;
-    * shared: the shift common to a whole session, σ²_c·(1 + 1/P), measured from history of
-      SHARED_MIN_SESSIONS sessions, else the prior's unless repeats measured the between-session term.
+    * shared: the shift common to a whole session, σ²_c·(1 + 1/P): the prior's below
+      SHARED_MIN_SESSIONS history sessions, the prior updated by the history's estimate (weighed by
+      df, :attr:`Prior.shared_df`) below SESSION_TEST_SESSIONS, the history's alone from there
+      (:func:`_shared`).
 
     From SESSION_TEST_SESSIONS history sessions whose F test leaves room for a shift, D is also
     tested against the spread of the baseline's session means (exact under any shift, P − 1 df), and

@@ -449,20 +449,39 @@ def test_a_one_session_baseline_without_repeats_assumes_a_session_wide_shift() -
 
 
 def test_history_adds_a_session_wide_shift_only_when_its_f_test_sees_one() -> None:
-    # Three items over four sessions moving independently: no shared shift to speak of.
+    # Comparing two measurements of the same artifacts (no prior) assumes nothing: three items over
+    # four sessions moving independently show no shared shift, and its estimate is not added.
     quiet = session_history([[[3], [4], [2]], [[4], [4], [3]], [[3], [5], [2]], [[4], [4], [2]]])
     assert quiet is not None and quiet.shared_p is not None and quiet.shared_p > 0.25
-    d = drift([[3], [4], [2]], [[3], [4], [2]], tolerance=0.5, history=quiet, prior=Prior())
-    # Its estimate is not added, but four sessions cannot rule out a shift of sd 0.1: the floor holds.
-    assert (d.shared_source, d.var_shared) == ("history", pytest.approx(2 * Prior().shared_floor_var))
-    # Comparing two measurements of the same artifacts (no prior) assumes nothing.
     bare = drift([[3], [4], [2]], [[3], [4], [2]], tolerance=0.5, history=quiet)
     assert (bare.shared_source, bare.var_shared) == ("history", 0.0)
-    # Every item up a point in one session: a shift, added, above the floor.
+    # Every item up a point in one session: a shift, added.
     loud = session_history([[[3], [4], [2]], [[3], [4], [2]], [[3], [4], [2]], [[4], [5], [3]]])
     assert loud is not None and loud.shared_p == 0.0
+    bare = drift([[3], [4], [2]], [[3], [4], [2]], tolerance=0.5, history=loud)
+    assert bare.shared_source == "history" and bare.var_shared == pytest.approx(2 * loud.var_shared)
+
+
+def test_a_few_pooled_sessions_update_the_priors_session_wide_shift_by_what_they_measured() -> None:
+    # Four sessions whose items move independently: the shift's estimate is 0 (3 df). The floor this
+    # replaced (sd 0.1, a known constant) let a shift of sd 0.2 through whenever a few sessions
+    # happened to show none; the prior (sd 0.2, worth 4 df) is updated by the 3 df measured instead.
+    quiet = session_history([[[3], [4], [2]], [[4], [4], [3]], [[3], [5], [2]], [[4], [4], [2]]])
+    assert quiet is not None and quiet.var_shared == 0.0 and quiet.df_shared == 3
+    d = drift([[3], [4], [2]], [[3], [4], [2]], tolerance=0.5, history=quiet, prior=Prior())
+    assert d.shared_source == "history"
+    assert d.var_shared == pytest.approx(2 * (4 * Prior().shared_var + 3 * 0.0) / 7)  # (1 + 1/P) = 2
+    # The blend has 4 + 3 df: it is an estimate, and the df of SE² say so (Welch–Satterthwaite).
+    # The between-session term has 2 (paired) + 9 (history) df.
+    between = d.se**2 - d.var_shared
+    assert between == pytest.approx(d.se_between**2)  # type: ignore[operator]
+    assert d.df == math.floor(d.se**4 / (between**2 / 11 + d.var_shared**2 / 7)) == 16
+    # Every item up a point in one session: the measured shift moves the blend up, past the prior.
+    loud = session_history([[[3], [4], [2]], [[3], [4], [2]], [[3], [4], [2]], [[4], [5], [3]]])
+    assert loud is not None and loud.var_shared == pytest.approx(0.25)
     d = drift([[3], [4], [2]], [[3], [4], [2]], tolerance=0.5, history=loud, prior=Prior())
-    assert d.shared_source == "history" and d.var_shared > 2 * Prior().shared_floor_var
+    assert d.var_shared == pytest.approx(2 * (4 * Prior().shared_var + 3 * 0.25) / 7)
+    assert d.var_shared > 2 * Prior().shared_var
 
 
 # Ten pooled sessions of five items (three equal samples each: a temperature-0 judge) whose F test
@@ -507,10 +526,12 @@ def test_the_session_level_test_joins_only_from_ten_sessions_with_room_for_a_shi
     rows = [[[x] * 3 for x in row] for row in SHIFTED]
     base = [[row[i] for row in SHIFTED for _ in range(3)] for i in range(5)]
     now = [[2] * 3, [3] * 3, [2] * 3, [2] * 3, [2] * 3]
-    # Nine sessions: too few df for it to pay; the prior's floor holds the shift instead.
+    # Nine sessions: too few df for it to pay; the prior, updated by their 8 df, holds the shift instead.
     nine = session_history(rows[1:])
+    assert nine is not None
     d = drift([b[3:] for b in base], now, tolerance=0.5, base_sessions=[9] * 5, history=nine, prior=Prior())
-    assert d.se_source == "history" and d.var_shared >= Prior().shared_floor_var * (1 + 1 / 9)
+    blend = (4 * Prior().shared_var + 8 * nine.var_shared) / 12
+    assert d.se_source == "history" and d.var_shared == pytest.approx(blend * (1 + 1 / 9))
     # Ten sessions whose items move independently (the F test's p = 0.56): the item-level test.
     quiet = [[[x] * 3 for x in row[2 * k % 5 :] + row[: 2 * k % 5]] for k, row in enumerate(SHIFTED)]
     history = session_history(quiet)
