@@ -957,39 +957,102 @@ def drift(
     base_means = [math.fsum(s) / len(s) for s in base]
     new_means = [math.fsum(s) / len(s) for s in new]
     diffs = [b - a for a, b in zip(base_means, new_means, strict=True)]
-    delta = math.fsum(diffs) / m
     _raw, var_within, df_w = pooled_within([*base, *new], var_floor)
     inverse_ns = math.fsum(1.0 / len(a) + 1.0 / len(b) for a, b in zip(base, new, strict=True))
     v_within = var_within * inverse_ns / (m * m)
-    estimates: list[Estimate] = []
-    if m > 1:
-        estimates.append(("paired", _mean_var(diffs)[1] / m, float(m - 1)))
     gen = _generation_var(generations, var_floor)
-    if gen is not None and generations is not None:
-        inverse_ks = math.fsum(1.0 / g.base + 1.0 / g.new for g in generations)
-        estimates.append(("repeats", gen[0] * inverse_ks / (m * m), float(gen[1])))
     # The history's session means were measured with the baseline sessions' outputs and samples an
     # item; today's may vary more (an update generates three outputs, a run one).
     correction = _design_correction(base, new, base_sessions, gen, generations, var_within)
+    between = _pool(_dimension_estimates(diffs, gen, generations, history, pooled, correction))
+    if between is None and prior is not None:
+        between = ("prior", prior.item_var * (1.0 + 1.0 / pooled) / m, df_w)
+    shared = _shared(history, pooled, prior)
+    decided, source = _settle(
+        math.fsum(diffs) / m,
+        (v_within, df_w),
+        between,
+        shared,
+        _session_level(history, m, pooled, correction, v_within),
+        tolerance=tolerance,
+        level=level,
+    )
+    return _drift_result(
+        decided,
+        source,
+        m=m,
+        means=(math.fsum(base_means) / m, math.fsum(new_means) / m),
+        var_within=var_within,
+        v_within=v_within,
+        between=between,
+        shared=shared,
+    )
+
+
+def _dimension_estimates(
+    diffs: Sequence[float],
+    gen: tuple[float, int] | None,
+    generations: Sequence[Generations] | None,
+    history: SessionHistory | None,
+    pooled: float,
+    correction: float,
+) -> list[Estimate]:
+    """The dimension's estimates of its between-session variance, as :func:`drift` pools them:
+    the paired spread, the generation repeats, the history (plus ``correction``, what today's design
+    varies by beyond a baseline session's, :func:`_design_correction`)."""
+    m = len(diffs)
+    estimates: list[Estimate] = []
+    if m > 1:
+        estimates.append(("paired", _mean_var(diffs)[1] / m, float(m - 1)))
+    if gen is not None and generations is not None:
+        inverse_ks = math.fsum(1.0 / g.base + 1.0 / g.new for g in generations)
+        estimates.append(("repeats", gen[0] * inverse_ks / (m * m), float(gen[1])))
     if history is not None and history.var_item is not None and history.df_item is not None:
         estimates.append(
             ("history", history.var_item * (1.0 + 1.0 / pooled) / m + correction, history.df_item)
         )
-    between = _pool(estimates)
-    if between is None and prior is not None:
-        between = ("prior", prior.item_var * (1.0 + 1.0 / pooled) / m, df_w)
-    shared = _shared(history, pooled, prior)
-    source, variance, df = _combine((v_within, df_w), between, shared)
+    return estimates
+
+
+def _settle(
+    delta: float,
+    within: tuple[float, float],
+    between: Estimate | None,
+    shared: _Shared,
+    alternative: tuple[float, float] | None,
+    *,
+    tolerance: float,
+    level: float,
+) -> tuple[dict[str, Any], SeSource]:
+    """The verdict of one drift test and where its SE came from: SE² from its parts
+    (:func:`_combine`), then the session-level ``alternative`` (variance, df) where it is the more
+    cautious (:func:`_either`)."""
+    source, variance, df = _combine(within, between, shared)
     decided = _decide(delta=delta, variance=variance, df=df, tolerance=tolerance, level=level)
-    cautious = _either(decided, _session_level(history, m, pooled, correction, v_within))
+    cautious = _either(decided, alternative)
     if cautious is not None:
-        decided, source = cautious, "sessions"
+        return cautious, "sessions"
+    return decided, source
+
+
+def _drift_result(
+    decided: dict[str, Any],
+    source: SeSource,
+    *,
+    m: int,
+    means: tuple[float, float],
+    var_within: float,
+    v_within: float,
+    between: Estimate | None,
+    shared: _Shared,
+) -> Drift:
+    """A :class:`Drift` from a settled test and the parts of its SE; ``means``: (baseline, now)."""
     return Drift(
         **decided,
         m=m,
         var_within=var_within,
-        base_mean=math.fsum(base_means) / m,
-        new_mean=math.fsum(new_means) / m,
+        base_mean=means[0],
+        new_mean=means[1],
         se_source=source,
         se_within=math.sqrt(v_within),
         se_between=None if between is None else math.sqrt(between[1]),
@@ -1043,51 +1106,110 @@ def item_drifts(
     new_means = [sum(s) / len(s) for s in new]
     diffs = [b - a for a, b in zip(base_means, new_means, strict=True)]
     d_mean = math.fsum(diffs) / m
-    spread = (d_mean, math.fsum((d - d_mean) ** 2 for d in diffs))
     gen = _generation_var(generations, var_floor)
-    measured = gen is not None or (history is not None and history.var_item is not None)
-    # An item's own session means hold the shift too: its session-level test, as the dimension's.
-    shift_possible = _session_pretest(history) and history is not None and len(history.item_spread) == m
-
-    def gen_i(i: int) -> list[Generations] | None:
-        return [generations[i]] if generations is not None else None
-
-    out = []
-    for i in range(m):
-        pooled = float(base_sessions[i]) if base_sessions else 1.0
-        var_within, df_w = _pair_within(base[i], new[i], var_floor)
-        extra = _design_correction([base[i]], [new[i]], [int(pooled)], gen, gen_i(i), var_within)
-        estimates = _item_estimates(i, diffs, spread, gen, generations, history, pooled, extra)
-        v_within = var_within * (1.0 / len(base[i]) + 1.0 / len(new[i]))
-        between = _pool(estimates)
-        if prior is not None and not measured:
-            floor = prior.item_var * (1.0 + 1.0 / pooled)
-            if between is None or between[1] < floor:
-                between = ("prior", floor, between[2] if between is not None else df_w)
-        shared = _shared(history, pooled, prior)
-        source, variance, df = _combine((v_within, df_w), between, shared)
-        decided = _decide(delta=diffs[i], variance=variance, df=df, tolerance=tolerances[i], level=level)
-        spread_i = history.item_spread[i] if shift_possible and history is not None else None
-        if spread_i is not None:
-            own, own_df = spread_i
-            cautious = _either(decided, (max(own * (1.0 + 1.0 / pooled) + extra, v_within), own_df))
-            if cautious is not None:
-                decided, source = cautious, "sessions"
-        out.append(
-            Drift(
-                **decided,
-                m=1,
-                var_within=var_within,
-                base_mean=base_means[i],
-                new_mean=new_means[i],
-                se_source=source,
-                se_within=math.sqrt(v_within),
-                se_between=None if between is None else math.sqrt(between[1]),
-                var_shared=shared.var,
-                shared_source=shared.source,
-            )
+    dimension = _ItemsOf(
+        diffs=diffs,
+        spread=(d_mean, math.fsum((d - d_mean) ** 2 for d in diffs)),
+        gen=gen,
+        generations=generations,
+        history=history,
+        prior=prior,
+        measured=gen is not None or (history is not None and history.var_item is not None),
+        # An item's own session means hold the shift too: its session-level test, as the dimension's.
+        shift_possible=_session_pretest(history) and history is not None and len(history.item_spread) == m,
+        var_floor=var_floor,
+        level=level,
+    )
+    return [
+        _item_drift(
+            dimension,
+            i,
+            base[i],
+            new[i],
+            tolerance=tolerances[i],
+            pooled=float(base_sessions[i]) if base_sessions else 1.0,
+            means=(base_means[i], new_means[i]),
         )
-    return out
+        for i in range(m)
+    ]
+
+
+@dataclass(frozen=True)
+class _ItemsOf:
+    """What the item tests of one dimension share (:func:`item_drifts`)."""
+
+    diffs: Sequence[float]
+    spread: tuple[float, float]
+    """The mean of the differences and their sum of squares about it, computed once."""
+    gen: tuple[float, int] | None
+    generations: Sequence[Generations] | None
+    history: SessionHistory | None
+    prior: Prior | None
+    measured: bool
+    """Repeats or history measured the between-session term (else the prior's τ² floors it)."""
+    shift_possible: bool
+    """The session-level test joins (:func:`_session_pretest`)."""
+    var_floor: float
+    level: float
+
+
+def _item_drift(
+    dimension: _ItemsOf,
+    i: int,
+    base: Sequence[float],
+    new: Sequence[float],
+    *,
+    tolerance: float,
+    pooled: float,
+    means: tuple[float, float],
+) -> Drift:
+    """Item ``i``'s drift test (``base``, ``new``: its scores; ``pooled``: its baseline's sessions)."""
+    generations = dimension.generations
+    history = dimension.history
+    var_within, df_w = _pair_within(base, new, dimension.var_floor)
+    extra = _design_correction(
+        [base],
+        [new],
+        [int(pooled)],
+        dimension.gen,
+        [generations[i]] if generations is not None else None,
+        var_within,
+    )
+    estimates = _item_estimates(
+        i, dimension.diffs, dimension.spread, dimension.gen, generations, history, pooled, extra
+    )
+    v_within = var_within * (1.0 / len(base) + 1.0 / len(new))
+    between = _pool(estimates)
+    prior = dimension.prior
+    if prior is not None and not dimension.measured:
+        floor = prior.item_var * (1.0 + 1.0 / pooled)
+        if between is None or between[1] < floor:
+            between = ("prior", floor, between[2] if between is not None else df_w)
+    shared = _shared(history, pooled, prior)
+    spread_i = history.item_spread[i] if dimension.shift_possible and history is not None else None
+    alternative = None
+    if spread_i is not None:
+        own, own_df = spread_i
+        alternative = (max(own * (1.0 + 1.0 / pooled) + extra, v_within), own_df)
+    decided, source = _settle(
+        dimension.diffs[i],
+        (v_within, df_w),
+        between,
+        shared,
+        alternative,
+        tolerance=tolerance,
+        level=dimension.level,
+    )
+    return _drift_result(
+        decided,
+        source,
+        m=1,
+        means=means,
+        var_within=var_within,
+        v_within=v_within,
+        between=between,
+        shared=shared,
+    )
 
 
 def _item_estimates(
