@@ -39,7 +39,8 @@ provider) then decides:
   is not answered with ever fewer calls.
 
 ``highest_limit`` (the limit reached) is the highest level whose round held: a level tried past the
-knee and stepped back from does not count. An explicit ``--judge-concurrency N`` starts at N and is
+knee and stepped back from does not count, nor a start the provider refused before any round held
+(the report said 32 for a provider that allowed 4). An explicit ``--judge-concurrency N`` starts at N and is
 the ceiling; only 429/529 move it. After the first 429/529 latency no longer moves the limit: it grows
 back by one per round, up to the level it had when the first one came (the ceiling, if that was
 still slow start).
@@ -90,7 +91,9 @@ class ProviderLimit:
         self.limit = ceiling if start is None else start
         self.highest_limit = self.limit
         """The highest limit reached: the highest level whose round's latency held (a level tried past
-        the knee and stepped back from does not count)."""
+        the knee and stepped back from does not count). Until a round holds, the limit as it stands:
+        a start the provider refused with a 429/529 was not reached."""
+        self._held = False  # has a round held at some level yet
         self._adaptive = self.limit < ceiling  # no --judge-concurrency: latency moves the limit too
         self._slow_start = self._adaptive  # doubling per round until a round's latency rises
         self._latency_rules = self._adaptive  # until the first 429/529: then AIMD alone
@@ -222,6 +225,7 @@ class ProviderLimit:
     def _end_round(self, mean: float | None) -> None:
         level = self.limit
         if not self._latency_rules:  # given, or after a 429/529: one more per round, to the knee
+            self._held = True
             if level < (self.ceiling if self._knee is None else self._knee):
                 self._grow(level + 1)
             return
@@ -244,10 +248,12 @@ class ProviderLimit:
             # refuses them (a 429/529 says that), and a machine's load that comes and goes would
             # otherwise walk the limit down a step at a time.
             stepped = max(self._floor, round(level * base / mean))
+            self._held = True
             self.highest_limit = max(self.highest_limit, stepped)
             self._set(stepped)
             return
         self._base = min(base, mean)
+        self._held = True
         self.highest_limit = max(self.highest_limit, level)
         if mean > NEAR_KNEE * base:
             self._slow_start = False  # calls begin to queue: no doubling past the knee
@@ -286,6 +292,8 @@ class ProviderLimit:
         if token >= self._decreased_at:
             self._set(max(1, self.limit // 2))
             self.lowest_limit = min(self.lowest_limit, self.limit)
+            if not self._held:
+                self.highest_limit = self.limit
             self._decreased_at = self._level
         pause = retry_after if retry_after is not None else backoff_s(self._streak)
         pause = min(max(pause, 0.0), MAX_COOLDOWN_S)

@@ -368,12 +368,38 @@ def test_after_a_rate_limit_in_slow_start_the_limit_grows_back_one_per_round_up_
     assert token is not None
     limit.release()
     limit.note_rate_limit(token, retry_after=0.0)
-    assert limit.limit == 8 and limit.highest_limit == 16
+    assert limit.limit == 8 and limit.highest_limit == 8  # 16 was refused before a round held
     full_round(limit, 0.2)
     assert limit.limit == 9
     for _ in range(60):
         full_round(limit, 0.2)
     assert limit.limit == 64
+
+
+def test_the_limit_reached_is_where_rounds_held_not_a_start_the_provider_refused() -> None:
+    # A provider that allows 4 calls at once: the start (32) and its halves draw 429s before any
+    # round holds; the report's "limit reached" is what held (it said 32).
+    limit = ProviderLimit(64, start=32, clock=FakeClock())
+    for _ in range(3):  # 32 -> 16 -> 8 -> 4, each refused by a call started at the level
+        token = limit.try_acquire()
+        assert token is not None
+        limit.release()
+        limit.note_rate_limit(token, retry_after=0.0)
+    assert limit.limit == 4 and limit.highest_limit == 4
+    full_round(limit, 0.2)  # 4 held: one more a round from here
+    assert limit.limit == 5 and limit.highest_limit == 5
+    token = limit.try_acquire()
+    assert token is not None
+    limit.release()
+    limit.note_rate_limit(token, retry_after=0.0)  # a 429 after rounds held keeps what held
+    assert limit.limit == 2 and limit.highest_limit == 5
+    given = ProviderLimit(8, clock=FakeClock())  # --judge-concurrency 8: rounds at 8 held
+    full_round(given, 0.2)
+    token = given.try_acquire()
+    assert token is not None
+    given.release()
+    given.note_rate_limit(token, retry_after=0.0)
+    assert given.limit == 4 and given.highest_limit == 8
 
 
 def test_a_given_limit_starts_there_and_is_the_ceiling() -> None:
