@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import gc
+from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -128,10 +129,14 @@ def _identical_once(findings: list[Finding]) -> list[Finding]:
     """A finding recorded several times over, word for word, is shown once with its count: a
     generator that records a repair for each of its generation repeats (``repeats=K``, or the
     outputs ``--update-baseline`` generates) says it once, not K times."""
-    counts: dict[str, int] = {}
-    first: dict[str, Finding] = {}
+    # Word for word is the whole finding, as JSON; only findings that share what they say and where
+    # can be: the others (at 10,000 items, every one) are not dumped to find that out.
+    said = Counter((f.kind, f.subject, f.nodeid, f.message) for f in findings)
+    counts: dict[object, int] = {}
+    first: dict[object, Finding] = {}
     for f in findings:
-        key = f.model_dump_json()
+        cheap = (f.kind, f.subject, f.nodeid, f.message)
+        key: object = f.model_dump_json() if said[cheap] > 1 else cheap
         counts[key] = counts.get(key, 0) + 1
         first.setdefault(key, f)
     return [

@@ -45,6 +45,15 @@ def test_a_finding_recorded_word_for_word_several_times_is_shown_once_with_its_c
     assert out[1] is other  # recorded once: kept as it was
 
 
+def test_findings_that_say_the_same_but_differ_elsewhere_are_not_merged() -> None:
+    said = finding("repair", "story-3", "t.py::a")
+    louder = said.model_copy(update={"severity": "fail"})
+    detailed = said.model_copy(update={"detail": {"edges": 2}})
+    out = _identical_once([said, louder, detailed, said])
+    twice = said.model_copy(update={"message": f"{said.message} (recorded 2 times)"})
+    assert out == [twice, louder, detailed]
+
+
 def test_the_collector_paused_for_the_sessions_end_comes_back_as_it_was_even_after_an_error() -> None:
     assert gc.isenabled()
     with pytest.raises(RuntimeError), _collector_paused():
