@@ -37,11 +37,14 @@ def remember(secret: str | None) -> None:
 
 def _secrets() -> list[str]:
     # Read at each call: keys are set by the environment, which a test or a conftest may change.
-    found = {
-        value
-        for name, value in os.environ.items()
-        if len(value) >= MIN_SECRET_CHARS and _SECRET_NAME.search(name)
-    }
+    # Name by name with get(): the judge's thread reads it while the test thread sets and unsets
+    # variables (pytest's PYTEST_CURRENT_TEST, at every phase of every pipelined test), and items()
+    # raised KeyError for a name unset between listing the names and reading its value.
+    found = set()
+    for name in list(os.environ):
+        value = os.environ.get(name)
+        if value is not None and len(value) >= MIN_SECRET_CHARS and _SECRET_NAME.search(name):
+            found.add(value)
     # The longest first, so a key that contains another is replaced whole.
     return sorted(found | _remembered, key=len, reverse=True)
 

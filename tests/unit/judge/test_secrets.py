@@ -25,3 +25,29 @@ def test_a_provider_error_keeps_no_configured_key(monkeypatch: pytest.MonkeyPatc
     monkeypatch.setenv("ANTHROPIC_API_KEY", KEY)
     error = ProviderRejection(f"401 for m: bad key {KEY}", status=401, provider_message=f"bad key {KEY}")
     assert (str(error), error.provider_message) == (f"401 for m: bad key {REDACTED}", f"bad key {REDACTED}")
+
+
+class UnsetWhileRead(dict):  # type: ignore[type-arg]
+    """An environment in which another thread unsets ``PYTEST_CURRENT_TEST`` between the listing
+    of the names and the reading of its value (pytest does, at every phase of every test, while the
+    judge's thread redacts an error)."""
+
+    def __iter__(self):  # type: ignore[no-untyped-def]
+        names = list(super().__iter__())
+        self.pop("PYTEST_CURRENT_TEST", None)
+        return iter(names)
+
+    def items(self):  # type: ignore[no-untyped-def]
+        return [(name, self[name]) for name in self]
+
+
+def test_a_variable_unset_while_the_environment_is_read_is_passed_over(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from types import SimpleNamespace
+
+    from pytest_aimeasure.judge.backends import secrets
+
+    environ = UnsetWhileRead({"PYTEST_CURRENT_TEST": "test_x.py::test_tone (call)", "SOME_API_KEY": KEY})
+    monkeypatch.setattr(secrets, "os", SimpleNamespace(environ=environ))
+    assert redact(f"bad key {KEY}") == f"bad key {REDACTED}"  # was a KeyError
