@@ -174,9 +174,10 @@ _import_lock = threading.Lock()
 
 def import_transport(model: str, *, batch: bool = False) -> None:
     """Import what ``model``'s built-in backend sends its calls through, so that a caller can pay for
-    it off the event loop or in the background: httpx (about 0.2 s) and its TLS context for
-    ``anthropic/`` and the native ``openai/`` route, litellm (seconds) for other providers, the SDK
-    of the batch API under ``batch``; nothing for the scripted judge or a string that is no model.
+    it off the event loop or in the background: httpx (about 0.2 s), its TLS context and aiohttp
+    when installed (else httpcore's pool) for ``anthropic/`` and the native ``openai/`` route,
+    litellm (seconds) for other providers, the SDK of the batch API under ``batch``; nothing for the
+    scripted judge or a string that is no model.
     Serialised: importing one package graph in two threads at once can hand a thread a partially
     initialised module (openai's has import cycles)."""
     try:
@@ -191,16 +192,18 @@ def import_transport(model: str, *, batch: bool = False) -> None:
         if kind == "anthropic" and batch:
             import anthropic  # noqa: F401
         elif (kind == "anthropic" or model.partition("/")[0] in NATIVE_PREFIXES) and not batch:
-            from pytest_aimeasure.judge.backends.http import import_httpx, tls_context
+            from pytest_aimeasure.judge.backends.http import import_aiohttp, import_httpx, tls_context
 
-            import_httpx()
-            import httpcore  # noqa: F401  (httpx's transport imports it with the first client)
-
+            import_httpx()  # its exceptions and TLS context serve both transports
             tls_context()  # the CA bundle's load, off the first request's path
-            with contextlib.suppress(ImportError):
-                # httpcore's async pool imports anyio's asyncio backend (about 0.1 s of CPU) when
-                # the first request starts (a private module: without it, that request imports it).
-                import anyio._backends._asyncio  # noqa: F401
+            if import_aiohttp() is None:
+                import httpcore  # noqa: F401  (httpx's transport imports it with the first client)
+
+                with contextlib.suppress(ImportError):
+                    # httpcore's async pool imports anyio's asyncio backend (about 0.1 s of CPU)
+                    # when the first request starts (a private module: without it, that request
+                    # imports it).
+                    import anyio._backends._asyncio  # noqa: F401
         else:
             import_litellm()
 

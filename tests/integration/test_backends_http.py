@@ -1,4 +1,5 @@
-"""The real SDK backends (anthropic, litellm) against the local provider server, over real HTTP."""
+"""The real SDK backends (anthropic, litellm) against the local provider server, over real HTTP: every
+test through both transports of the native routes (aiohttp when installed, httpx)."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from pytest_aimeasure.judge.backends import base
+from pytest_aimeasure.judge.backends import base, http
 from pytest_aimeasure.judge.backends.anthropic import AnthropicBackend, auto_tool_instruction
 from pytest_aimeasure.judge.backends.base import (
     Backend,
@@ -113,6 +114,17 @@ def _isolated_env(monkeypatch: pytest.MonkeyPatch) -> None:
         "OPENAI_API_BASE",
     ):
         monkeypatch.delenv(name, raising=False)
+
+
+@pytest.fixture(autouse=True, params=["aiohttp", "httpx"])
+def transport(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """The native routes' transport: aiohttp (the default when installed), or httpx (without it, or
+    behind a proxy)."""
+    if request.param == "aiohttp":
+        pytest.importorskip("aiohttp")
+    else:
+        monkeypatch.setattr(http, "USE_AIOHTTP", False)
+    return str(request.param)
 
 
 @pytest.fixture
@@ -551,6 +563,7 @@ def test_a_first_call_still_out_after_the_wait_lets_the_calls_sent_with_it_go(
         assert server.max_in_flight == n
 
 
+@pytest.mark.parametrize("transport", ["httpx"], indirect=True)
 @pytest.mark.parametrize("kind", KINDS)
 def test_calls_in_flight_are_spread_over_several_connection_pools(kind: str) -> None:
     # httpcore scans every connection of a pool (polling each idle socket) when a request starts or
@@ -628,9 +641,12 @@ def test_a_client_whose_read_of_the_environment_raced_a_change_is_built_again(
     # httpx reads the proxy variables by iterating os.environ when a client is built (on the judge's
     # loop thread); pytest's main thread deleting PYTEST_CURRENT_TEST meanwhile once broke that read
     # with this KeyError, failing the test whose call built the client.
+    # The aiohttp path reads them the same way, to see whether a proxy applies.
+    import urllib.request
+
     import httpx._utils
 
-    real, raised = httpx._utils.getproxies, []
+    real, raised = urllib.request.getproxies, []
 
     def racing() -> dict[str, str]:
         if not raised:
@@ -639,6 +655,7 @@ def test_a_client_whose_read_of_the_environment_raced_a_change_is_built_again(
         return real()
 
     monkeypatch.setattr(httpx._utils, "getproxies", racing)
+    monkeypatch.setattr(urllib.request, "getproxies", racing)
     server.script(4)
     reply = judge(make_backend(kind, server))
     assert raised and reply.tool_input is not None and reply.tool_input["score"] == 4

@@ -22,8 +22,9 @@ else:  # pragma: no cover - pytest installs tomli on 3.10
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGE = ROOT / "pytest_aimeasure"
 
-EXTRA_IMPORTS = {"litellm": "litellm", "jinja2": "report", "matplotlib": "report"}
-"""Imports an extra owns: the module that imports them says which extra is missing."""
+EXTRA_IMPORTS = {"litellm": "litellm", "aiohttp": "litellm", "jinja2": "report", "matplotlib": "report"}
+"""Imports an extra owns: the module that imports them says which extra is missing (aiohttp: the
+native routes use it when it is there, httpx otherwise)."""
 
 COMES_WITH = {
     "pytest": {"_pytest", "iniconfig"},  # pytest's own package and its ini parser

@@ -1,5 +1,5 @@
-"""The Anthropic judge backend: one Messages API call per request, a JSON POST through httpx
-(:mod:`~pytest_aimeasure.judge.backends.http`): the official ``anthropic`` SDK takes about 2 s of CPU
+"""The Anthropic judge backend: one Messages API call per request, a JSON POST through aiohttp
+or httpx (:mod:`~pytest_aimeasure.judge.backends.http`): the official ``anthropic`` SDK takes about 2 s of CPU
 to import, which the session's first judge request waited for. The SDK serves the batch API only.
 
 As the SDK did (verified against :mod:`pytest_aimeasure.testing.server`):

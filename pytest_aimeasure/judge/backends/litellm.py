@@ -1,7 +1,7 @@
 """The litellm judge backend: any ``provider/model`` string (``openai/gpt-4o-mini``, ``ollama/llama3``, ...).
 
 ``openai/...`` calls (but for ``--judge-batch``) do not go through litellm: they are Chat Completions
-POSTs through httpx (:mod:`~pytest_aimeasure.judge.backends.http`), because importing litellm costs
+POSTs through aiohttp or httpx (:mod:`~pytest_aimeasure.judge.backends.http`), because importing litellm costs
 about 6 s of CPU, which the session's first judge request waited for. They are sent as litellm sent
 them: ``OPENAI_API_KEY`` as a bearer token, to ``api_base`` (else ``OPENAI_BASE_URL`` /
 ``OPENAI_API_BASE``, else https://api.openai.com/v1); an o-series or gpt-5 model gets
@@ -89,7 +89,7 @@ _configured = False
 _DRAIN_S = 2.0
 
 NATIVE_PREFIXES = frozenset({"openai"})
-"""Providers whose calls go out as Chat Completions through httpx, not through litellm."""
+"""Providers whose calls go out as Chat Completions through aiohttp or httpx, not through litellm."""
 
 OPENAI_BASE_URL = "https://api.openai.com/v1"
 

@@ -17,20 +17,31 @@ from pytest_aimeasure.judge.backends import http
 from pytest_aimeasure.judge.backends.http import quick_streams
 
 
-def test_the_warm_up_imports_what_the_first_request_needs_and_not_the_httpx_cli() -> None:
+@pytest.mark.parametrize(
+    ("use_aiohttp", "imported"),
+    [(True, ["aiohttp", "httpx"]), (False, ["anyio._backends._asyncio", "httpcore", "httpx"])],
+)
+def test_the_warm_up_imports_what_the_first_request_needs_and_not_the_httpx_cli(
+    use_aiohttp: bool, imported: list[str]
+) -> None:
     pytest.importorskip("click")  # httpx imports its CLI only when click is installed (litellm brings it)
+    if use_aiohttp:
+        pytest.importorskip("aiohttp")
     # In a child interpreter: this one imported httpx long ago.
     code = (
         "import sys\n"
+        "from pytest_aimeasure.judge.backends import http\n"
+        f"http.USE_AIOHTTP = {use_aiohttp}\n"
         "from pytest_aimeasure.judge.resolve import import_transport\n"
         "import_transport('anthropic/claude-x')\n"
-        "wanted = {'httpx', 'httpcore', 'anyio._backends._asyncio', 'httpx._main', 'click', 'pygments'}\n"
+        "wanted = {'aiohttp', 'httpx', 'httpcore', 'anyio._backends._asyncio', 'httpx._main', 'click',"
+        " 'pygments'}\n"
         "print(sorted(wanted & set(sys.modules)))\n"
         "print('httpx._main' in sys.modules)\n"  # no placeholder left: a later import is a real one
     )
     child = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert child.returncode == 0, child.stderr
-    assert child.stdout.splitlines() == ["['anyio._backends._asyncio', 'httpcore', 'httpx']", "False"]
+    assert child.stdout.splitlines() == [str(imported), "False"]
 
 
 class Recorded(httpcore.AsyncNetworkStream):
@@ -105,10 +116,18 @@ def test_an_idle_connection_is_readable_once_the_server_sent_or_closed_and_asks_
     assert recorded.done == [("info", "socket"), ("read", 65536)]  # the socket once, at the start
 
 
-def test_a_reply_read_straight_from_the_pool_is_decoded_as_httpx_would() -> None:
-    # The calls go to httpx's connection pool without httpx's response objects around them; a
-    # gzip-encoded reply (the client accepts gzip, as httpx's does) and an error reply still read as
-    # httpx reads them, and the plain one is the JSON it carried.
+@pytest.mark.parametrize("transport", ["aiohttp", "httpx"])
+def test_a_reply_read_straight_from_the_pool_is_decoded_as_httpx_would(
+    transport: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The calls go to httpx's connection pool without httpx's response objects around them (or
+    # through aiohttp when it is installed); a gzip-encoded reply (the client accepts gzip, as
+    # httpx's does) and an error reply still read as httpx reads them, and the plain one is the
+    # JSON it carried.
+    if transport == "aiohttp":
+        pytest.importorskip("aiohttp")
+    else:
+        monkeypatch.setattr(http, "USE_AIOHTTP", False)
     import gzip
     import json
 
@@ -154,7 +173,10 @@ def test_a_reply_read_straight_from_the_pool_is_decoded_as_httpx_would() -> None
             zipped = await api.post("/v1/messages", {"n": 2})
             with pytest.raises(http.HttpStatusError) as failed:
                 await api.post("/v1/messages", {"n": 3})
-            assert api._targets  # they went through the pool, not through httpx's transport
+            if transport == "httpx":
+                assert api._targets  # they went through the pool, not through httpx's transport
+            else:
+                assert api._session is not None and not api._clients
             return plain, zipped, failed.value
         finally:
             await api.aclose()
@@ -165,6 +187,73 @@ def test_a_reply_read_straight_from_the_pool_is_decoded_as_httpx_would() -> None
     assert (failed.status_code, failed.message, failed.type) == (529, "busy", "overloaded_error")
     assert isinstance(failed.response, httpx.Response) and failed.response.headers["retry-after"] == "3"
     head = seen[0].split(b"\r\n\r\n")[0].lower()
-    assert head.startswith(b"post /v1/messages http/1.1\r\nhost: 127.0.0.1:")
+    assert head.startswith(b"post /v1/messages http/1.1\r\n") and b"\r\nhost: 127.0.0.1:" in head
     assert b"x-api-key: k" in head and b"content-type: application/json" in head
     assert seen[0].endswith(b'{"n": 1}') and b"content-length: 8" in head
+
+
+def _one_reply_server(seen: list[bytes]) -> Any:
+    """A server that records each request's head and answers it with a small JSON object."""
+
+    async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        head = await reader.readuntil(b"\r\n\r\n")
+        seen.append(head)
+        lines = head.lower().split(b"\r\n")
+        length = next(int(line.split(b":")[1]) for line in lines if line.startswith(b"content-length"))
+        await reader.readexactly(length)
+        body = b'{"id": "ok"}'
+        writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body))
+        await writer.drain()
+        writer.close()
+
+    return serve
+
+
+def test_the_native_routes_send_through_aiohttp_when_it_is_installed(monkeypatch: pytest.MonkeyPatch) -> None:
+    # aiohttp's C parser and pool take half the loop thread's CPU per call that httpx's pure-Python
+    # stack did (benchmarks/speed_bench.py); it carries the calls whenever it is installed and no
+    # proxy applies. (Before, every call went through httpx.)
+    pytest.importorskip("aiohttp")
+    for name in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy"):
+        monkeypatch.delenv(name, raising=False)
+    seen: list[bytes] = []
+
+    async def scenario() -> Any:
+        server = await asyncio.start_server(_one_reply_server(seen), "127.0.0.1", 0)
+        port = server.sockets[0].getsockname()[1]
+        api = http.JsonApi(f"http://127.0.0.1:{port}", {"x-api-key": "k"}, timeout=5)
+        try:
+            reply = await api.post("/v1/messages", {"n": 1})
+            return reply.id, api._session is not None, api._clients
+        finally:
+            await api.aclose()
+            server.close()
+
+    assert asyncio.run(scenario()) == ("ok", True, [])
+    assert b"aiohttp" in seen[0].lower() and b"x-api-key: k" in seen[0].lower()
+
+
+@pytest.mark.parametrize("variable", ["HTTP_PROXY", "http_proxy", "ALL_PROXY"])
+def test_a_proxy_named_by_the_environment_carries_the_calls_through_httpx(
+    variable: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # aiohttp is used only where httpx would connect directly: a proxy from the environment keeps
+    # httpx's rules for it (the request goes to the proxy, in absolute form).
+    for scheme in ("http", "https", "all", "no"):
+        monkeypatch.delenv(f"{scheme}_proxy", raising=False)
+        monkeypatch.delenv(f"{scheme.upper()}_PROXY", raising=False)
+    seen: list[bytes] = []
+
+    async def scenario() -> Any:
+        proxy = await asyncio.start_server(_one_reply_server(seen), "127.0.0.1", 0)
+        monkeypatch.setenv(variable, f"http://127.0.0.1:{proxy.sockets[0].getsockname()[1]}")
+        api = http.JsonApi("http://judge.invalid:8080", {"x-api-key": "k"}, timeout=5)
+        try:
+            reply = await api.post("/v1/messages", {"n": 1})
+            return reply.id, api._session
+        finally:
+            await api.aclose()
+            proxy.close()
+
+    assert asyncio.run(scenario()) == ("ok", None)
+    assert seen[0].startswith(b"POST http://judge.invalid:8080/v1/messages HTTP/1.1\r\n")
