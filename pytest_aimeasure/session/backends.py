@@ -1,13 +1,16 @@
 """The session's judge engine and what it asks of the session: a backend per judge model (a conftest's
 ``pytest_aimeasure_make_backend``, else the built-in one, through the batch API under
-``--judge-batch``), the judge prompt (after ``pytest_aimeasure_judge_prompt``), and the scripted
-judge's verdicts (``pytest_aimeasure_scripted_verdict``)."""
+``--judge-batch``), the judge prompt (after ``pytest_aimeasure_judge_prompt``), the scripted
+judge's verdicts (``pytest_aimeasure_scripted_verdict``), and what each judge model refused in
+earlier sessions (:class:`QuirksMemory`)."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+import time
+from typing import TYPE_CHECKING, Any
 
 import pytest
+from pydantic import BaseModel, ValidationError
 
 from pytest_aimeasure.session.settings import Settings
 
@@ -21,20 +24,124 @@ if TYPE_CHECKING:
     from pytest_aimeasure.measure.models import Fingerprint
     from pytest_aimeasure.session.recording import Recording
 
-__all__ = ["SessionBackends", "make_engine"]
+__all__ = ["QUIRKS_CACHE_KEY", "QUIRKS_KEPT_S", "QuirksMemory", "SessionBackends", "make_engine"]
+
+QUIRKS_CACHE_KEY = "aimeasure/judge-quirks"
+"""Where pytest's cache keeps what each judge model refused (``--cache-clear`` forgets it)."""
+
+QUIRKS_KEPT_S = 7 * 24 * 3600.0
+"""How long a model's remembered quirks hold: a week after the session that learned them, its next
+session learns them again from a first call that goes alone (a provider may start to take a
+parameter it refused)."""
+
+
+class _Remembered(BaseModel):
+    switches: dict[str, bool]
+    at: float  # when a session last got answers with them (epoch seconds)
+
+
+class _QuirksCache(BaseModel):
+    """The cache entry: per judge (:func:`_quirks_key`), the switches its answers came with."""
+
+    version: int = 1
+    models: dict[str, _Remembered] = {}
+
+
+def _quirks_key(backend: Any) -> str | None:
+    """Which judge a backend's quirks are of: provider, model and the URL it calls (a proxy or
+    gateway in front of a model may take what the provider refuses, or the other way round);
+    None for a backend that learns none (the scripted judge, a plugin's own)."""
+    from pytest_aimeasure.judge.backends.base import Quirks
+
+    if not isinstance(getattr(backend, "quirks", None), Quirks):
+        return None
+    base = getattr(backend, "base_url_in_use", None) or getattr(backend, "api_base", None) or ""
+    return f"{backend.provider}|{backend.model}|{base}"
+
+
+class QuirksMemory:
+    """What each judge model refused (a temperature, a forced tool, prompt-cache markers), kept in
+    pytest's cache from one session to the next, so that a later session's first judge calls go
+    together instead of waiting for one to learn it (the wait is a whole judge latency, before every
+    other call of the session; see :class:`~pytest_aimeasure.judge.backends.base.Quirks`). Kept
+    only from a call that got an answer, for :data:`QUIRKS_KEPT_S`. Without pytest's cache
+    (``-p no:cacheprovider``) nothing is kept."""
+
+    def __init__(self, cache: Any, *, clock: Any = time.time) -> None:
+        self._cache = cache
+        self._clock = clock
+        self._read: _QuirksCache | None = None
+
+    def _entries(self) -> _QuirksCache:
+        if self._read is None:
+            raw = self._cache.get(QUIRKS_CACHE_KEY, None) if self._cache is not None else None
+            try:
+                self._read = _QuirksCache.model_validate(raw) if raw is not None else _QuirksCache()
+            except ValidationError:
+                self._read = _QuirksCache()  # written by another version, or by hand: learned again
+        return self._read
+
+    def recall(self, backend: Any) -> list[str]:
+        """Give ``backend`` the quirks its model showed an earlier session (if they are recent);
+        the lessons among them, to say once."""
+        from pytest_aimeasure.judge.backends.base import LESSONS
+
+        key = _quirks_key(backend)
+        if key is None or self._cache is None:
+            return []
+        entry = self._entries().models.get(key)
+        if entry is None or not 0 <= self._clock() - entry.at <= QUIRKS_KEPT_S:
+            return []
+        backend.quirks.remember(entry.switches)
+        return [LESSONS[name] for name, on in entry.switches.items() if not on and name in LESSONS]
+
+    def keep(self, backends: list[Any]) -> None:
+        """Write what ``backends`` learned this session (those whose calls got an answer) over the
+        cache's entries for them, leaving the others (another worker's, another model's)."""
+        if self._cache is None:
+            return
+        learned = {}
+        for backend in backends:
+            key = _quirks_key(backend)
+            switches = backend.quirks.learned() if key is not None else None
+            if key is not None and switches is not None:
+                learned[key] = _Remembered(switches=switches, at=self._clock())
+        if not learned:
+            return
+        self._read = None  # read again: an xdist worker that ended meanwhile may have written
+        entries = self._entries()
+        entries.models.update(learned)
+        self._cache.set(QUIRKS_CACHE_KEY, entries.model_dump(mode="json"))
 
 
 class SessionBackends:
     """Builds the engine's backends and prompts from the session's settings and its hooks."""
 
-    def __init__(self, config: pytest.Config, settings: Settings, recording: Recording | None) -> None:
+    def __init__(
+        self,
+        config: pytest.Config,
+        settings: Settings,
+        recording: Recording | None,
+        *,
+        notice: Callable[[str], None] | None = None,
+    ) -> None:
         self.config = config
         self.settings = settings
         self.recording = recording
+        self.notice = notice
+        self.quirks = QuirksMemory(getattr(config, "cache", None))
+        self.built: list[Backend] = []
 
     def backend(self, model: str) -> Backend:
         """The backend of ``model``; under ``--judge-batch`` its calls go through the batch API."""
         backend = self._built(model)
+        self.built.append(backend)
+        for lesson in self.quirks.recall(backend):
+            if self.notice is not None:
+                self.notice(
+                    f"aimeasure: the judge {backend.model} ({backend.provider}) {lesson} (learned by an "
+                    "earlier session: pytest's cache, --cache-clear forgets it)"
+                )
         if self.settings.batch:
             from pytest_aimeasure.judge.batch import BatchJournal, use_batches
 
@@ -79,19 +186,18 @@ class SessionBackends:
 
 
 def make_engine(
-    config: pytest.Config,
-    settings: Settings,
-    recording: Recording | None,
+    backends: SessionBackends,
     calibrated_floors: Mapping[str, tuple[float, Fingerprint]],
     *,
     notice: Callable[[str], None] | None = None,
 ) -> JudgeEngine:
-    """The session's judge engine: its settings, backends, prompts, and the run's journal and budget;
-    ``calibrated_floors`` are the variance floors a calibration measured, with the ruler it measured."""
+    """The session's judge engine: its settings, ``backends``, prompts, and the run's journal and
+    budget; ``calibrated_floors`` are the variance floors a calibration measured, with the ruler it
+    measured."""
     from pytest_aimeasure.judge.engine import JudgeEngine, JudgeSettings
 
+    settings, recording = backends.settings, backends.recording
     assert settings.model is not None
-    backends = SessionBackends(config, settings, recording)
     rec = recording
     return JudgeEngine(
         JudgeSettings(

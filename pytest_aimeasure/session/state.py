@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     from pytest_aimeasure.measure.models import Finding, Fingerprint, ItemResult, Measurement, RepeatsChoice
     from pytest_aimeasure.measure.repeats import EntryHistory
     from pytest_aimeasure.measure.sampling import PlannedItem
+    from pytest_aimeasure.session.backends import SessionBackends
     from pytest_aimeasure.session.pipeline import Pipeline
     from pytest_aimeasure.session.recording import Recording
 
@@ -53,6 +54,7 @@ class SessionState:
         self.worker_spend: list[dict[str, Any]] = []
         self.collection_errors = 0
         self._engine: JudgeEngine | None = None
+        self._backends: SessionBackends | None = None
         self._engine_lock = threading.Lock()
         self.baseline: Any = None  # the loaded BaselineFile (controller only), None when there is none
         self._worker_baseline: Any = None  # a worker's read-only copy, for adaptive sampling only
@@ -372,12 +374,11 @@ class SessionState:
     def engine(self) -> JudgeEngine:
         with self._engine_lock:
             if self._engine is None:
-                from pytest_aimeasure.session.backends import make_engine
+                from pytest_aimeasure.session.backends import SessionBackends, make_engine
 
                 notice = self.console.line if self.console is not None else None
-                self._engine = make_engine(
-                    self.config, self.settings, self.recording, self.calibrated_floors, notice=notice
-                )
+                self._backends = SessionBackends(self.config, self.settings, self.recording, notice=notice)
+                self._engine = make_engine(self._backends, self.calibrated_floors, notice=notice)
             return self._engine
 
     def budget_text(self, detail: str = "") -> str:
@@ -651,6 +652,12 @@ class SessionState:
         if self._engine is not None:
             self._engine.close()
             self._engine = None
+        if self._backends is not None:
+            # What the judges refused, for the next session's first calls (best effort: a cache
+            # that cannot be written costs that session a first call's wait, nothing more).
+            with contextlib.suppress(Exception):
+                self._backends.quirks.keep(self._backends.built)
+            self._backends = None
         if self.recording is not None:
             self.recording.close()
         if self.console is not None:

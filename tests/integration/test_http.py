@@ -14,6 +14,7 @@ import contextlib
 import json
 import re
 import textwrap
+import threading
 from collections.abc import Iterator
 from dataclasses import replace
 from typing import Any
@@ -482,6 +483,49 @@ def test_fallback_is_recorded_in_the_fingerprint(
         assert all(not s.forced and s.temperature == 0.0 for s in accepted)
         assert all("record_verdict" in s.system for s in accepted)  # told to call the tool
     assert all(s["tool_mode"] == fingerprint["tool_mode"] for s in measurement["samples"])
+
+
+@pytest.mark.parametrize("model", BACKENDS)
+def test_a_later_session_remembers_what_the_judge_refused_and_sends_its_first_calls_together(
+    pytester: pytest.Pytester,
+    provider_env: ProviderServer,
+    model: str,
+    capfd: pytest.CaptureFixture[str],
+) -> None:
+    # A fresh session sends the model's first call alone (what it refuses is unknown: one 400 a
+    # session, not one per call in flight), a whole judge latency before its other calls. A later
+    # session remembers it (pytest's cache): no 400, and no call waits for another. (Before, every
+    # session learned it again: the second run's statuses were [400, 200, 200, 200] too.)
+    server = provider_env
+    server.reject_forced_tool_models.add(SERVED_MODEL[model])
+    pytester.makepyfile(textwrap.dedent(ONE_DIMENSION))
+    judged(pytester, model, "--judge-samples", "3").assert_outcomes(passed=1)
+    first, *others = server.requests
+    assert [s.status for s in server.requests] == [400, 200, 200, 200]
+    assert all(first.finished <= seen.started for seen in others)  # the first call went alone
+
+    together = threading.Barrier(3, timeout=30)
+
+    def all_at_once(seen: SeenRequest) -> int:
+        together.wait()  # breaks (and the test fails) unless the three calls are at the server at once
+        return 4
+
+    server.reset_stats()
+    server.scorer = all_at_once
+    capfd.readouterr()
+    judged(pytester, model, "--judge-samples", "3", "--judge-cache", "off").assert_outcomes(passed=1)
+    assert [s.status for s in server.requests] == [200, 200, 200]
+    assert all(not s.forced for s in server.requests) and server.max_in_flight == 3
+    (measurement,) = only_item(results(pytester))["measurements"]
+    assert measurement["fingerprint"]["tool_mode"] == "auto"
+    said = [line for line in capfd.readouterr().err.splitlines() if "learned by an earlier session" in line]
+    assert len(said) == 1 and "refuses forced tool use" in said[0]
+
+    # Without pytest's cache nothing is remembered: the first call goes alone again.
+    server.reset_stats()
+    server.scorer = None
+    judged(pytester, model, "--judge-samples", "3", "--judge-cache", "off", "-p", "no:cacheprovider")
+    assert [s.status for s in server.requests] == [400, 200, 200, 200]
 
 
 # -- --judge-timeout -----------------------------------------------------------------------------------

@@ -147,7 +147,7 @@ class AnthropicBackend(LearnsQuirks):
     def caches_prompt(self) -> bool:
         """Whether judge calls mark their fixed prefix for prompt caching now."""
         if self.prompt_caching is None:
-            if not self.quirks.known:
+            if not self.quirks.first_call_over:
                 # The session's first calls mark their prefix without asking the price map: reading
                 # it (tens of ms of CPU, a 3 MB file with litellm) came before the session's first
                 # request. A marker the model cannot use is ignored by the API, and one it refuses

@@ -20,9 +20,9 @@ import math
 import socket
 import threading
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol, TypeVar, runtime_checkable
+from typing import Any, ClassVar, Literal, Protocol, TypeVar, runtime_checkable
 
 from pytest_aimeasure.judge.backends.secrets import redact
 from pytest_aimeasure.measure.artifact import replace_lone_surrogates
@@ -414,21 +414,54 @@ class Quirks:
     :data:`FIRST_CALL_WAIT_S`: whatever ended the first call (an answer, or a timeout or 429 that
     teaches nothing), the others go then, so a slow or failing provider is never called one call at
     a time; and a first call still out after the wait was accepted (a provider refuses a parameter
-    before it generates anything), so the others do not wait for its answer too. Thread-safe: the
-    switches turn off under a lock, and the wait is on a thread-safe future."""
+    before it generates anything), so the others do not wait for its answer too. A model an earlier
+    session got answers from (:meth:`remember`, the session keeps them in pytest's cache) has no
+    first call to wait for: its calls go together from the start. Thread-safe: the switches turn
+    off under a lock, and the wait is on a thread-safe future."""
 
     sends_temperature: bool = True
     forces_tool: bool = True
     caches_prompt: bool = True
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
     _known: bool = field(default=False, repr=False, compare=False)
+    _remembered: bool = field(default=False, repr=False, compare=False)
+    _answered: bool = field(default=False, repr=False, compare=False)
     _first: concurrent.futures.Future[None] | None = field(default=None, repr=False, compare=False)
     _first_at: float = field(default=0.0, repr=False, compare=False)
 
+    SWITCHES: ClassVar[tuple[str, ...]] = ("sends_temperature", "forces_tool", "caches_prompt")
+
     @property
     def known(self) -> bool:
-        """Whether the model's first judge call has ended: what it refuses is learned by now."""
+        """Whether what the model refuses is known: its first judge call has ended, or an earlier
+        session's answers said (:meth:`remember`). Until then the first call goes alone."""
+        return self._known or self._remembered
+
+    @property
+    def first_call_over(self) -> bool:
+        """Whether this backend's first judge call has ended (not only remembered: an earlier
+        session's knowledge skips the first call's wait, not what comes after that call)."""
         return self._known
+
+    def remember(self, switches: Mapping[str, bool]) -> None:
+        """Start from what an earlier session learned of the model (:attr:`SWITCHES`, as
+        :meth:`learned` gave them): its first calls then go together, without waiting for one."""
+        with self._lock:
+            for switch in self.SWITCHES:
+                if switch in switches and not switches[switch]:
+                    setattr(self, switch, False)
+            self._remembered = True
+
+    def note_answer(self) -> None:
+        """A judge call got an answer: the switches as they stand are what the model takes."""
+        self._answered = True
+
+    def learned(self) -> dict[str, bool] | None:
+        """The switches, once a judge call got an answer with them (what a later session may
+        :meth:`remember`); None before (a first call that timed out or got a 429 taught nothing)."""
+        if not self._answered:
+            return None
+        return {switch: bool(getattr(self, switch)) for switch in self.SWITCHES}
 
     def turn_off(self, switch: str) -> bool:
         """Turn ``switch`` off; True for the one call that turned it off (it says so)."""
@@ -442,7 +475,7 @@ class Quirks:
         """Wait while another call is the model's first (at most :data:`FIRST_CALL_WAIT_S` after it
         started); True when the caller's call is the first (it then calls :meth:`first_call_done`)."""
         with self._lock:
-            if self._known:
+            if self._known or self._remembered:
                 return False
             if self._first is None:
                 self._first = concurrent.futures.Future()
@@ -462,7 +495,7 @@ class Quirks:
         429's cooldown and halved limit: they no longer all went at once into a provider that had
         just refused)."""
         with self._lock:
-            if self._known or self._first is None:
+            if self._known or self._remembered or self._first is None:
                 return
             first, left = self._first, FIRST_CALL_WAIT_S - (time.monotonic() - self._first_at)
         if left > 0:
@@ -554,6 +587,7 @@ async def call_judge(
                     learned.append(LESSONS[switch])
                 continue
             latency = time.perf_counter() - started
+            quirks.note_answer()
             mode: ToolMode = "forced" if forced else "auto"
             return JudgeAttempt(response, latency, mode, temperature, tuple(learned))
         raise BackendError(f"{who} kept rejecting the judge call for {model}", status=400)

@@ -54,3 +54,62 @@ def test_the_prompt_is_what_the_conftest_leaves() -> None:
     made, _ = backends()
     assert made.prompt("tone").system == "grade tone"
 
+
+
+class Cache:
+    """pytest's cache as QuirksMemory uses it: JSON values by key."""
+
+    def __init__(self) -> None:
+        self.values: dict[str, Any] = {}
+
+    def get(self, key: str, default: Any) -> Any:
+        return self.values.get(key, default)
+
+    def set(self, key: str, value: Any) -> None:
+        self.values[key] = value
+
+
+def judge_backend(model: str = "claude-x", base: str = "https://api.example") -> Any:
+    from pytest_aimeasure.judge.backends.base import Quirks
+
+    return SimpleNamespace(provider="anthropic", model=model, base_url_in_use=base, quirks=Quirks())
+
+
+def test_quirks_are_kept_from_a_session_whose_calls_got_answers_and_recalled_for_a_week() -> None:
+    from pytest_aimeasure.session.backends import QUIRKS_KEPT_S, QuirksMemory
+
+    cache, now = Cache(), [1000.0]
+    learned, silent, other = judge_backend(), judge_backend("claude-y"), judge_backend(base="https://gateway")
+    learned.quirks.turn_off("forces_tool")
+    learned.quirks.note_answer()
+    silent.quirks.turn_off("sends_temperature")  # its calls got no answer (429s, timeouts): taught nothing
+    QuirksMemory(cache, clock=lambda: now[0]).keep([learned, silent])
+
+    later = judge_backend()
+    lessons = QuirksMemory(cache, clock=lambda: now[0]).recall(later)
+    assert later.quirks.known and not later.quirks.first_call_over
+    assert (later.quirks.forces_tool, later.quirks.sends_temperature) == (False, True)
+    assert len(lessons) == 1 and "forced tool" in lessons[0]
+    for unknown in (judge_backend("claude-y"), other):  # no answer; another URL in front of the model
+        assert QuirksMemory(cache, clock=lambda: now[0]).recall(unknown) == []
+        assert not unknown.quirks.known
+
+    now[0] += QUIRKS_KEPT_S + 1  # a week later the model is asked again
+    stale = judge_backend()
+    assert QuirksMemory(cache, clock=lambda: now[0]).recall(stale) == [] and not stale.quirks.known
+
+
+def test_a_cache_entry_that_does_not_read_is_learned_again_and_other_entries_are_kept() -> None:
+    from pytest_aimeasure.session.backends import QUIRKS_CACHE_KEY, QuirksMemory
+
+    cache = Cache()
+    cache.set(QUIRKS_CACHE_KEY, {"models": "not a table"})
+    fresh = judge_backend()
+    assert QuirksMemory(cache).recall(fresh) == [] and not fresh.quirks.known
+    first, second = judge_backend("claude-a"), judge_backend("claude-b")
+    for backend in (first, second):
+        backend.quirks.note_answer()
+    QuirksMemory(cache).keep([first])
+    QuirksMemory(cache).keep([second])  # another worker's session: the first entry stays
+    assert len(cache.values[QUIRKS_CACHE_KEY]["models"]) == 2
+    assert QuirksMemory(None).recall(judge_backend()) == []  # -p no:cacheprovider: nothing kept
