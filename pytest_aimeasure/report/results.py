@@ -6,6 +6,7 @@ versioned by ``format``; fields are only ever added within a format number.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Literal
 
@@ -131,11 +132,64 @@ def results_json(results: SessionResults) -> bytes:
 
 
 def stored_results_json(results: SessionResults) -> bytes:
-    """The text a run keeps in its folder: compact, in the models' field order. Tools read it, people
-    read the ``--aimeasure-json`` file: pydantic-core writes this one straight from the models, at
-    about a quarter of the CPU of the sorted, indented text, the largest cost of the session's end
-    at 10,000 items (1.26 s of CPU, now 0.35 s)."""
-    return results.model_dump_json().encode() + b"\n"
+    """The text a run keeps in its folder: compact, in the models' field order, and each item as what
+    the session's end added to it (``nodeid``, ``verdict``, ``comparison``): the rest of an item is
+    its line in the run's ``items.jsonl``, written as the test ended, and :func:`read_run_results`
+    joins the two. Each item written twice was two thirds of the file (35 MB of 10,000 items) and
+    the largest cost of the session's end: encoding and writing it took 0.6 s."""
+    return results.model_dump_json(exclude={"items": {"__all__": _RECORDED}}).encode() + b"\n"
+
+
+_RECORDED = set(ItemResult.model_fields) - {"nodeid"}
+"""An item's fields that its ``items.jsonl`` line holds, but for the name it is joined on."""
+
+
+class RunItem(BaseModel):
+    """An item of a run's ``results.json``: what the session's end added to its ``items.jsonl`` line."""
+
+    model_config = ConfigDict(extra="forbid", defer_build=True)
+
+    nodeid: str
+    verdict: str | None = None
+    comparison: ItemComparison | None = None
+
+
+def read_run_results(path: Path, records: Sequence[ItemResult]) -> SessionResults:
+    """A run's ``results.json`` joined with its item records (``records``: its ``items.jsonl``), as the
+    session saw them. A file written before the run kept its items once holds them whole, and is
+    read as it is. Errors name the file."""
+    from pydantic import TypeAdapter, ValidationError
+    from pydantic_core import from_json
+
+    try:
+        data = from_json(path.read_bytes())
+        stored = TypeAdapter(list[RunItem]).validate_python(data.pop("items", []))
+    except OSError as exc:
+        raise ValueError(f"cannot read results file {path}: {exc.strerror or exc}") from None
+    except ValueError as exc:  # (invalid JSON, or whole items: a file of an earlier version)
+        if not isinstance(exc, ValidationError):
+            raise ValueError(f"{path} is not an aimeasure results file: {exc}") from None
+        try:
+            return SessionResults.model_validate_json(path.read_bytes())
+        except ValidationError as whole:
+            raise ValueError(f"{path} is not an aimeasure results file: {first_error(whole)}") from None
+    by_nodeid = {r.nodeid: r for r in records}
+    items = []
+    for item in stored:
+        record = by_nodeid.get(item.nodeid)
+        if record is None:
+            raise ValueError(
+                f"{path} names the test {item.nodeid}, which the run's items.jsonl does not hold: "
+                "the run's folder is incomplete; run the session again to record it"
+            )
+        # (validated when read from items.jsonl: not validated again)
+        items.append(
+            ResultItem.model_construct(**record.__dict__, verdict=item.verdict, comparison=item.comparison)
+        )
+    try:
+        return SessionResults.model_validate({**data, "items": []}).model_copy(update={"items": items})
+    except ValidationError as exc:
+        raise ValueError(f"{path} is not an aimeasure results file: {first_error(exc)}") from None
 
 
 def _sorted_keys(value: Any) -> Any:
@@ -165,7 +219,8 @@ def write_results(path: Path, results: SessionResults | bytes) -> None:
 
 
 def read_results(path: Path) -> SessionResults:
-    """Load a results file, with an error that names it."""
+    """Load a results file (``--aimeasure-json``, or a run's own ``results.json``, read with the items
+    beside it), with an error that names it."""
     from pydantic import ValidationError
 
     try:
@@ -173,6 +228,11 @@ def read_results(path: Path) -> SessionResults:
     except OSError as exc:
         raise ValueError(f"cannot read results file {path}: {exc.strerror or exc}") from None
     except ValidationError as exc:
+        beside = path.parent / "items.jsonl"
+        if beside.is_file():  # a run's folder: its results name each item's line in items.jsonl
+            from pytest_aimeasure.store.runs import read_item_records
+
+            return read_run_results(path, read_item_records(beside)[0])
         raise ValueError(
             f"{path} is not an aimeasure results file (written by --aimeasure-json): {first_error(exc)}"
         ) from None

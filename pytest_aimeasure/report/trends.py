@@ -1,8 +1,8 @@
 """What the reports read from the run store: a run's session results, and each dimension across runs.
 
-A run that kept its results (``results.json``, written at the session's end) is read as it is; an older
-or interrupted run is rebuilt from its items: measurements, findings and outcomes, without the
-baseline comparison it never finished.
+A run that kept its results (``results.json``, written at the session's end) is read as the session
+saw them, joined with its items (``items.jsonl``); an older or interrupted run is rebuilt from its
+items: measurements, findings and outcomes, without the baseline comparison it never finished.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from pytest_aimeasure.measure.models import Fingerprint, Measurement
 from pytest_aimeasure.measure.repeats import repeats_interval
 from pytest_aimeasure.measure.stats import VAR_FLOOR_DEFAULT, dimension_stats
 from pytest_aimeasure.report.charts import TrendPoint
-from pytest_aimeasure.report.results import ResultItem, SessionResults, read_results
+from pytest_aimeasure.report.results import ResultItem, SessionResults, read_run_results
 from pytest_aimeasure.store.runs import Run, RunStore, StoreError
 
 DRIFT_KINDS = frozenset(
@@ -27,12 +27,12 @@ DRIFT_KINDS = frozenset(
 def results_of_run(run: Run) -> SessionResults:
     """A stored run's session results: as the session wrote them, else rebuilt from its items."""
     kept = run.path / "results.json"
+    items, _ = run.read_items()
     if kept.is_file():
         try:
-            return read_results(kept)
+            return read_run_results(kept, items)
         except ValueError as exc:
             raise StoreError(str(exc), path=kept) from None
-    items, _ = run.read_items()
     failed = [i for i in items if i.outcome in ("failed", "error")]
     meta = run.meta
     reasons = [f"{len(failed)} test(s) failed (gates, floors or judge errors)"] if failed else []

@@ -61,6 +61,7 @@ __all__ = [
     "StoreError",
     "default_writer",
     "git_info",
+    "read_item_records",
     "read_journal",
     "utc_now",
 ]
@@ -509,15 +510,7 @@ class Run:
 
     def read_items(self) -> tuple[list[ItemResult], list[str]]:
         """(items, problems). A nodeid recorded twice (a resumed run) keeps its last record."""
-        path = self.path / "items.jsonl"
-        if not path.exists():
-            return [], []
-        records, problems = _read_jsonl(path, ItemResult)
-        latest: dict[str, ItemResult] = {}
-        for record in records:
-            latest.pop(record.nodeid, None)
-            latest[record.nodeid] = record
-        return list(latest.values()), problems
+        return read_item_records(self.path / "items.jsonl")
 
     def items(self) -> list[ItemResult]:
         return self.read_items()[0]
@@ -570,6 +563,19 @@ def _pid_alive(pid: int) -> bool:
 
 def _sort_key(meta: RunMeta) -> tuple[str, str]:
     return (meta.started_at, meta.run_id)
+
+
+def read_item_records(path: Path) -> tuple[list[ItemResult], list[str]]:
+    """A run's ``items.jsonl``: (items, problems). A nodeid recorded twice (a resumed run) keeps its
+    last record; a missing file holds none."""
+    if not path.exists():
+        return [], []
+    records, problems = _read_jsonl(path, ItemResult)
+    latest: dict[str, ItemResult] = {}
+    for record in records:
+        latest.pop(record.nodeid, None)
+        latest[record.nodeid] = record
+    return list(latest.values()), problems
 
 
 class RunStore:

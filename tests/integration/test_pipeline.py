@@ -15,6 +15,9 @@ from typing import Any
 
 import pytest
 
+from pytest_aimeasure.report.results import SessionResults
+from pytest_aimeasure.report.trends import results_of_run
+from pytest_aimeasure.store.runs import RunStore
 from tests.conftest import ONE_WORKER, read_results, run_session
 
 # A scripted judge that holds every call until `target` calls are in flight at once (or 60 s pass),
@@ -256,6 +259,14 @@ def test_reports_json_and_baseline_are_the_same_with_the_pipeline_on_and_off(
             *nx(xdist),
         )
         result.assert_outcomes(passed=7, failed=4, skipped=1, errors=1)
+        # The run keeps each item once (its items.jsonl line) and reads back as the session saw it.
+        store = RunStore(project.path / ".aimeasure")
+        run = store.open_run(store.latest())
+        try:
+            seen = SessionResults.model_validate(read_results(project.path / "out.json"))
+            assert results_of_run(run) == seen
+        finally:
+            run.close()
         target = project.path / name
         target.mkdir()
         for file in ("out.json", "aimeasure-baseline.json", "reports.json"):

@@ -5,16 +5,21 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from pytest_aimeasure.compare.drift import DimensionComparison, ItemComparison
-from pytest_aimeasure.measure.models import Fingerprint
+from pytest_aimeasure.measure.models import Fingerprint, ItemResult
 from pytest_aimeasure.measure.stats import dimension_stats
 from pytest_aimeasure.report.model import SessionReport
 from pytest_aimeasure.report.publish import publish, run_results_path
 from pytest_aimeasure.report.results import (
+    ResultItem,
     SessionResults,
     baseline_dimensions,
     read_results,
+    read_run_results,
     results_json,
+    stored_results_json,
 )
 from pytest_aimeasure.store.baseline import BaselineEntry, BaselineFile
 
@@ -79,24 +84,88 @@ def test_each_dimensions_baseline_figures_are_over_its_own_paired_entries_only()
     assert out["tone"].mean != out["clarity"].mean
 
 
-def test_the_run_keeps_the_same_object_compact_and_the_json_option_gets_it_sorted_and_indented(
+def test_the_run_keeps_each_item_once_compact_and_the_json_option_gets_it_whole_sorted_and_indented(
     tmp_path: Path,
 ) -> None:
+    record = ItemResult(nodeid="t.py::test_a", kind="dimension", outcome="passed", message="ünïcode")
+    verdict = ItemComparison(
+        item_id="tone::a", dimension="tone", nodeid="t.py::test_a", verdict="stable", delta=0.0
+    )
     results = SessionResults(
         run_id="20261202T000000Z-abcd",
         passed=True,
         exit_status=0,
-        items=[],
+        items=[ResultItem(**record.model_dump(), verdict="stable", comparison=verdict)],
         findings=[],
         spend={"zeta": 1, "alpha": {"b": [1, 2], "a": None}},
     )
     report = SessionReport(results)
     publish(report, json_path=tmp_path / "out.json", html_path=None, store=tmp_path / "store")
-    kept = run_results_path(tmp_path / "store", "20261202T000000Z-abcd").read_bytes()
-    asked = (tmp_path / "out.json").read_bytes()
+    path = run_results_path(tmp_path / "store", "20261202T000000Z-abcd")
+    kept, asked = json.loads(path.read_bytes()), (tmp_path / "out.json").read_bytes()
     assert asked == results_json(results)
-    # The run's copy is one line in the models' field order (what tools read), the same object.
-    assert kept.count(b"\n") == 1 and kept.endswith(b"\n")
-    assert list(json.loads(kept)) == list(SessionResults.model_fields)
-    assert json.loads(kept) == json.loads(asked)
-    assert read_results(run_results_path(tmp_path / "store", "20261202T000000Z-abcd")) == results
+    # The run's copy is one line in the models' field order (what tools read) ...
+    assert path.read_bytes().count(b"\n") == 1
+    assert list(kept) == list(SessionResults.model_fields)
+    # ... whose items hold what the session's end added: the rest is each item's items.jsonl line
+    assert kept["items"] == [
+        {"nodeid": "t.py::test_a", "verdict": "stable", "comparison": verdict.model_dump(mode="json")}
+    ]
+    assert {k: v for k, v in kept.items() if k != "items"} == {
+        k: v for k, v in json.loads(asked).items() if k != "items"
+    }
+    assert read_run_results(path, [record]) == results
+
+
+def test_a_runs_results_that_name_a_test_its_items_do_not_hold_are_refused_naming_the_file(
+    tmp_path: Path,
+) -> None:
+    record = ItemResult(nodeid="t.py::test_a", kind="dimension", outcome="passed")
+    results = SessionResults(
+        run_id="r",
+        passed=True,
+        exit_status=0,
+        items=[ResultItem(**record.model_dump())],
+        findings=[],
+        spend={},
+    )
+    path = tmp_path / "results.json"
+    path.write_bytes(stored_results_json(results))
+    with pytest.raises(
+        ValueError, match=r"results\.json names the test t\.py::test_a, which the run's items"
+    ):
+        read_run_results(path, [])
+
+
+def test_a_runs_results_written_whole_by_an_earlier_version_are_read_as_they_are(tmp_path: Path) -> None:
+    record = ItemResult(nodeid="t.py::test_a", kind="dimension", outcome="failed", message="then")
+    results = SessionResults(
+        run_id="r",
+        passed=False,
+        exit_status=1,
+        items=[ResultItem(**record.model_dump())],
+        findings=[],
+        spend={},
+    )
+    path = tmp_path / "results.json"
+    path.write_bytes(results.model_dump_json().encode())
+    now = record.model_copy(update={"message": "a later line"})
+    assert read_run_results(path, [now]) == results
+
+
+def test_a_runs_results_named_as_a_results_file_are_read_with_the_items_beside_them(tmp_path: Path) -> None:
+    record = ItemResult(nodeid="t.py::test_a", kind="gate", outcome="passed")
+    results = SessionResults(
+        run_id="r",
+        passed=True,
+        exit_status=0,
+        items=[ResultItem(**record.model_dump())],
+        findings=[],
+        spend={},
+    )
+    (tmp_path / "items.jsonl").write_text(record.model_dump_json() + "\n")
+    (tmp_path / "results.json").write_bytes(stored_results_json(results))
+    assert read_results(tmp_path / "results.json") == results
+    (tmp_path / "items.jsonl").unlink()
+    with pytest.raises(ValueError, match=r"results\.json is not an aimeasure results file .*items\.0\.kind"):
+        read_results(tmp_path / "results.json")
