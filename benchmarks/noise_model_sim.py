@@ -206,6 +206,25 @@ CASES = (
         session_sd=0.2,
         pool=10,
     ),
+    # Last, so the cases above keep their seeds: where the prior's share is smallest below ten.
+    Case(
+        "shift sd 0.2, moving, N=3, pooled 7, m=10",
+        "moving",
+        3,
+        pooled=True,
+        session_sd=0.2,
+        items=10,
+        pool=7,
+    ),
+    Case(
+        "shift sd 0.2, moving, N=3, pooled 9, m=10",
+        "moving",
+        3,
+        pooled=True,
+        session_sd=0.2,
+        items=10,
+        pool=9,
+    ),
 )
 POWER_CASES = tuple(
     Case(
