@@ -61,7 +61,15 @@ from typing import Literal
 
 from pytest_aimeasure.measure.models import Sample
 from pytest_aimeasure.store.fileio import atomic_write, fsync_dir, lock_path
-from pytest_aimeasure.store.runs import Journal, Run, RunStore, SampleKey, SampleRecord, read_journal
+from pytest_aimeasure.store.runs import (
+    Journal,
+    Run,
+    RunStore,
+    SampleKey,
+    SampleRecord,
+    read_journal,
+    utc_now,
+)
 
 __all__ = [
     "CacheError",
@@ -197,9 +205,11 @@ class _CacheDB:
             self._conn = None
 
 
-def _row(
-    record: SampleRecord, run_id: str | None
-) -> tuple[str, str, str, int, str, str, str, str | None, str]:
+Row = tuple[str, str, str, int, str, str, str, str | None, str]
+"""A row of the ``samples`` table."""
+
+
+def _row(record: SampleRecord, run_id: str | None) -> Row:
     key = record.key
     # Stored as a judge sample: its source is decided by where a later lookup finds it.
     stored = (
@@ -207,13 +217,13 @@ def _row(
         if record.sample.source == "judge"
         else record.sample.model_copy(update={"source": "judge"})
     )
-    sample = stored.model_dump_json()
+    sample_json = stored.model_dump_json()
     return (
         key.fingerprint,
         key.prompt_hash,
         key.artifact_sha256,
         key.index,
-        sample,
+        sample_json,
         record.item_id,
         record.nodeid,
         run_id,
@@ -264,7 +274,7 @@ class SampleLookup:
         self._resume_problems: list[str] = []
         self._resume_records: list[SampleRecord] = []
         # Samples put since the last flush, indexed together in one transaction (first put wins).
-        self._unindexed: dict[SampleKey, tuple[SampleRecord, str | None]] = {}
+        self._unindexed: dict[SampleKey, tuple[Sample, Row]] = {}
         self._unindexed_lock = threading.Lock()
         self._indexed_at = -INDEX_REST_S  # (monotonic) the last flush that indexed something
         # The cache's samples of the questions looked up lately (fingerprint, prompt, artifact), by
@@ -429,7 +439,7 @@ class SampleLookup:
             return None
         unindexed = self._unindexed.get(key)
         if unindexed is not None:
-            return unindexed[0].sample.model_copy(update={"source": "cache"})
+            return unindexed[0].model_copy(update={"source": "cache"})
         question = (key.fingerprint, key.prompt_hash, key.artifact_sha256)
         with self._db.lock:
             stored = self._questions.get(question)
@@ -459,10 +469,15 @@ class SampleLookup:
         """Index a journaled sample (mode ``on`` only; the first sample stored under a key stays);
         with ``defer``, at the next :meth:`flush`: one transaction for an item's samples, not one
         each (a lookup meanwhile finds it all the same)."""
+        if self.mode == "on" and not self._disabled:
+            self.put_row(record.key, record.sample, _row(record, run_id), defer=defer)
+
+    def put_row(self, key: SampleKey, sample: Sample, row: Row, *, defer: bool = False) -> None:
+        """:meth:`put` of a sample whose row is made already (its JSON as a judge sample)."""
         if self.mode != "on" or self._disabled:
             return
         with self._unindexed_lock:
-            self._unindexed.setdefault(record.key, (record, run_id))
+            self._unindexed.setdefault(key, (sample, row))
         if not defer:
             self.flush()
 
@@ -473,10 +488,10 @@ class SampleLookup:
                 batch, self._unindexed = list(self._unindexed.values()), {}
             if not batch or self._disabled:
                 return
-            for record, _ in batch:
-                self._questions.pop(record.key[:3], None)  # (looked up before: read again)
+            for _, row in batch:
+                self._questions.pop(row[:3], None)  # (looked up before: read again)
             try:
-                self._db.insert([_row(record, run_id) for record, run_id in batch])
+                self._db.insert([row for _, row in batch])
             except sqlite3.Error as exc:
                 self._fail(exc, "indexing samples")
             self._indexed_at = time.monotonic()
@@ -583,9 +598,22 @@ class StoreSink:
         """Journal a fresh sample (written before returning: a killed process keeps it; fsync-ed too
         unless ``sync=False``, when :meth:`sync` follows once the item's samples are in), then index
         it in the cache."""
-        record = SampleRecord(key=SampleKey(*key), item_id=item_id, nodeid=nodeid, sample=sample)
-        self.journal.append(record, sync=sync)
-        self.samples.put(record, run_id=self.run.run_id, defer=not sync)
+        sample_key, recorded_at = SampleKey(*key), utc_now()
+        # Encoded once, for the journal's line and the cache's row, with no record built: every
+        # field comes from the engine (a model, or plain text).
+        indexed = sample if sample.source == "judge" else sample.model_copy(update={"source": "judge"})
+        sample_json = indexed.model_dump_json()
+        journaled = sample_json if indexed is sample else sample.model_dump_json()
+        self.journal.append_sample(
+            sample_key,
+            item_id=item_id,
+            nodeid=nodeid,
+            sample_json=journaled.encode(),
+            recorded_at=recorded_at,
+            sync=sync,
+        )
+        row = (*sample_key, sample_json, item_id, nodeid, self.run.run_id, recorded_at)
+        self.samples.put_row(sample_key, sample, row, defer=not sync)
 
     def sync(self) -> None:
         """fsync the samples journaled so far (one fsync per completed item, shared by the items

@@ -23,7 +23,7 @@ from pytest_aimeasure.judge.backends.base import (
 from pytest_aimeasure.judge.engine import JudgeEngine, JudgeSettings, _feedback, _prompt_chars
 from pytest_aimeasure.judge.errors import JudgeError, ReplayMiss
 from pytest_aimeasure.judge.item import ItemSpec
-from pytest_aimeasure.judge.prompt import verdict_tool
+from pytest_aimeasure.judge.prompt import JudgePrompt, verdict_tool
 from pytest_aimeasure.measure.models import Usage
 
 
@@ -229,6 +229,38 @@ def test_items_that_finish_together_share_an_fsync_and_each_waits_for_one_coveri
     assert all(durable >= sink.last_of[item_id] for item_id, durable in landed)
     assert sink.written == 60 and sink.durable == 60
     assert 1 <= sink.syncs <= 3  # was one fsync (and one thread woken) per item: 20
+
+
+def test_a_rulers_hashes_are_computed_once_and_follow_a_template_that_changes(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    hashed: list[str] = []
+    template_hash = JudgePrompt.template_hash
+
+    def counted(self: JudgePrompt) -> str:
+        hashed.append(self.instructions)
+        return template_hash(self)
+
+    monkeypatch.setattr(JudgePrompt, "template_hash", counted)
+    instructions = ["Score it.", "Score it.", "Score it twice."]
+
+    def prompt(dimension: str) -> JudgePrompt:
+        return JudgePrompt(instructions=instructions.pop(0))  # a new template each item, as a hook's
+
+    engine = JudgeEngine(
+        JudgeSettings(model="fake-judge"),
+        make_backend=lambda name: ScriptedReplies([VALID] * 3),
+        prompt=prompt,
+    )
+    try:
+        first, same, changed = (
+            engine.measure(dataclasses.replace(spec(), item_id=f"tone::t{n}")) for n in range(3)
+        )
+        assert first.fingerprint == same.fingerprint
+        assert changed.fingerprint.prompt_hash != first.fingerprint.prompt_hash
+    finally:
+        engine.close()
+    assert hashed == ["Score it.", "Score it twice."]  # was once an item
 
 
 def test_building_the_first_backend_scans_only_the_young_generations_of_the_heap() -> None:

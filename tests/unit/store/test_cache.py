@@ -255,6 +255,36 @@ def test_sink_journals_then_indexes_fresh_samples(store: RunStore) -> None:
     assert SampleLookup(store, mode="on").get(key(0)) is not None
 
 
+@pytest.mark.parametrize(
+    "text", ["plain", 'a "quote" and a \\ backslash', "tab\tnew\nline \x01 \x7f", "naïve — 日本 \u2028 🦊"]
+)
+def test_a_fresh_samples_journal_line_is_its_records_json_with_the_sample_encoded_once(
+    store: RunStore, text: str
+) -> None:
+    # The sink builds the line around the sample's JSON (encoded once, for the journal and the
+    # cache) instead of building a SampleRecord and encoding it: the same bytes either way.
+    run = start(store, "r1")
+    sink = StoreSink(run, SampleLookup(store, mode="on"))
+    sample = Sample(
+        index=1,
+        dimension=text,
+        score=4,
+        rationale=text,
+        cost_usd=0.01,
+        latency_s=0.1234,
+        tool_mode="scripted",
+    )
+    sink.record(key(1), item_id=f"item {text}", nodeid=f"t.py::a[{text}]", sample=sample, sync=False)
+    sink.sync()
+    sink.samples.close()
+    run.close()
+    (journaled,), problems = run.samples()
+    assert not problems and journaled.sample == sample and journaled.item_id == f"item {text}"
+    line = (run.path / "journal-controller.jsonl").read_bytes()
+    assert line == journaled.model_dump_json().encode() + b"\n"
+    assert SampleLookup(store, mode="on").get(key(1)) == sample.model_copy(update={"source": "cache"})
+
+
 def test_an_items_samples_are_indexed_together_when_it_is_synced(store: RunStore) -> None:
     run = start(store, "r1")
     sink = StoreSink(run, SampleLookup(store, mode="on"))
