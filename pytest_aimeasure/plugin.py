@@ -79,6 +79,7 @@ def register_measuring(config: pytest.Config, state: SessionState) -> None:
         quiet_sdk_schema_warnings()
     measure = MeasurePlugin(config, state)
     config.pluginmanager.register(measure, MEASURING)
+    place_skips_at_the_test(config)
     xmlpath = getattr(config.option, "xmlpath", None)
     if xmlpath and not state.is_worker:
         config.pluginmanager.register(JUnitVerdicts(measure, xmlpath), "aimeasure-junit")
@@ -154,6 +155,9 @@ def pytest_collection_modifyitems(
         dimension_of(item)  # parsed once, here
     yield
     if not config.stash[state_key].judging:
+        # The judge fixture skips a test that asks for it; a dimension test's marker skips it first.
+        if any("judge" in getattr(i, "fixturenames", ()) and dimension_of(i) is None for i in items):
+            place_skips_at_the_test(config)
         for item in items:
             dim = dimension_of(item)
             if dim is not None:
@@ -166,16 +170,31 @@ def pytest_collection_modifyitems(
     return None
 
 
-@pytest.hookimpl(wrapper=True)
-def pytest_runtest_makereport(
-    item: pytest.Item, call: pytest.CallInfo[None]
-) -> Generator[None, pytest.TestReport, pytest.TestReport]:
-    report = yield
-    if report.skipped and call.excinfo is not None:
-        moved = skip_at_the_test(item, call.excinfo, report.longrepr)
-        if moved is not None:
-            report.longrepr = moved
-    return report
+class SkipsAtTheTest:
+    """Places a skip the plugin raised (a failed gate's dimension, the ``judge`` fixture without
+    ``--ai-judge``) at the test, where ``pytest -rs`` shows it. Registered only in a session where the
+    plugin can raise one (:func:`place_skips_at_the_test`): it wraps every report of every test, and
+    a session without ``--ai-judge`` whose tests never ask for the judge pays nothing for it."""
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_makereport(
+        self, item: pytest.Item, call: pytest.CallInfo[None]
+    ) -> Generator[None, pytest.TestReport, pytest.TestReport]:
+        report = yield
+        if report.skipped and call.excinfo is not None:
+            moved = skip_at_the_test(item, call.excinfo, report.longrepr)
+            if moved is not None:
+                report.longrepr = moved
+        return report
+
+
+SKIPS = "aimeasure-skips"
+
+
+def place_skips_at_the_test(config: pytest.Config) -> None:
+    """Register :class:`SkipsAtTheTest` once in this process."""
+    if not config.pluginmanager.has_plugin(SKIPS):
+        config.pluginmanager.register(SkipsAtTheTest(), SKIPS)
 
 
 JUDGE_NEEDS_AI_JUDGE = "the judge fixture needs --ai-judge"

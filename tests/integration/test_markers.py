@@ -46,6 +46,30 @@ def test_without_ai_judge_dimensions_skip_with_how_to_and_gates_run(pytester: py
     assert not any(line.startswith("=") and " aimeasure " in line for line in result.outlines)
 
 
+@pytest.mark.parametrize("asks_for_the_judge", [False, True])
+def test_without_ai_judge_the_skip_placer_wraps_reports_only_when_a_test_asks_for_the_judge(
+    pytester: pytest.Pytester, asks_for_the_judge: bool
+) -> None:
+    # It wraps every report of every test: inert means a suite whose tests never ask for the judge
+    # pays nothing for it (a dimension test's marker skips it before its judge fixture runs).
+    plain = """
+    def test_plain_judge(judge):
+        judge.score("text", dimension="tone", rubric="r")
+    """
+    pytester.makepyfile(GATE_AND_DIMENSION + (plain if asks_for_the_judge else ""))
+    pytester.makeconftest(
+        """
+        def pytest_sessionfinish(session):
+            hooks = session.config.hook.pytest_runtest_makereport.get_hookimpls()
+            ours = [h for h in hooks if h.function.__module__.startswith("pytest_aimeasure")]
+            print("PLACER=" + str(bool(ours)))
+        """
+    )
+    result = pytester.runpytest("-s", "-rs")
+    result.stdout.fnmatch_lines([f"*PLACER={asks_for_the_judge}*"])
+    result.assert_outcomes(passed=1, skipped=1 + asks_for_the_judge)
+
+
 def test_no_judge_code_is_imported_without_ai_judge(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(GATE_AND_DIMENSION)
     pytester.makeconftest(
