@@ -13,14 +13,20 @@ group semantics this needs none of).
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
+import contextlib
+import contextvars
 import threading
-from collections.abc import Coroutine
+import time
+from collections.abc import Callable, Coroutine
 from concurrent.futures import Future
 from typing import Any, TypeVar
 
-__all__ = ["LoopThread"]
+__all__ = ["LoopThread", "in_daemon_thread"]
 
 T = TypeVar("T")
+_TURN_S = 1.0
+"""What :meth:`LoopThread.close` allows past its timeout for the loop to take its own last turn."""
 
 
 class LoopThread:
@@ -101,18 +107,81 @@ class LoopThread:
             raise
 
     def close(self, timeout: float = 5.0) -> None:
-        """Stop the loop and wait up to ``timeout`` seconds for its thread (idempotent). Work still
-        scheduled is abandoned: owners finish or cancel theirs first."""
+        """Cancel what still runs on the loop, let it finish, stop the loop and its thread: all of it
+        within ``timeout`` seconds plus one turn of the loop (:data:`_TURN_S`; idempotent). A loop
+        stopped with tasks pending drops them, and Python then prints "Task was destroyed but it is
+        pending!" for each; a task that ignores its cancellation past the deadline is abandoned all the
+        same, so closing never hangs."""
         with self._lock:
             loop, thread = self._loop, self._thread
             self._loop = self._thread = None
         if loop is None:
             return
-        loop.call_soon_threadsafe(loop.stop)
+        deadline = time.monotonic() + timeout + _TURN_S
+        drain = _cancel_all(timeout)
+        try:
+            drained = asyncio.run_coroutine_threadsafe(drain, loop)
+        except RuntimeError:  # the loop is closed already
+            drain.close()
+        else:
+            # (a TimeoutError: the loop's thread is blocked, and stopping it will not work either)
+            with contextlib.suppress(concurrent.futures.TimeoutError, concurrent.futures.CancelledError):
+                drained.result(timeout=timeout + _TURN_S)
+        with contextlib.suppress(RuntimeError):
+            loop.call_soon_threadsafe(loop.stop)
         if thread is not None:
-            thread.join(timeout=timeout)
+            thread.join(timeout=max(0.0, deadline - time.monotonic()))
         if not loop.is_running():
             loop.close()
+        with self._incoming_lock:
+            # Handed over while the loop was closing: they never start (and are not "never awaited").
+            left, self._incoming, self._woken = self._incoming, [], False
+        for coro, future in left:
+            coro.close()
+            future.cancel()
+
+
+async def _cancel_all(timeout: float) -> None:
+    """On the loop: cancel every other task and wait up to ``timeout`` seconds for them to finish
+    (what :func:`asyncio.run` does before it closes its loop), then finish the async generators."""
+    tasks = [task for task in asyncio.all_tasks() if task is not asyncio.current_task()]
+    for task in tasks:
+        task.cancel()
+    if tasks:
+        await asyncio.wait(tasks, timeout=timeout)
+    with contextlib.suppress(Exception):
+        await asyncio.get_running_loop().shutdown_asyncgens()
+
+
+async def in_daemon_thread(fn: Callable[[], T], name: str) -> T:
+    """``fn()`` in a new daemon thread named ``name``, awaited: as :func:`asyncio.to_thread`, except
+    that a call that never returns neither holds one of the loop's pool threads nor, at exit, the
+    process (Python joins the pool's threads before it exits; a daemon thread is let go). For user
+    code: cancelling the await stops waiting for it at once, the call itself runs on unseen."""
+    loop = asyncio.get_running_loop()
+    future: asyncio.Future[T] = loop.create_future()
+    context = contextvars.copy_context()
+
+    def settle(value: T | None, error: BaseException | None) -> None:
+        if future.done():  # cancelled meanwhile: nobody waits for the outcome
+            return
+        if error is not None:
+            future.set_exception(error)
+        else:
+            future.set_result(value)  # type: ignore[arg-type]
+
+    def call() -> None:
+        value: T | None = None
+        error: BaseException | None = None
+        try:
+            value = context.run(fn)
+        except BaseException as exc:  # handed to the awaiting task, as to_thread does
+            error = exc
+        with contextlib.suppress(RuntimeError):  # the loop closed meanwhile: nobody waits any more
+            loop.call_soon_threadsafe(settle, value, error)
+
+    threading.Thread(target=call, name=name, daemon=True).start()
+    return await future
 
 
 def _chain(task: asyncio.Task[T], future: Future[T], loop: asyncio.AbstractEventLoop) -> None:

@@ -30,7 +30,7 @@ import pytest
 
 from pytest_aimeasure.measure.artifact import repeat_key
 from pytest_aimeasure.session.state import state_key
-from pytest_aimeasure.store.loop import LoopThread
+from pytest_aimeasure.store.loop import LoopThread, in_daemon_thread
 from pytest_aimeasure.suites.gates import GateResult, run_gates, text_counts
 from pytest_aimeasure.suites.progress import ProgressLine
 from pytest_aimeasure.suites.spec import DimensionSpec, GateSpec
@@ -207,6 +207,7 @@ class SuiteRunner:
         self._positions: dict[int, int] | None = None
         self._previous: dict[str, dict[str, Any]] | None = None
         self._closed = False
+        self._jobs: set[asyncio.Task[Any]] = set()  # the jobs' tasks (loop thread only)
         self._progress: ProgressLine | None = None
         self._progress_checked = False
 
@@ -236,22 +237,33 @@ class SuiteRunner:
             future.cancel()
 
     def finish(self) -> None:
-        """Session end, while the judge engine still runs: cancel what is left, close the backends."""
+        """Session end, while the judge engine still runs: cancel what is left, wait (up to
+        ``_CLOSE_S``) for it to unwind, then close the backends it was using."""
         self.cancel_pending()
         with self._lock:
+            if self._closed:
+                return
+            self._closed = True
             backends = list(self._backends.values())
             self._backends.clear()
-            self._closed = True
-        if not backends:
+            started = bool(self._futures)
+        if not backends and not started:
             return
 
-        async def close_backends() -> None:
+        async def settle() -> None:
+            # A cancelled future only asks its job to stop: the job is still unwinding (a generation
+            # awaited, its thread let go) and may be using a backend closed next.
+            jobs = [task for task in self._jobs if not task.done()]
+            for job in jobs:
+                job.cancel()
+            if jobs:
+                await asyncio.wait(jobs, timeout=_CLOSE_S)
             for backend in backends:
                 with contextlib.suppress(Exception):
                     await backend.aclose()
 
         with contextlib.suppress(Exception):
-            self._submit(close_backends()).result(timeout=_CLOSE_S)
+            self._submit(settle()).result(timeout=2 * _CLOSE_S)
 
     def close(self) -> None:
         """Config cleanup: stop this runner's own loop (used when the judge is off)."""
@@ -352,6 +364,10 @@ class SuiteRunner:
         return target.spec.timeout_s or self.state.settings.timeout or DEFAULT_GENERATION_TIMEOUT_S
 
     async def _job(self, plan: JobPlan) -> JobResult:
+        task = asyncio.current_task()
+        if task is not None:
+            self._jobs.add(task)
+            task.add_done_callback(self._jobs.discard)
         outputs = list(await asyncio.gather(*(self._output(plan, i) for i in range(plan.repeats))))
         first = next((o for o in outputs if o.generation.artifact is not None), outputs[0])
         result = JobResult(first.generation, gates=first.gates, outputs=outputs)
@@ -510,7 +526,9 @@ class SuiteRunner:
             started = time.perf_counter()
             return fn(plan.text, **kwargs), time.perf_counter() - started
 
-        value, latency = await asyncio.to_thread(timed)
+        # Not asyncio.to_thread: a function that never returns would hold one of the loop's pool
+        # threads and, at exit, the process (Python joins the pool before exiting).
+        value, latency = await in_daemon_thread(timed, "aimeasure-target")
         if inspect.isawaitable(value):
             started = time.perf_counter()
             value = await value

@@ -415,3 +415,33 @@ prompts: [{id: cold, text: hi}]
     result.stdout.fnmatch_lines(
         ["generation failed for target slow (gen_demo:slow): no result after 0.2s (the suite's timeout_s)"]
     )
+
+
+def test_a_session_ends_without_waiting_for_a_target_that_never_returns(project: pytest.Pytester) -> None:
+    # -x ends the session while both prompts' generations (the second scheduled ahead) are still
+    # running in their threads: their jobs are cancelled and unwound, nothing is dropped pending,
+    # and the process exits instead of waiting for the calls (it used to wait forever, in Python's
+    # exit-time join of the loop's thread pool).
+    project.makepyfile(
+        gen_stuck="""
+import threading
+
+def stuck(prompt):
+    threading.Event().wait()
+"""
+    )
+    project.makefile(
+        ".aimeasure.yaml",
+        demo="""\
+suite: demo
+timeout_s: 0.2
+targets: [{name: stuck, callable: "gen_stuck:stuck", timeout_s: 600}]
+prompts: [{id: one, text: hi}, {id: two, text: hello}]
+""",
+    )
+    result = project.runpytest_subprocess("-x", "-p", "no:randomly", timeout=60)
+    result.assert_outcomes(errors=1)
+    result.stdout.fnmatch_lines(["*no result after 0.2s (the suite's timeout_s)*"])
+    stderr = result.stderr.str()
+    for noise in ("Task was destroyed", "was never awaited", "Event loop is closed", "Traceback"):
+        assert noise not in stderr

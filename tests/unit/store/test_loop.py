@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
+import gc
 import threading
 import time
 from typing import Any
 
 import pytest
 
-from pytest_aimeasure.store.loop import LoopThread
+from pytest_aimeasure.store.loop import LoopThread, in_daemon_thread
 
 
 def test_runs_coroutines_on_one_named_thread_started_on_first_use_and_closes() -> None:
@@ -122,3 +124,92 @@ def test_a_handed_over_coroutines_error_reaches_its_future() -> None:
             loop.submit(None)  # type: ignore[arg-type]
     finally:
         loop.close()
+
+
+def test_close_cancels_what_still_runs_and_lets_it_finish_so_no_task_is_dropped_pending() -> None:
+    # The suite runner's case: a target's function still running in its thread when the session
+    # ends. Stopping the loop under it used to drop its tasks pending ("Task was destroyed but it is
+    # pending!" at the next collection) without the coroutine ever seeing its cancellation.
+    loop = LoopThread("aimeasure-test-loop")
+    release, called = threading.Event(), threading.Event()
+    unwound: list[str] = []
+    reported: list[str] = []
+
+    def stuck() -> None:
+        called.set()
+        release.wait(10)
+
+    async def generation() -> None:
+        try:
+            await asyncio.gather(in_daemon_thread(stuck, "aimeasure-test-call"))
+        except asyncio.CancelledError:
+            unwound.append("cancelled")
+            raise
+
+    future = loop.submit(generation())
+    running = loop._loop
+    assert running is not None
+    running.set_exception_handler(lambda _, context: reported.append(context["message"]))
+    assert called.wait(5)
+    future.cancel()  # what the runner does at the session's end, right before closing the loop
+    loop.close()
+    release.set()
+    for thread in threading.enumerate():
+        if thread.name == "aimeasure-test-call":
+            thread.join(5)
+    del future, running
+    gc.collect()
+    assert unwound == ["cancelled"]
+    assert reported == []
+
+
+def test_close_gives_up_on_a_task_that_ignores_its_cancellation() -> None:
+    loop = LoopThread("aimeasure-test-loop")
+    release = threading.Event()
+    entered = threading.Event()
+
+    async def stubborn() -> None:
+        entered.set()
+        while not release.is_set():
+            with contextlib.suppress(asyncio.CancelledError):
+                await asyncio.sleep(0.01)
+
+    reported: list[str] = []
+    future = loop.submit(stubborn())
+    assert entered.wait(5)
+    thread, running = loop._thread, loop._loop
+    assert thread is not None and running is not None
+    running.set_exception_handler(lambda _, context: reported.append(context["message"]))
+    loop.close(timeout=0.05)  # returns: the task is abandoned, not waited for
+    assert not loop.started
+    thread.join(5)
+    release.set()
+    del future, running
+    gc.collect()
+    assert reported == ["Task was destroyed but it is pending!"]  # the one left behind, and said
+
+
+def test_in_daemon_thread_returns_raises_and_lets_go_of_a_call_when_cancelled() -> None:
+    release = threading.Event()
+
+    def fail() -> None:
+        raise ValueError("the target's error")
+
+    async def main() -> tuple[int, str, bool, bool]:
+        value = await in_daemon_thread(lambda: 41 + 1, "aimeasure-test-call")
+        try:
+            await in_daemon_thread(fail, "aimeasure-test-call")
+        except ValueError as exc:
+            error = str(exc)
+        waiting = asyncio.ensure_future(in_daemon_thread(lambda: release.wait(10), "aimeasure-test-call"))
+        await asyncio.sleep(0)
+        threads = [t for t in threading.enumerate() if t.name == "aimeasure-test-call" and t.is_alive()]
+        waiting.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await waiting
+        return value, error, all(t.daemon for t in threads) and bool(threads), waiting.cancelled()
+
+    try:
+        assert asyncio.run(main()) == (42, "the target's error", True, True)
+    finally:
+        release.set()
