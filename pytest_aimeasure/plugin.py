@@ -490,6 +490,15 @@ class MeasurePlugin:
             preload()
         self.state.start()
 
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_keyboard_interrupt(self, excinfo: pytest.ExceptionInfo[BaseException]) -> None:
+        # Before pytest's terminal reporter formats the interrupt: from Python 3.11 a signal can land
+        # on an instruction that has no line number (a with statement's exit, for one), and pytest
+        # fails on such a traceback entry (TypeError) while the exit status is still OK, so the
+        # session ended concluded as passed, recorded "finished", with no way to resume it. Those
+        # entries only say where the signal happened to land: they are left out of the report.
+        excinfo.traceback = excinfo.traceback.filter(_has_line)
+
     # -- session end -----------------------------------------------------------------------------
     @pytest.hookimpl(tryfirst=True)
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
@@ -592,6 +601,15 @@ class PipelineRunner:
                 record.extra[PIPELINE_ASIDE] = reason
             return None  # pytest's runner (or the plugin that steps in) runs and logs it
         return self.pipeline.run(item, nextitem)
+
+
+def _has_line(entry: Any) -> bool:
+    """Whether a traceback entry has a line number (pytest's ``lineno`` raises TypeError without)."""
+    try:
+        entry.lineno  # noqa: B018 (the property is the check)
+    except TypeError:
+        return False
+    return True
 
 
 def verdict_location(item: pytest.Item, excinfo: pytest.ExceptionInfo[BaseException]) -> tuple[str, int]:

@@ -153,6 +153,13 @@ class ForkedPytest:
                 sys.stdout = sys.stderr = open(1, "w", closefd=False)  # noqa: SIM115 (ends with the process)
                 os.chdir(cwd)
                 code = int(pytest.main(list(args), plugins=[NoCollectionAtTheEnd()]))
+            except BaseException:
+                # os._exit below prints nothing: what escaped pytest is shown with what it printed.
+                with contextlib.suppress(BaseException):
+                    import traceback
+
+                    sys.stdout.write("pytest.main raised:\n" + traceback.format_exc())
+                raise
             finally:
                 with contextlib.suppress(BaseException):
                     sys.stdout.flush()
