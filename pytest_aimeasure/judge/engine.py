@@ -322,9 +322,12 @@ class JudgeEngine:
         cost: CostFn | None = None,
         estimate: EstimateFn | None = None,
         notice: Callable[[str], None] | None = None,
+        remembered_limit: Callable[[Backend], int | None] | None = None,
     ) -> None:
         self.settings = settings
         self.notice = notice
+        self._remembered_limit = remembered_limit
+        """The level an earlier session left a backend's provider at (None: nothing remembered)."""
         """Where the engine says what a user waits for (a line, from the loop thread)."""
         self._make_backend = make_backend
         self._prompt = prompt or (lambda dimension: JudgePrompt())
@@ -408,12 +411,17 @@ class JudgeEngine:
                     gc.freeze()
             return self._backends[name]
 
-    def limit(self, key: str) -> ProviderLimit:
-        """The provider's limiter (``--judge-concurrency`` calls in flight, adapted to its 429s)."""
+    def limit(self, key: str, backend: Backend | None = None) -> ProviderLimit:
+        """The provider's limiter (``--judge-concurrency`` calls in flight, adapted to its 429s);
+        without ``--judge-concurrency`` it starts where an earlier session left the provider of
+        ``backend`` (the first one to ask), when one did."""
         # Only touched from the loop thread, so no lock is needed.
         if key not in self._limits:
+            resume = None
+            if self.settings.concurrency_start is not None and backend is not None and self._remembered_limit:
+                resume = self._remembered_limit(backend)
             self._limits[key] = ProviderLimit(
-                self.settings.concurrency, start=self.settings.concurrency_start
+                self.settings.concurrency, start=self.settings.concurrency_start, resume=resume
             )
         return self._limits[key]
 
@@ -928,7 +936,7 @@ class JudgeEngine:
         every call to the provider (the limiter's cooldown); other failures back off this call only."""
         if getattr(backend, "batched", False):
             return await self._batch_attempts(backend, request)
-        limit = self.limit(backend.concurrency_key)
+        limit = self.limit(backend.concurrency_key, backend)
         loop = asyncio.get_running_loop()
         attempts = self.settings.retries + 1
         failures = 0

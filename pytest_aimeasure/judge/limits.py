@@ -45,6 +45,13 @@ the ceiling; only 429/529 move it. After the first 429/529 latency no longer mov
 back by one per round, up to the level it had when the first one came (the ceiling, if that was
 still slow start).
 
+A later session starts where an earlier one left the provider (``resume``, from pytest's cache:
+:class:`~pytest_aimeasure.session.backends.QuirksMemory`): at :attr:`ProviderLimit.learned`, the
+limit reached below the fewest calls in flight a 429/529 came at, never above the ceiling, past slow
+start (growing by an eighth a round while latency holds; the latency rules' floor is the usual
+start, or that level when it is lower). A level the provider now refuses is halved as any, and the
+level learned for the next session is lowered below it. ``--judge-concurrency`` ignores it.
+
 The limiter runs on the judge engine's event loop; it is not thread-safe. The clock is injectable so
 the adaptive rule can be tested without waiting.
 """
@@ -83,21 +90,41 @@ class ProviderLimit:
     """
 
     def __init__(
-        self, ceiling: int, *, start: int | None = None, clock: Callable[[], float] = time.monotonic
+        self,
+        ceiling: int,
+        *,
+        start: int | None = None,
+        resume: int | None = None,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        if ceiling < 1 or (start is not None and not 1 <= start <= ceiling):
-            raise ValueError(f"a concurrency limit must be >= 1, not {ceiling} (start {start})")
+        if (
+            ceiling < 1
+            or (start is not None and not 1 <= start <= ceiling)
+            or (resume is not None and resume < 1)
+        ):
+            raise ValueError(
+                f"a concurrency limit must be >= 1, not {ceiling} (start {start}, resume {resume})"
+            )
         self.ceiling = ceiling
         self.limit = ceiling if start is None else start
+        self._adaptive = self.limit < ceiling  # no --judge-concurrency: latency moves the limit too
+        self._slow_start = self._adaptive  # doubling per round until a round's latency rises
+        self._latency_rules = self._adaptive  # until the first 429/529: then AIMD alone
+        self._floor = self.limit  # latency never steps the limit back below the start
+        if resume is not None and self._adaptive:
+            # Where an earlier session left this provider (:attr:`learned`): the start, past slow
+            # start (that session's probing found the level; a doubling from it would put twice the
+            # calls a provider that refused more in flight, in 429s), never above the ceiling. The
+            # latency rules' floor stays the usual start, or the level when it is lower.
+            self.limit = min(resume, ceiling)
+            self._slow_start = False
+            self._floor = min(self._floor, self.limit)
         self.highest_limit = self.limit
         """The highest limit reached: the highest level whose round's latency held (a level tried past
         the knee and stepped back from does not count). Until a round holds, the limit as it stands:
         a start the provider refused with a 429/529 was not reached."""
         self._held = False  # has a round held at some level yet
-        self._adaptive = self.limit < ceiling  # no --judge-concurrency: latency moves the limit too
-        self._slow_start = self._adaptive  # doubling per round until a round's latency rises
-        self._latency_rules = self._adaptive  # until the first 429/529: then AIMD alone
-        self._floor = self.limit  # latency never steps the limit back below the start
+        self._refused: int | None = None  # the fewest calls in flight a 429/529 that halved came at
         self._base: float | None = None  # the lowest round mean latency seen
         self._checking_step = False  # the round after a step back: did its latency come down?
         self._knee: int | None = None  # 429/529 recovery grows back to here (None: the ceiling)
@@ -136,6 +163,17 @@ class ProviderLimit:
     def limited_in_a_row(self) -> int:
         """429/529 responses since the provider's last answer."""
         return self._streak
+
+    @property
+    def learned(self) -> int | None:
+        """The level a later session starts at (``resume``): the limit reached, below the fewest
+        calls in flight a 429/529 came at this session (a level the provider refused is lowered,
+        for next time, to one under it). None when the session learned nothing about the provider
+        (``--judge-concurrency`` given, or no round filled the limit and no 429/529 came)."""
+        if not self._adaptive or (not self._held and self._refused is None):
+            return None
+        level = self.highest_limit if self._refused is None else min(self.highest_limit, self._refused - 1)
+        return max(1, level)
 
     def starved_s(self) -> float:
         """Seconds the provider has answered nothing but 429/529 (0 when its last answer was one)."""
@@ -290,6 +328,9 @@ class ProviderLimit:
             self._knee = None if self._slow_start else self.limit
             self._slow_start = False
         if token >= self._decreased_at:
+            # (this call is still in flight: the engine frees its slot after this)
+            refused = max(1, min(self.limit, self.in_flight))
+            self._refused = refused if self._refused is None else min(self._refused, refused)
             self._set(max(1, self.limit // 2))
             self.lowest_limit = min(self.lowest_limit, self.limit)
             if not self._held:

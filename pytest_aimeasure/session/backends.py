@@ -2,7 +2,7 @@
 ``pytest_aimeasure_make_backend``, else the built-in one, through the batch API under
 ``--judge-batch``), the judge prompt (after ``pytest_aimeasure_judge_prompt``), the scripted
 judge's verdicts (``pytest_aimeasure_scripted_verdict``), and what each judge model refused in
-earlier sessions (:class:`QuirksMemory`)."""
+earlier sessions and the calls in flight its provider allowed (:class:`QuirksMemory`)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 import pytest
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel, Field, ValidationError
 
 from pytest_aimeasure.session.settings import Settings
 
@@ -27,12 +27,13 @@ if TYPE_CHECKING:
 __all__ = ["QUIRKS_CACHE_KEY", "QUIRKS_KEPT_S", "QuirksMemory", "SessionBackends", "make_engine"]
 
 QUIRKS_CACHE_KEY = "aimeasure/judge-quirks"
-"""Where pytest's cache keeps what each judge model refused (``--cache-clear`` forgets it)."""
+"""Where pytest's cache keeps what each judge model refused and the limit each provider allowed
+(``--cache-clear`` forgets both)."""
 
 QUIRKS_KEPT_S = 7 * 24 * 3600.0
-"""How long a model's remembered quirks hold: a week after the session that learned them, its next
-session learns them again from a first call that goes alone (a provider may start to take a
-parameter it refused)."""
+"""How long a model's remembered quirks, and a provider's remembered limit, hold: a week after the
+session that learned them, its next session learns them again from a first call that goes alone (a
+provider may start to take a parameter it refused) and an adaptive limit that starts afresh."""
 
 
 class _Remembered(BaseModel):
@@ -40,11 +41,18 @@ class _Remembered(BaseModel):
     at: float  # when a session last got answers with them (epoch seconds)
 
 
+class _RememberedLimit(BaseModel):
+    level: int = Field(ge=1)  # ProviderLimit.learned
+    at: float  # when the session that reached it ended (epoch seconds)
+
+
 class _QuirksCache(BaseModel):
-    """The cache entry: per judge (:func:`_quirks_key`), the switches its answers came with."""
+    """The cache entry: per judge (:func:`_quirks_key`), the switches its answers came with; per
+    provider (:func:`_limit_key`), the adaptive limit's level for the next session's start."""
 
     version: int = 1
     models: dict[str, _Remembered] = {}
+    limits: dict[str, _RememberedLimit] = {}
 
 
 def _quirks_key(backend: Any) -> str | None:
@@ -59,13 +67,29 @@ def _quirks_key(backend: Any) -> str | None:
     return f"{backend.provider}|{backend.model}|{base}"
 
 
+def _limit_key(backend: Any) -> str | None:
+    """Which provider limit a backend's calls share: its concurrency key (one limit per provider,
+    whatever the model) and the URL it calls (a gateway allows what it allows); None as
+    :func:`_quirks_key`."""
+    quirks_key = _quirks_key(backend)
+    if quirks_key is None:
+        return None
+    return f"{backend.concurrency_key}|{quirks_key.rsplit('|', 1)[1]}"
+
+
 class QuirksMemory:
     """What each judge model refused (a temperature, a forced tool, prompt-cache markers), kept in
     pytest's cache from one session to the next, so that a later session's first judge calls go
     together instead of waiting for one to learn it (the wait is a whole judge latency, before every
     other call of the session; see :class:`~pytest_aimeasure.judge.backends.base.Quirks`). Kept
     only from a call that got an answer, for :data:`QUIRKS_KEPT_S`. Without pytest's cache
-    (``-p no:cacheprovider``) nothing is kept."""
+    (``-p no:cacheprovider``) nothing is kept.
+
+    Beside them, each provider's adaptive limit as a session left it
+    (:attr:`~pytest_aimeasure.judge.limits.ProviderLimit.learned`), where a later session without
+    ``--judge-concurrency`` starts (``resume``): a provider that allows fewer calls than the usual
+    start is not refused tens of calls again at every session's start, and one that allows the
+    ceiling gets it from the first call."""
 
     def __init__(self, cache: Any, *, clock: Any = time.time) -> None:
         self._cache = cache
@@ -95,22 +119,41 @@ class QuirksMemory:
         backend.quirks.remember(entry.switches)
         return [LESSONS[name] for name, on in entry.switches.items() if not on and name in LESSONS]
 
-    def keep(self, backends: list[Any]) -> None:
+    def recall_limit(self, backend: Any) -> int | None:
+        """The level an earlier session left ``backend``'s provider at (if recent), else None."""
+        key = _limit_key(backend)
+        if key is None or self._cache is None:
+            return None
+        entry = self._entries().limits.get(key)
+        if entry is None or not 0 <= self._clock() - entry.at <= QUIRKS_KEPT_S:
+            return None
+        return entry.level
+
+    def keep(self, backends: list[Any], limits: Mapping[str, Any] | None = None) -> None:
         """Write what ``backends`` learned this session (those whose calls got an answer) over the
-        cache's entries for them, leaving the others (another worker's, another model's)."""
+        cache's entries for them, leaving the others (another worker's, another model's); and the
+        level of each of their providers' ``limits`` (the engine's, by concurrency key) that learned
+        one."""
         if self._cache is None:
             return
         learned = {}
+        levels = {}
         for backend in backends:
             key = _quirks_key(backend)
             switches = backend.quirks.learned() if key is not None else None
             if key is not None and switches is not None:
                 learned[key] = _Remembered(switches=switches, at=self._clock())
-        if not learned:
+            limit_key = _limit_key(backend)
+            limit = (limits or {}).get(backend.concurrency_key) if limit_key is not None else None
+            level = getattr(limit, "learned", None)
+            if limit_key is not None and isinstance(level, int):
+                levels[limit_key] = _RememberedLimit(level=level, at=self._clock())
+        if not learned and not levels:
             return
         self._read = None  # read again: an xdist worker that ended meanwhile may have written
         entries = self._entries()
         entries.models.update(learned)
+        entries.limits.update(levels)
         self._cache.set(QUIRKS_CACHE_KEY, entries.model_dump(mode="json"))
 
 
@@ -220,4 +263,5 @@ def make_engine(
         cost=rec.cost if rec is not None else None,
         estimate=rec.estimate if rec is not None else None,
         notice=notice,
+        remembered_limit=backends.quirks.recall_limit,
     )

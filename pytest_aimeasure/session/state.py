@@ -649,14 +649,17 @@ class SessionState:
             # restoring sys.modules, an embedding program) would find a partial module.
             thread.join(timeout=60)
         self._background = []
+        limits = {}
         if self._engine is not None:
+            limits = dict(self._engine.spend.limits)
             self._engine.close()
             self._engine = None
         if self._backends is not None:
-            # What the judges refused, for the next session's first calls (best effort: a cache
-            # that cannot be written costs that session a first call's wait, nothing more).
+            # What the judges refused and the limits their providers allowed, for the next
+            # session's first calls (best effort: a cache that cannot be written costs that session
+            # a first call's wait and a fresh limit, nothing more).
             with contextlib.suppress(Exception):
-                self._backends.quirks.keep(self._backends.built)
+                self._backends.quirks.keep(self._backends.built, limits)
             self._backends = None
         if self.recording is not None:
             self.recording.close()

@@ -528,6 +528,66 @@ def test_a_later_session_remembers_what_the_judge_refused_and_sends_its_first_ca
     assert [s.status for s in server.requests] == [400, 200, 200, 200]
 
 
+def at_the_start(server: ProviderServer) -> int:
+    """The calls the server received before it answered its first one: the session's start."""
+    first_answer = min(seen.finished for seen in server.requests)
+    return sum(seen.started < first_answer for seen in server.requests)
+
+
+def remembered_limits(pytester: pytest.Pytester) -> dict[str, Any]:
+    """The provider limits pytest's cache keeps for the next session (by provider and URL)."""
+    path = pytester.path / ".pytest_cache" / "v" / "aimeasure" / "judge-quirks"
+    limits = json.loads(path.read_text())["limits"] if path.exists() else {}
+    assert isinstance(limits, dict)
+    return limits
+
+
+@pytest.mark.parametrize("model", BACKENDS)
+def test_a_later_session_starts_its_adaptive_limit_where_the_provider_allowed_and_lowers_a_refused_one(
+    pytester: pytest.Pytester, provider_env: ProviderServer, model: str
+) -> None:
+    # A provider that allows 2 calls at once (429 above). The first session starts at 32 and is
+    # refused; it leaves a level below the fewest calls in flight a 429 came at. A later session
+    # starts there (before: at 32, all six calls at once, every session refused again).
+    server = provider_env
+    server.latency = 0.1  # (the six calls overlap at the server)
+
+    def allows_two(seen: SeenRequest) -> Any:
+        return Fault.rate_limit(retry_after=0.0) if server.in_flight > 2 else 4
+
+    server.scorer = allows_two
+    pytester.makepyfile(textwrap.dedent(ONE_DIMENSION))
+    run = ("--judge-samples", "6", "--judge-cache", "off", "--judge-retries", "10")
+    judged(pytester, model, *run)
+    assert results(pytester)["spend"]["rate_limited"] >= 1
+    ((key, entry),) = remembered_limits(pytester).items()
+    assert key.startswith(PROVIDER[model].split(":")[-1] + "|http://127.0.0.1:")
+    assert 1 <= entry["level"] <= 5  # below the calls in flight a 429 came at (at most 6)
+
+    server.reset_stats()
+    server.scorer = None
+    judged(pytester, model, *run).assert_outcomes(passed=1)
+    assert at_the_start(server) <= entry["level"]  # (then one more a round while latency holds)
+    assert results(pytester)["spend"]["rate_limited"] == 0
+
+    # A remembered level the provider refuses: the usual halving, and lowered for next time.
+    cache = pytester.path / ".pytest_cache" / "v" / "aimeasure" / "judge-quirks"
+    written = json.loads(cache.read_text())
+    written["limits"][key]["level"] = 4
+    cache.write_text(json.dumps(written))
+    server.reset_stats()
+    server.scorer = allows_two
+    judged(pytester, model, *run)
+    assert at_the_start(server) <= 4 and results(pytester)["spend"]["rate_limited"] >= 1
+    assert remembered_limits(pytester)[key]["level"] <= 3
+
+    # An explicit --judge-concurrency wins over the remembered level.
+    server.reset_stats()
+    server.scorer = None
+    judged(pytester, model, *run, "--judge-concurrency", "6").assert_outcomes(passed=1)
+    assert server.max_in_flight == 6
+
+
 # -- --judge-timeout -----------------------------------------------------------------------------------
 
 # The backends' SDK retries (max_retries=4) also retry timeouts with backoff: through the default

@@ -422,3 +422,64 @@ def test_latency_that_keeps_rising_never_steps_the_limit_below_the_start() -> No
         levels.append(limit.limit)
         latency *= 1.4
     assert min(levels) == 16 and limit.lowest_limit == 16
+
+
+def refused(limit: ProviderLimit) -> None:
+    """Every slot of the current level taken at once, the first call refused with a 429 (the engine
+    notes it before it frees the slot), the others answered."""
+    tokens = []
+    while (token := limit.try_acquire()) is not None:
+        tokens.append(token)
+    limit.note_rate_limit(tokens[0], retry_after=0.0)
+    for _ in tokens:
+        limit.release()
+    for token in tokens[1:]:
+        limit.note_success(token, 0.2)
+
+
+def test_a_later_session_starts_where_an_earlier_one_left_the_provider_past_slow_start() -> None:
+    # A provider that allowed 4 at once: the session that found it refused 32, 16 and 8 on the way
+    # down, and again 5 after a round at 4 held. It leaves 4 for the next one (before, every session
+    # started at 32 and was refused tens of calls again).
+    first = ProviderLimit(ADAPTIVE_CEILING, start=ADAPTIVE_START, clock=FakeClock())
+    for _ in range(3):
+        refused(first)
+    assert first.limit == 4
+    full_round(first, 0.2)
+    assert first.limit == 5
+    refused(first)
+    assert first.highest_limit == 5 and first.learned == 4  # below the 5 refused
+    later = ProviderLimit(ADAPTIVE_CEILING, start=ADAPTIVE_START, resume=first.learned, clock=FakeClock())
+    assert later.limit == later.highest_limit == 4
+    full_round(later, 0.2)
+    assert later.limit == 5  # one more a round, not a doubling to 8 (past slow start)
+    assert later.learned == 4  # 5 has not held yet
+
+
+def test_a_remembered_level_is_never_above_the_ceiling_and_a_given_limit_wins() -> None:
+    assert ProviderLimit(ADAPTIVE_CEILING, start=ADAPTIVE_START, resume=500).limit == ADAPTIVE_CEILING
+    given = ProviderLimit(8, resume=4, clock=FakeClock())  # --judge-concurrency 8
+    assert given.limit == 8
+    full_round(given, 0.2)
+    assert given.learned is None  # a given limit teaches the next session nothing
+
+
+def test_a_remembered_level_the_provider_refuses_is_halved_and_lowered_for_next_time() -> None:
+    # Remembered 8; the provider now allows fewer: the usual halving, and the next session starts
+    # below the 8 refused, at what this one reached.
+    limit = ProviderLimit(ADAPTIVE_CEILING, start=ADAPTIVE_START, resume=8, clock=FakeClock())
+    refused(limit)
+    assert limit.limit == 4 and limit.learned == 4
+    full_round(limit, 0.2)  # 4 held, and after a 429 one more a round
+    assert limit.limit == 5 and limit.learned == 5
+    refused(limit)
+    assert limit.learned == 4
+
+
+def test_a_session_that_filled_no_round_and_got_no_429_teaches_nothing() -> None:
+    limit = ProviderLimit(ADAPTIVE_CEILING, start=ADAPTIVE_START, resume=16, clock=FakeClock())
+    token = limit.try_acquire()
+    assert token is not None
+    limit.release()
+    limit.note_success(token, 0.2)
+    assert limit.learned is None  # the cache keeps the earlier session's level

@@ -72,7 +72,9 @@ class Cache:
 def judge_backend(model: str = "claude-x", base: str = "https://api.example") -> Any:
     from pytest_aimeasure.judge.backends.base import Quirks
 
-    return SimpleNamespace(provider="anthropic", model=model, base_url_in_use=base, quirks=Quirks())
+    return SimpleNamespace(
+        provider="anthropic", model=model, base_url_in_use=base, quirks=Quirks(), concurrency_key="anthropic"
+    )
 
 
 def test_quirks_are_kept_from_a_session_whose_calls_got_answers_and_recalled_for_a_week() -> None:
@@ -113,3 +115,29 @@ def test_a_cache_entry_that_does_not_read_is_learned_again_and_other_entries_are
     QuirksMemory(cache).keep([second])  # another worker's session: the first entry stays
     assert len(cache.values[QUIRKS_CACHE_KEY]["models"]) == 2
     assert QuirksMemory(None).recall(judge_backend()) == []  # -p no:cacheprovider: nothing kept
+
+
+def test_a_providers_limit_is_kept_beside_the_quirks_and_recalled_for_a_week() -> None:
+    from pytest_aimeasure.judge.limits import ProviderLimit
+    from pytest_aimeasure.session.backends import QUIRKS_KEPT_S, QuirksMemory
+
+    cache, now = Cache(), [1000.0]
+    limit = ProviderLimit(64, start=32)
+    for _ in range(3):  # a provider that allows 4: 32, 16 and 8 refused
+        tokens = [limit.try_acquire() for _ in range(limit.limit)]
+        limit.note_rate_limit(tokens[0] or 0, retry_after=0.0)
+        for _ in tokens:
+            limit.release()
+    assert limit.learned == 4
+    backend = judge_backend()
+    QuirksMemory(cache, clock=lambda: now[0]).keep([backend], {"anthropic": limit})
+
+    memory = QuirksMemory(cache, clock=lambda: now[0])
+    assert memory.recall_limit(judge_backend("claude-other")) == 4  # one limit per provider
+    assert memory.recall_limit(judge_backend(base="https://gateway")) is None  # another URL
+    nothing = ProviderLimit(64, start=32)  # a session that filled no round and got no 429
+    QuirksMemory(cache, clock=lambda: now[0]).keep([backend], {"anthropic": nothing})
+    assert QuirksMemory(cache, clock=lambda: now[0]).recall_limit(backend) == 4  # the earlier level stays
+    now[0] += QUIRKS_KEPT_S + 1  # a week later the limit starts afresh
+    assert QuirksMemory(cache, clock=lambda: now[0]).recall_limit(backend) is None
+    assert QuirksMemory(None).recall_limit(backend) is None  # -p no:cacheprovider
