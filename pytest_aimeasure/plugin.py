@@ -86,7 +86,9 @@ def register_measuring(config: pytest.Config, state: SessionState) -> None:
     pipeline = state.open_pipeline()
     if pipeline is not None:
         pipeline.refresh = measure.refresh_report
-        config.pluginmanager.register(PipelineHooks(pipeline), "aimeasure-pipeline")
+        config.pluginmanager.register(
+            PipelineHooks(pipeline, state.raise_lost_interrupt), "aimeasure-pipeline"
+        )
         config.pluginmanager.register(PipelineRunner(pipeline), "aimeasure-pipeline-runner")
     if config.pluginmanager.hasplugin("xdist"):
         config.pluginmanager.register(XdistGlue(state), "aimeasure-xdist")
@@ -284,13 +286,16 @@ class MeasurePlugin:
     def pytest_runtest_protocol(
         self, item: pytest.Item, nextitem: pytest.Item | None
     ) -> Generator[None, Any, Any]:
+        self.state.raise_lost_interrupt()
         self.state.test_starts()
         self._running.append(item)
         try:
             with runtime.running(item_nodeid(item)):
-                return (yield)
+                result = yield
         finally:
             self._running.pop()
+        self.state.raise_lost_interrupt()  # (the last item has no next start)
+        return result
 
     def _judge(self) -> Judge:
         # The measuring session's ``judge`` fixture overrides the module's: it knows the item without
@@ -542,8 +547,9 @@ class PipelineHooks:
     """Pipelined judging (see :mod:`pytest_aimeasure.session.pipeline`): the outermost wrappers, so the
     wait for room happens before other plugins' per-test timers (pytest-timeout) start."""
 
-    def __init__(self, pipeline: Pipeline) -> None:
+    def __init__(self, pipeline: Pipeline, raise_lost_interrupt: Callable[[], None]) -> None:
         self.pipeline = pipeline
+        self.raise_lost_interrupt = raise_lost_interrupt
 
     @pytest.hookimpl(wrapper=True, tryfirst=True)
     def pytest_runtestloop(self, session: pytest.Session) -> Generator[None, Any, Any]:
@@ -556,6 +562,7 @@ class PipelineHooks:
             self._drain()
             raise
         self._drain()
+        self.raise_lost_interrupt()  # a Ctrl-C dropped while the last verdicts were waited for
         return result
 
     def _drain(self) -> None:

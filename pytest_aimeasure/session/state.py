@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import signal
+import sys
 import threading
 from typing import TYPE_CHECKING, Any
 
@@ -62,6 +63,8 @@ class SessionState:
         self._warm_started = False
         self._warm_at_first_test = False
         self._sigterm_installed = False
+        self._unraisable_hooks: tuple[Any, Any] | None = None  # (ours, the one it wraps)
+        self._interrupt_lost = False
         self.console: Console | None = None  # the terminal, for the judge's notices (judging only)
         # Calibration: anchor references (markers; workers hand theirs over), the stored calibration,
         # the measured variance floors it gives, and this session's findings from it.
@@ -125,6 +128,7 @@ class SessionState:
         if self.judging:
             self.console = Console()  # now, before pytest captures a test's output
             self._on_sigterm()
+            self._on_lost_interrupt()
             self._load_calibration()
             self.warm_up()
             from pytest_aimeasure.session.recording import Recording
@@ -639,7 +643,35 @@ class SessionState:
         signal.signal(signal.SIGTERM, interrupt)
         self._sigterm_installed = True
 
+    def _on_lost_interrupt(self) -> None:
+        """A Ctrl-C (or a SIGTERM, raised as one) that Python raises inside a weakref callback, a
+        ``__del__`` or a garbage collection never reaches the session: Python hands it to
+        ``sys.unraisablehook`` and goes on, and the session ran to its end, "finished", as if no one
+        had pressed Ctrl-C (seen once in about 50 signalled sessions: in ``WeakSet._remove``, as the
+        test thread let go of a judge call's finished task). The hook notes it, then hands it on as
+        before; the session raises it at its next step (:meth:`raise_lost_interrupt`)."""
+        previous = sys.unraisablehook
+
+        def hook(unraisable: Any) -> None:
+            if isinstance(unraisable.exc_type, type) and issubclass(unraisable.exc_type, KeyboardInterrupt):
+                self._interrupt_lost = True
+            previous(unraisable)
+
+        sys.unraisablehook = hook
+        self._unraisable_hooks = (hook, previous)
+
+    def raise_lost_interrupt(self) -> None:
+        """Raise the KeyboardInterrupt Python dropped in a callback since the last call, if it did."""
+        if self._interrupt_lost:
+            self._interrupt_lost = False
+            raise KeyboardInterrupt
+
     def close(self) -> None:
+        if self._unraisable_hooks is not None:
+            ours, previous = self._unraisable_hooks
+            self._unraisable_hooks = None
+            if sys.unraisablehook is ours:
+                sys.unraisablehook = previous
         if self._sigterm_installed:
             self._sigterm_installed = False
             if threading.current_thread() is threading.main_thread():

@@ -219,3 +219,42 @@ def test_a_ctrl_c_that_lands_where_python_keeps_no_line_number_still_ends_interr
     assert json.loads((run / "meta.json").read_text())["status"] == "interrupted"
     assert f"--aimeasure-resume={run.name}" in out
     assert "KeyboardInterrupt" in out
+
+
+DROPPED_INTERRUPT = """
+    import pytest
+
+    class Finished:
+        def __del__(self):
+            # Where a signal can land in the test thread without reaching it: a finalizer (the
+            # signal test's Ctrl-C landed in WeakSet._remove as a judge call's task was let go).
+            # Python hands the KeyboardInterrupt to sys.unraisablehook and goes on.
+            raise KeyboardInterrupt
+
+    @pytest.mark.dimension("tone", rubric="5 = calm; 1 = shouting")
+    @pytest.mark.parametrize("n", range(3))
+    def test_tone(judge, n):
+        judge.score(f"The fox apologised, take {n}.")
+
+    def test_ctrl_c_in_a_finalizer():
+        Finished()
+
+    @pytest.mark.dimension("tone", rubric="5 = calm; 1 = shouting")
+    @pytest.mark.parametrize("n", range(3))
+    def test_later(judge, n):
+        judge.score(f"The hound apologised, take {n}.")
+"""
+
+
+def test_a_ctrl_c_that_python_drops_in_a_finalizer_still_ends_the_session_interrupted(
+    project: pytest.Pytester,
+) -> None:
+    # Before, the session went on to its end: every test ran and was judged, the run was recorded
+    # "finished" and pytest exited 0, as if Ctrl-C had not been pressed.
+    project.makepyfile(test_story=textwrap.dedent(DROPPED_INTERRUPT))
+    code, out = finish(start(project, "-q"), project)
+    assert code == pytest.ExitCode.INTERRUPTED, out
+    (run,) = (project.path / ".aimeasure" / "runs").iterdir()
+    assert json.loads((run / "meta.json").read_text())["status"] == "interrupted"
+    assert f"--aimeasure-resume={run.name}" in out
+    assert not [nodeid for nodeid in journaled_items(run) if "test_later" in nodeid]
