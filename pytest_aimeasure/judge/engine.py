@@ -95,9 +95,9 @@ NOTICE_EVERY_S = 10.0
 BUDGET_WAIT_CALL_S = 60.0
 """For the budget's wait, when no call timeout is set: what one attempt of a call in flight may take."""
 BUDGET_POLL_S = 0.05
+"""How often a call the budget asked to wait checks again whether a call in flight settled."""
 RULER_HASHES_KEPT = 1024
 """Rulers (backend, prompt template, rubric) whose hashes the engine keeps."""
-"""How often a call the budget asked to wait checks again whether a call in flight settled."""
 
 SampleKey = tuple[str, str, str, int]
 """(fingerprint digest, prompt hash, artifact sha256, sample index)."""
@@ -326,9 +326,9 @@ class JudgeEngine:
     ) -> None:
         self.settings = settings
         self.notice = notice
+        """Where the engine says what a user waits for (a line, from the loop thread)."""
         self._remembered_limit = remembered_limit
         """The level an earlier session left a backend's provider at (None: nothing remembered)."""
-        """Where the engine says what a user waits for (a line, from the loop thread)."""
         self._make_backend = make_backend
         self._prompt = prompt or (lambda dimension: JudgePrompt())
         self.sink = sink

@@ -162,15 +162,19 @@ def read_run_results(path: Path, records: Sequence[ItemResult]) -> SessionResult
     from pydantic_core import from_json
 
     try:
-        data = from_json(path.read_bytes())
-        stored = TypeAdapter(list[RunItem]).validate_python(data.pop("items", []))
+        text = path.read_bytes()
+        data = from_json(text)
     except OSError as exc:
         raise ValueError(f"cannot read results file {path}: {exc.strerror or exc}") from None
-    except ValueError as exc:  # (invalid JSON, or whole items: a file of an earlier version)
-        if not isinstance(exc, ValidationError):
-            raise ValueError(f"{path} is not an aimeasure results file: {exc}") from None
+    except ValueError as exc:
+        raise ValueError(f"{path} is not an aimeasure results file: {exc}") from None
+    if not isinstance(data, dict):
+        raise ValueError(f"{path} is not an aimeasure results file: it holds no JSON object")
+    try:
+        stored = TypeAdapter(list[RunItem]).validate_python(data.pop("items", []))
+    except ValidationError:  # whole items: a file of an earlier version, read as it is
         try:
-            return SessionResults.model_validate_json(path.read_bytes())
+            return SessionResults.model_validate_json(text)
         except ValidationError as whole:
             raise ValueError(f"{path} is not an aimeasure results file: {first_error(whole)}") from None
     by_nodeid = {r.nodeid: r for r in records}

@@ -63,18 +63,21 @@ def _quirks_key(backend: Any) -> str | None:
 
     if not isinstance(getattr(backend, "quirks", None), Quirks):
         return None
-    base = getattr(backend, "base_url_in_use", None) or getattr(backend, "api_base", None) or ""
-    return f"{backend.provider}|{backend.model}|{base}"
+    return f"{backend.provider}|{backend.model}|{_base_url(backend)}"
+
+
+def _base_url(backend: Any) -> str:
+    """The URL a built-in backend calls ("" for its provider's default)."""
+    return getattr(backend, "base_url_in_use", None) or getattr(backend, "api_base", None) or ""
 
 
 def _limit_key(backend: Any) -> str | None:
     """Which provider limit a backend's calls share: its concurrency key (one limit per provider,
     whatever the model) and the URL it calls (a gateway allows what it allows); None as
     :func:`_quirks_key`."""
-    quirks_key = _quirks_key(backend)
-    if quirks_key is None:
+    if _quirks_key(backend) is None:
         return None
-    return f"{backend.concurrency_key}|{quirks_key.rsplit('|', 1)[1]}"
+    return f"{backend.concurrency_key}|{_base_url(backend)}"
 
 
 class QuirksMemory:

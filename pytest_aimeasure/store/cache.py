@@ -209,26 +209,22 @@ Row = tuple[str, str, str, int, str, str, str, str | None, str]
 """A row of the ``samples`` table."""
 
 
+def _as_stored(sample: Sample) -> Sample:
+    """A sample as the cache stores it: as a judge sample (its source is decided by where a later
+    lookup finds it)."""
+    return sample if sample.source == "judge" else sample.model_copy(update={"source": "judge"})
+
+
+def _sample_row(
+    key: SampleKey, sample_json: str, item_id: str, nodeid: str, run_id: str | None, recorded_at: str
+) -> Row:
+    """The ``samples`` row of a sample encoded already (``sample_json``, of :func:`_as_stored`)."""
+    return (*key, sample_json, item_id, nodeid, run_id, recorded_at)
+
+
 def _row(record: SampleRecord, run_id: str | None) -> Row:
-    key = record.key
-    # Stored as a judge sample: its source is decided by where a later lookup finds it.
-    stored = (
-        record.sample
-        if record.sample.source == "judge"
-        else record.sample.model_copy(update={"source": "judge"})
-    )
-    sample_json = stored.model_dump_json()
-    return (
-        key.fingerprint,
-        key.prompt_hash,
-        key.artifact_sha256,
-        key.index,
-        sample_json,
-        record.item_id,
-        record.nodeid,
-        run_id,
-        record.recorded_at,
-    )
+    sample_json = _as_stored(record.sample).model_dump_json()
+    return _sample_row(record.key, sample_json, record.item_id, record.nodeid, run_id, record.recorded_at)
 
 
 def _ranges(indices: Iterable[int]) -> str:
@@ -601,7 +597,7 @@ class StoreSink:
         sample_key, recorded_at = SampleKey(*key), utc_now()
         # Encoded once, for the journal's line and the cache's row, with no record built: every
         # field comes from the engine (a model, or plain text).
-        indexed = sample if sample.source == "judge" else sample.model_copy(update={"source": "judge"})
+        indexed = _as_stored(sample)
         sample_json = indexed.model_dump_json()
         journaled = sample_json if indexed is sample else sample.model_dump_json()
         self.journal.append_sample(
@@ -612,7 +608,7 @@ class StoreSink:
             recorded_at=recorded_at,
             sync=sync,
         )
-        row = (*sample_key, sample_json, item_id, nodeid, self.run.run_id, recorded_at)
+        row = _sample_row(sample_key, sample_json, item_id, nodeid, self.run.run_id, recorded_at)
         self.samples.put_row(sample_key, sample, row, defer=not sync)
 
     def sync(self) -> None:

@@ -121,14 +121,7 @@ def test_a_runs_results_that_name_a_test_its_items_do_not_hold_are_refused_namin
     tmp_path: Path,
 ) -> None:
     record = ItemResult(nodeid="t.py::test_a", kind="dimension", outcome="passed")
-    results = SessionResults(
-        run_id="r",
-        passed=True,
-        exit_status=0,
-        items=[ResultItem(**record.model_dump())],
-        findings=[],
-        spend={},
-    )
+    results = _one_run(record)
     path = tmp_path / "results.json"
     path.write_bytes(stored_results_json(results))
     with pytest.raises(
@@ -139,14 +132,7 @@ def test_a_runs_results_that_name_a_test_its_items_do_not_hold_are_refused_namin
 
 def test_a_runs_results_written_whole_by_an_earlier_version_are_read_as_they_are(tmp_path: Path) -> None:
     record = ItemResult(nodeid="t.py::test_a", kind="dimension", outcome="failed", message="then")
-    results = SessionResults(
-        run_id="r",
-        passed=False,
-        exit_status=1,
-        items=[ResultItem(**record.model_dump())],
-        findings=[],
-        spend={},
-    )
+    results = _one_run(record, passed=False)
     path = tmp_path / "results.json"
     path.write_bytes(results.model_dump_json().encode())
     now = record.model_copy(update={"message": "a later line"})
@@ -155,17 +141,22 @@ def test_a_runs_results_written_whole_by_an_earlier_version_are_read_as_they_are
 
 def test_a_runs_results_named_as_a_results_file_are_read_with_the_items_beside_them(tmp_path: Path) -> None:
     record = ItemResult(nodeid="t.py::test_a", kind="gate", outcome="passed")
-    results = SessionResults(
-        run_id="r",
-        passed=True,
-        exit_status=0,
-        items=[ResultItem(**record.model_dump())],
-        findings=[],
-        spend={},
-    )
+    results = _one_run(record)
     (tmp_path / "items.jsonl").write_text(record.model_dump_json() + "\n")
     (tmp_path / "results.json").write_bytes(stored_results_json(results))
     assert read_results(tmp_path / "results.json") == results
     (tmp_path / "items.jsonl").unlink()
     with pytest.raises(ValueError, match=r"results\.json is not an aimeasure results file .*items\.0\.kind"):
         read_results(tmp_path / "results.json")
+
+
+def _one_run(record: ItemResult, *, passed: bool = True) -> SessionResults:
+    """A run's results holding one test, ``record``, with no verdict."""
+    return SessionResults(
+        run_id="r",
+        passed=passed,
+        exit_status=0 if passed else 1,
+        items=[ResultItem(**record.model_dump())],
+        findings=[],
+        spend={},
+    )
