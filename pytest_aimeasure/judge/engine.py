@@ -98,6 +98,9 @@ BUDGET_POLL_S = 0.05
 """How often a call the budget asked to wait checks again whether a call in flight settled."""
 RULER_HASHES_KEPT = 1024
 """Rulers (backend, prompt template, rubric) whose hashes the engine keeps."""
+CLOSE_STEP_S = 5.0
+""":meth:`JudgeEngine.close`: what the calls still running may take to unwind once cancelled, and
+what closing the backends may take (each)."""
 
 SampleKey = tuple[str, str, str, int]
 """(fingerprint digest, prompt hash, artifact sha256, sample index)."""
@@ -377,19 +380,25 @@ class JudgeEngine:
             raise Interrupted
 
     def close(self) -> None:
+        """Cancel the calls still running, let them unwind, close the backends, stop the loop (each
+        step bounded at :data:`CLOSE_STEP_S`). In that order: a call still in flight when its backend's
+        HTTP client was closed under it failed as a transport error ("could not reach ... Server
+        disconnected": a judge error, or a retry counted and a new client opened) instead of being
+        cancelled."""
         if not self._loop.started:
             return
         backends = list(self._backends.values())
 
         async def _close_all() -> None:
+            await self._loop.unwind(CLOSE_STEP_S)
             for backend in backends:
                 # Closing is best effort: the session's result is already known.
                 with contextlib.suppress(Exception):
                     await backend.aclose()
 
         with contextlib.suppress(Exception):
-            self._loop.submit(_close_all()).result(timeout=5)
-        self._loop.close(timeout=5)
+            self._loop.submit(_close_all()).result(timeout=2 * CLOSE_STEP_S)
+        self._loop.close(timeout=CLOSE_STEP_S)
 
     # -- backends and limits ---------------------------------------------------------------------
     def backend(self, model: str | None = None) -> Backend:

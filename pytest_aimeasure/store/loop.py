@@ -51,6 +51,9 @@ class LoopThread:
         self._incoming: list[tuple[Coroutine[Any, Any, Any], Future[Any]]] = []
         self._incoming_lock = threading.Lock()
         self._woken = False
+        # The tasks of the coroutines handed over, until they end (loop thread only): what
+        # :meth:`unwind` cancels, and nothing else the loop runs (an SDK's own background tasks).
+        self._tasks: set[asyncio.Task[Any]] = set()
 
     @property
     def started(self) -> bool:
@@ -95,7 +98,10 @@ class LoopThread:
             if future.cancelled():
                 coro.close()  # (never started: no "never awaited" warning)
                 continue
-            _chain(loop.create_task(coro), future, loop)
+            task = loop.create_task(coro)
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
+            _chain(task, future, loop)
 
     def run(self, coro: Coroutine[Any, Any, T]) -> T:
         """Run ``coro`` on the loop and wait for its result; an interrupt while waiting cancels it."""
@@ -105,6 +111,16 @@ class LoopThread:
         except BaseException:
             future.cancel()
             raise
+
+    async def unwind(self, timeout: float) -> None:
+        """On the loop: cancel every coroutine handed over that still runs (but the caller) and wait
+        up to ``timeout`` seconds for them to finish, so that what they use (an HTTP client) can be
+        closed next without a call still in flight failing on it."""
+        tasks = [task for task in self._tasks if task is not asyncio.current_task() and not task.done()]
+        for task in tasks:
+            task.cancel()
+        if tasks:
+            await asyncio.wait(tasks, timeout=timeout)
 
     def close(self, timeout: float = 5.0) -> None:
         """Cancel what still runs on the loop, let it finish, stop the loop and its thread: all of it
@@ -133,6 +149,8 @@ class LoopThread:
             thread.join(timeout=max(0.0, deadline - time.monotonic()))
         if not loop.is_running():
             loop.close()
+        # The loop is gone: a task it abandoned is not kept alive here (it is destroyed, and said).
+        self._tasks = set()
         with self._incoming_lock:
             # Handed over while the loop was closing: they never start (and are not "never awaited").
             left, self._incoming, self._woken = self._incoming, [], False

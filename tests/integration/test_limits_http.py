@@ -6,6 +6,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Iterator
+from concurrent.futures import CancelledError
 from typing import Any
 
 import pytest
@@ -298,3 +299,34 @@ def test_a_refused_forced_tool_is_learned_once_a_session_and_said_once(
     model = "claude-test" if kind == "anthropic" else "openai/gpt-test"
     assert line.startswith(f"aimeasure: the judge {model} (")
     assert "refuses forced tool use (HTTP 400 on tool_choice)" in line
+
+
+@pytest.mark.parametrize("transport", ["aiohttp", "httpx"])
+@pytest.mark.parametrize("kind", KINDS)
+def test_a_call_in_flight_when_the_engine_closes_is_cancelled_not_failed_by_its_closed_client(
+    kind: str, transport: str, server: ProviderServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An interrupted session closes its engine with calls still out. The backends' HTTP clients
+    were closed before the calls were cancelled: the call in flight failed on its closed client
+    ("could not reach the Anthropic API ... Server disconnected", a judge error without retries, a
+    transport retry counted with them) before the cancel reached it."""
+    from pytest_aimeasure.judge.backends import http
+
+    if transport == "aiohttp":
+        pytest.importorskip("aiohttp")
+    else:
+        monkeypatch.setattr(http, "USE_AIOHTTP", False)
+    server.latency = 30.0  # (cut short when the server stops)
+    engine = engine_for(kind, server, monkeypatch, concurrency=2, retries=0)
+    try:
+        future = engine.submit(engine.ameasure(spec(0, samples=1)))
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and server.in_flight < 1:
+            time.sleep(0.005)
+        assert server.in_flight == 1, "the call never reached the server"
+    finally:
+        engine.close()
+    with pytest.raises(CancelledError):
+        future.result(timeout=5)
+    assert engine.spend.transport_retries == 0
+    assert server.calls == 1

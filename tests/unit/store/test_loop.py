@@ -213,3 +213,39 @@ def test_in_daemon_thread_returns_raises_and_lets_go_of_a_call_when_cancelled() 
         assert asyncio.run(main()) == (42, "the target's error", True, True)
     finally:
         release.set()
+
+
+def test_unwind_cancels_the_handed_over_coroutines_and_waits_for_them_not_the_loops_own_tasks() -> None:
+    # The judge engine's close: its calls end before the HTTP clients they use are closed, while an
+    # SDK's own background tasks on the loop (litellm's logging) are left to its backend's close.
+    loop = LoopThread("aimeasure-test-loop")
+    unwound: list[str] = []
+
+    async def call() -> None:
+        try:
+            await asyncio.sleep(60)
+        except asyncio.CancelledError:
+            await asyncio.sleep(0.01)  # unwinding takes a turn or two
+            unwound.append("call")
+            raise
+
+    async def background() -> None:
+        await asyncio.sleep(60)
+
+    async def start_background() -> asyncio.Task[None]:
+        return asyncio.get_running_loop().create_task(background())
+
+    try:
+        sdk_task = loop.run(start_background())
+        calls = [loop.submit(call()) for _ in range(3)]
+
+        async def close_like_the_engine() -> tuple[list[str], bool]:
+            await loop.unwind(5.0)
+            return list(unwound), sdk_task.done()
+
+        assert loop.run(close_like_the_engine()) == (["call", "call", "call"], False)
+        for future in calls:
+            with pytest.raises(concurrent.futures.CancelledError):
+                future.result(timeout=5)
+    finally:
+        loop.close()
