@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import uuid
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Literal, TypeAlias
 
 from pytest_aimeasure.testing.protocols import (
@@ -40,6 +40,8 @@ FaultKind = Literal[
     "reject",
     "reset",
     "bad_usage",
+    "stream_error",
+    "stream_cut",
 ]
 
 DEFAULT_SCORE = 4
@@ -69,6 +71,7 @@ class Fault:
             "text_only": ("text",),
             "out_of_range": ("score",),
             "reject": ("status", "message"),
+            "stream_error": ("status", "message"),
             "bad_usage": ("payload",),
         }.get(self.kind, ())
         args = ", ".join(f"{name}={getattr(self, name)!r}" for name in fields)
@@ -123,6 +126,21 @@ class Fault:
         return cls("reset")
 
     @classmethod
+    def stream_error(cls, status: int = 529, message: str = "Overloaded") -> Fault:
+        """On a streamed request (``"stream": true``): the 200 and the stream's first event, then an
+        error event of that status's type (Anthropic's ``event: error`` with ``overloaded_error`` for
+        529; a Chat Completions ``data: {"error": ...}`` chunk) and the stream's end, as a provider
+        that fails after it accepted the request. On a request that is not streamed: the error
+        response of that status, after the latency."""
+        return cls("stream_error", status=status, message=message)
+
+    @classmethod
+    def stream_cut(cls) -> Fault:
+        """On a streamed request: the 200 and half of the stream's events, then a connection reset
+        (the stream ends unfinished). On a request that is not streamed: :meth:`reset`."""
+        return cls("stream_cut")
+
+    @classmethod
     def bad_usage(cls, usage: Mapping[str, Any], score: int = DEFAULT_SCORE) -> Fault:
         """A valid verdict whose ``usage`` fields are replaced by ``usage`` verbatim (the protocol's own
         names: ``input_tokens`` or ``prompt_tokens``...): negative, "NaN" or absurd token counts."""
@@ -150,6 +168,13 @@ def render_outcome(seen: SeenRequest, outcome: Outcome) -> Reply:
             if outcome.retry_after is not None:
                 headers["retry-after"] = format_seconds(outcome.retry_after)
             return error_reply(seen.protocol, outcome.status, outcome.message, headers=headers)
+        if outcome.kind == "stream_error":
+            failure = error_reply(seen.protocol, outcome.status, outcome.message)
+            if not seen.streamed:
+                return failure
+            return replace(render_outcome(seen, DEFAULT_SCORE), interrupt=failure)
+        if outcome.kind == "stream_cut":
+            return replace(render_outcome(seen, DEFAULT_SCORE), cut=True)
         if outcome.kind == "malformed_tool_input":
             tool_input = (
                 dict(outcome.payload)

@@ -13,12 +13,22 @@ import socket
 import struct
 import threading
 import time
+from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Protocol
 
 from pytest_aimeasure.testing.batches import OPENAI_PREFIXES, BatchDesk
 from pytest_aimeasure.testing.batches import PREFIX as BATCHES_PREFIX
-from pytest_aimeasure.testing.protocols import ProtocolName, Reply, SeenRequest, error_reply, parse_request
+from pytest_aimeasure.testing.protocols import (
+    ProtocolName,
+    Reply,
+    SeenRequest,
+    anthropic_stream,
+    error_reply,
+    openai_stream,
+    parse_request,
+    stream_error_event,
+)
 
 __all__ = ["ROUTES", "Aborted", "ProviderHTTPServer", "ProviderHandler", "Reset", "Responder"]
 
@@ -47,8 +57,9 @@ class Responder(Protocol):
 
     def _record(self, seen: SeenRequest) -> None: ...
 
-    def _respond(self, seen: SeenRequest) -> Reply:
-        """The reply for a parsed request; may sleep, and raises :class:`Aborted` when stopping."""
+    def _respond(self, seen: SeenRequest, accept: Callable[[], None] | None = None) -> Reply:
+        """The reply for a parsed request; may sleep, and raises :class:`Aborted` when stopping.
+        ``accept`` (streamed requests only) sends the stream's 200 and headers."""
         ...
 
     @property
@@ -143,8 +154,14 @@ class ProviderHandler(BaseHTTPRequestHandler):
             except Replied:
                 return
             provider._record(seen)
+
+            def accept() -> None:
+                # Recorded before the headers go: a client that acts on them finds it set.
+                seen.accepted = time.monotonic()
+                self._start_stream()
+
             try:
-                reply = provider._respond(seen)
+                reply = provider._respond(seen, accept if seen.streamed else None)
             except Aborted:
                 self.close_connection = True
                 seen.finished = time.monotonic()
@@ -155,14 +172,17 @@ class ProviderHandler(BaseHTTPRequestHandler):
                 return
             except Exception as exc:  # a broken scorer must not hang the client
                 reply = error_reply(protocol, 500, f"test provider failed: {type(exc).__name__}: {exc}")
-            seen.status = reply.status
+            seen.status = 200 if seen.accepted else reply.status
             # Out of flight, and finished, before the client can read the reply: a client that starts
             # its next call (or reads this request's record) the moment this one returns must not find
             # it still counted, nor without its end.
             seen.finished = time.monotonic()
             provider._leave()
             left = True
-            self._send(reply)
+            if seen.accepted:
+                self._send_stream(seen, reply)
+            else:
+                self._send(reply)
         finally:
             if not left:
                 provider._leave()
@@ -280,6 +300,48 @@ class ProviderHandler(BaseHTTPRequestHandler):
     def _not_found(self) -> None:
         protocol: ProtocolName = "openai" if "chat" in self.path else "anthropic"
         self._send(error_reply(protocol, 404, f"Not found: {self.command} {self.path}"))
+
+    def _start_stream(self) -> None:
+        """The 200 and headers of a server-sent event stream, sent at once (the events follow as the
+        chunks of a chunked body)."""
+        try:
+            self.send_response(200)
+            self.send_header("Content-Type", "text/event-stream; charset=utf-8")
+            self.send_header("Cache-Control", "no-cache")
+            self.send_header("Transfer-Encoding", "chunked")
+            self.end_headers()
+            self.wfile.flush()
+        except OSError:
+            self.close_connection = True
+
+    def _send_stream(self, seen: SeenRequest, reply: Reply) -> None:
+        """The events of a stream whose headers went out: the reply's, or its first then its
+        ``interrupt``'s error event; half of them then a reset for a ``cut``; an error decided after
+        the headers (a broken scorer) as the error event alone."""
+        if reply.status != 200:
+            events = [stream_error_event(seen.protocol, reply)]
+        elif seen.protocol == "anthropic":
+            events = anthropic_stream(reply.payload)
+        else:
+            options = seen.body.get("stream_options")
+            include_usage = isinstance(options, dict) and options.get("include_usage") is True
+            events = openai_stream(reply.payload, include_usage=include_usage)
+        if reply.status == 200 and reply.interrupt is not None:
+            events = [*events[:1], stream_error_event(seen.protocol, reply.interrupt)]
+        cut = reply.status == 200 and reply.cut
+        if cut:
+            events = events[: len(events) // 2]
+        try:
+            for event in events:
+                self.wfile.write(b"%x\r\n%s\r\n" % (len(event), event))
+            if not cut:
+                self.wfile.write(b"0\r\n\r\n")
+            self.wfile.flush()
+        except OSError:
+            self.close_connection = True
+            return
+        if cut:
+            self._reset()
 
     def _send(self, reply: Reply) -> None:
         self._send_bytes(reply.status, json.dumps(reply.payload).encode(), "application/json", reply.headers)

@@ -8,6 +8,7 @@ error body shaped as that provider shapes its errors). Nothing here knows about 
 from __future__ import annotations
 
 import hashlib
+import json
 import time
 import uuid
 from collections.abc import Callable
@@ -20,11 +21,14 @@ __all__ = [
     "SeenRequest",
     "ToolCall",
     "anthropic_message",
+    "anthropic_stream",
     "default_text",
     "error_reply",
     "format_seconds",
     "openai_completion",
+    "openai_stream",
     "parse_request",
+    "stream_error_event",
     "tool_choice_is_none",
     "verdict",
 ]
@@ -76,6 +80,11 @@ class SeenRequest:
     started: float
     finished: float = 0.0
     status: int = 0
+    streamed: bool = False
+    """The request asked for a stream (``"stream": true``)."""
+    accepted: float = 0.0
+    """When the stream's 200 and headers went out (``time.monotonic()``); 0.0 when none did (not
+    streamed, or refused before the stream)."""
 
 
 @dataclass(frozen=True)
@@ -89,6 +98,11 @@ class Reply:
     status: int
     payload: dict[str, Any]
     headers: dict[str, str] = field(default_factory=dict)
+    interrupt: Reply | None = None
+    """For a streamed request: the error that ends the stream after its first event (an SSE error
+    event, e.g. Anthropic's ``overloaded_error``) instead of the rest of ``payload``."""
+    cut: bool = False
+    """For a streamed request: the connection is reset halfway through the stream's events."""
 
 
 def tool_choice_is_none(seen: SeenRequest) -> bool:
@@ -320,4 +334,101 @@ def parse_request(
         body=body,
         headers=headers,
         started=started,
+        streamed=body.get("stream") is True,
     )
+
+
+# -- streams -----------------------------------------------------------------------------------------
+
+STREAM_PIECE_CHARS = 16
+"""How many characters of text or of a tool call's JSON each streamed delta carries."""
+
+
+def _pieces(text: str) -> list[str]:
+    return [text[at : at + STREAM_PIECE_CHARS] for at in range(0, len(text), STREAM_PIECE_CHARS)]
+
+
+def _sse(event: str | None, data: Any) -> bytes:
+    head = f"event: {event}\n" if event is not None else ""
+    body = data if isinstance(data, str) else json.dumps(data)
+    return f"{head}data: {body}\n\n".encode()
+
+
+def anthropic_stream(message: dict[str, Any]) -> list[bytes]:
+    """A Messages API reply as the server-sent events of ``"stream": true``: ``message_start`` (the
+    message without content, its usage but for ``output_tokens``), per content block a
+    ``content_block_start``, its deltas (``text_delta`` or ``input_json_delta`` pieces of the tool
+    input's JSON) and ``content_block_stop``, a ``ping``, then ``message_delta`` (stop reason, output
+    tokens) and ``message_stop``. Read back together they make ``message`` again."""
+    usage = dict(message.get("usage") or {})
+    start_usage = {**usage, "output_tokens": 1} if "output_tokens" in usage else usage
+    head = {**message, "content": [], "stop_reason": None, "stop_sequence": None, "usage": start_usage}
+    events = [_sse("message_start", {"type": "message_start", "message": head})]
+    for index, block in enumerate(message.get("content") or []):
+        if block.get("type") == "tool_use":
+            empty = {**block, "input": {}}
+            text = json.dumps(block.get("input"))
+            deltas = [{"type": "input_json_delta", "partial_json": piece} for piece in _pieces(text)]
+        else:
+            empty = {**block, "text": ""}
+            deltas = [{"type": "text_delta", "text": piece} for piece in _pieces(str(block.get("text", "")))]
+        opening = {"type": "content_block_start", "index": index, "content_block": empty}
+        events.append(_sse("content_block_start", opening))
+        if index == 0:
+            events.append(_sse("ping", {"type": "ping"}))
+        events.extend(
+            _sse("content_block_delta", {"type": "content_block_delta", "index": index, "delta": delta})
+            for delta in deltas
+        )
+        events.append(_sse("content_block_stop", {"type": "content_block_stop", "index": index}))
+    end_usage = {"output_tokens": usage["output_tokens"]} if "output_tokens" in usage else {}
+    delta = {"stop_reason": message.get("stop_reason"), "stop_sequence": message.get("stop_sequence")}
+    events.append(_sse("message_delta", {"type": "message_delta", "delta": delta, "usage": end_usage}))
+    events.append(_sse("message_stop", {"type": "message_stop"}))
+    return events
+
+
+def openai_stream(completion: dict[str, Any], *, include_usage: bool) -> list[bytes]:
+    """A Chat Completions reply as the ``data:`` chunks of ``"stream": true``: the role (and a tool
+    call's id and name), the text or the arguments in pieces, the finish reason, with
+    ``stream_options.include_usage`` a last chunk with no choices and the usage (the others then
+    carry ``"usage": null``), then ``[DONE]``. Read back together they make ``completion`` again."""
+    base: dict[str, Any] = {key: completion[key] for key in ("id", "created", "model") if key in completion}
+    base["object"] = "chat.completion.chunk"
+    (choice,) = completion.get("choices") or [{"message": {}, "finish_reason": "stop"}]
+    message = choice.get("message") or {}
+
+    def chunk(delta: dict[str, Any], finish: str | None = None) -> bytes:
+        data: dict[str, Any] = {
+            **base,
+            "choices": [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}],
+        }
+        if include_usage:
+            data["usage"] = None
+        return _sse(None, data)
+
+    calls = message.get("tool_calls") or []
+    text = message.get("content")
+    chunks = [chunk({"role": "assistant", "content": None if calls else ""})]
+    chunks.extend(chunk({"content": piece}) for piece in _pieces(text or ""))
+    for index, call in enumerate(calls):
+        function = call.get("function") or {}
+        opening = {**call, "index": index, "function": {"name": function.get("name"), "arguments": ""}}
+        chunks.append(chunk({"tool_calls": [opening]}))
+        chunks.extend(
+            chunk({"tool_calls": [{"index": index, "function": {"arguments": piece}}]})
+            for piece in _pieces(str(function.get("arguments", "")))
+        )
+    chunks.append(chunk({}, choice.get("finish_reason")))
+    if include_usage:
+        chunks.append(_sse(None, {**base, "choices": [], "usage": completion.get("usage")}))
+    chunks.append(_sse(None, "[DONE]"))
+    return chunks
+
+
+def stream_error_event(protocol: ProtocolName, error: Reply) -> bytes:
+    """An error reply as the event that ends a stream: Anthropic's ``event: error``, or a Chat
+    Completions ``data:`` chunk holding ``{"error": ...}``."""
+    if protocol == "anthropic":
+        return _sse("error", {"type": "error", "error": error.payload.get("error")})
+    return _sse(None, {"error": error.payload.get("error")})

@@ -13,6 +13,23 @@ each batched request is answered by the same scripting, with a scriptable delay,
 expiry. Anthropic requests that mark ``cache_control`` breakpoints are answered with the prompt-cache usage
 the real API reports (:mod:`pytest_aimeasure.testing.promptcache`).
 
+A request with ``"stream": true`` is answered as both APIs stream (server-sent events, each a chunk of
+a chunked body; :func:`~pytest_aimeasure.testing.protocols.anthropic_stream`,
+:func:`~pytest_aimeasure.testing.protocols.openai_stream`). When what is sent:
+
+* at once, as a real provider validates a request before it generates: a refusal
+  (``reject_temperature_models`` ...) or a scripted error (``Fault.rate_limit``, ``server_error``,
+  ``overloaded``, ``reject``) as a plain JSON error response, no stream;
+* otherwise at once the 200 and the stream's headers (``SeenRequest.accepted`` records when), then
+  after the latency (and a ``Fault.slow`` delay) the events, and the stream's end;
+* ``Fault.stream_error``: after the latency the first event, then an error event (Anthropic's
+  ``event: error`` with the status's type, ``overloaded_error`` for 529; a Chat Completions
+  ``data: {"error": ...}``) and the stream's end;
+* ``Fault.stream_cut``: after the latency half of the events, then a connection reset;
+* ``Fault.reset``: after the latency, a reset with no status at all.
+
+A request that is not streamed waits its latency before anything is decided or sent, as before.
+
 Everything the server received is recorded as :class:`SeenRequest` objects, with timing and
 concurrency statistics, so tests can assert on what a client actually sent.
 
@@ -307,11 +324,13 @@ class ProviderServer:
             return self.scorer(seen)
         return DEFAULT_SCORE
 
-    def _respond(self, seen: SeenRequest) -> Reply:
-        """Decide the reply for a parsed request (runs in the handler thread, may sleep)."""
+    def _respond(self, seen: SeenRequest, accept: Callable[[], None] | None = None) -> Reply:
+        """Decide the reply for a parsed request (runs in the handler thread, may sleep). ``accept``,
+        for a streamed request, sends the stream's 200 and headers: called before the latency when
+        the request is answered with a stream (see :meth:`_decide`)."""
         # The cache is looked up when the request arrives and written when it is answered.
         plan = self.prompt_cache.plan(seen.body) if seen.protocol == "anthropic" else None
-        reply = self._decide(seen)
+        reply = self._decide(seen, accept)
         usage = reply.payload.get("usage") if reply.status == 200 else None
         # (Fault.bad_usage's figures go out as scripted: only a real count is split by the cache.)
         counted = usage.get("input_tokens") if isinstance(usage, dict) else None  # OpenAI's has none
@@ -326,9 +345,17 @@ class ProviderServer:
                 self.prompt_cache.commit(plan)
         return reply
 
-    def _decide(self, seen: SeenRequest) -> Reply:
+    def _decide(self, seen: SeenRequest, accept: Callable[[], None] | None = None) -> Reply:
+        """The reply, after the latency. A request that is not streamed waits its latency first, then
+        is checked and answered. A streamed one (``accept`` given) is checked at once, as a provider
+        validates a request before it generates: a rejection or a scripted error (429, 500, 529,
+        :meth:`Fault.reject`) goes back at once as a plain error response; otherwise ``accept()``
+        sends the 200 and the stream's headers, and the events follow after the latency."""
         extra = self._jitter_random.uniform(0.0, self.jitter) if self.jitter > 0 else 0.0
-        self._sleep(self.latency_by_model.get(seen.model, self.latency) + extra)
+        wait = self.latency_by_model.get(seen.model, self.latency) + extra
+        if accept is None:
+            self._sleep(wait)
+            wait = 0.0
 
         if seen.model in self.reject_temperature_models and seen.temperature is not None:
             return error_reply(
@@ -347,14 +374,30 @@ class ProviderServer:
 
         outcome = self._next_outcome(seen)
         if isinstance(outcome, Fault) and outcome.kind == "slow":
-            self._sleep(outcome.delay)
+            wait = self._wait(wait + outcome.delay, accept)
             outcome = None
         if outcome is None:
             outcome = self._default_outcome(seen)
         if isinstance(outcome, Fault) and outcome.kind == "slow":
             # A scorer may return slow too; sleep, then fall back to the plain default.
-            self._sleep(outcome.delay)
+            wait = self._wait(wait + outcome.delay, accept)
             outcome = DEFAULT_SCORE if seen.has_tools else default_text(seen)
-        if isinstance(outcome, Fault) and outcome.kind == "reset":
+        dropped = isinstance(outcome, Fault) and (
+            outcome.kind == "reset" or (outcome.kind == "stream_cut" and not seen.streamed)
+        )
+        if dropped:
+            self._sleep(wait)
             raise Reset  # the handler drops the connection: no reply at all
-        return render_outcome(seen, outcome)
+        reply = render_outcome(seen, outcome)
+        if accept is not None and reply.status == 200:
+            accept()
+            self._sleep(wait)
+        return reply
+
+    def _wait(self, seconds: float, accept: Callable[[], None] | None) -> float:
+        """Sleep now for a request that is not streamed (0 left to wait); a streamed one waits after
+        its headers went out (the seconds are carried)."""
+        if accept is None:
+            self._sleep(seconds)
+            return 0.0
+        return seconds
