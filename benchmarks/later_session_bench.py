@@ -17,7 +17,9 @@ The table, per tree, route and session (medians over the rounds, min..max in bra
 judging span as the server saw it over its floor (calls x latency / the most calls the server had in
 flight; under ``--capacity N``, / N, what the provider allows), the limit reached and the 429s our
 JSON counted. ``--capacity N`` makes the server refuse a call that arrives while N are in flight
-(speed_bench's ``CappedServer``).
+(speed_bench's ``CappedServer``). ``--workers N`` runs each session under xdist (``-n N``), the
+workload split into N modules (one a worker): each worker has a limit of its own against the one
+server, and the table adds the most calls the server had in flight.
 """
 
 from __future__ import annotations
@@ -50,7 +52,9 @@ from pytest_aimeasure.testing import ProviderServer
 SESSIONS = ("first", "later")
 
 
-def session(server: ProviderServer, folder: Path, route: str, samples: int, tree: Path) -> Run:
+def session(
+    server: ProviderServer, folder: Path, route: str, samples: int, tree: Path, workers: int = 0
+) -> Run:
     """One session of the big workload in ``folder``, with pytest's cache (what it learned stays)."""
     env = base_env(server)
     env["PYTHONPATH"] = str(tree)
@@ -62,6 +66,8 @@ def session(server: ProviderServer, folder: Path, route: str, samples: int, tree
         "--judge-model", ROUTES[route], "--judge-samples", str(samples), "--judge-cache", "off",
         "--aimeasure-json", str(out),
     ]  # fmt: skip
+    if workers:
+        command += ["-p", "xdist", "-n", str(workers)]
     run = timed(server, command, folder, env)
     spend = json.loads(out.read_text())["spend"] if out.exists() else {}
     run.limit_reached = spend.get("limit_reached")
@@ -83,6 +89,7 @@ def main() -> None:
         "--capacity", type=int, default=None, help="the server allows this many calls at once"
     )
     parser.add_argument("--capacity-retry-after", type=float, default=1.0, help="the 429s' retry-after, s")
+    parser.add_argument("--workers", type=int, default=0, help="xdist workers (-n), 0: none")
     parser.add_argument("--dir", type=Path, default=None, help="where the runs' folders go (default: ./)")
     args = parser.parse_args()
     trees, routes = _trees(args.tree), _routes(args)
@@ -103,16 +110,18 @@ def main() -> None:
                 for route in routes:
                     for label in labels if n % 2 == 0 else labels[::-1]:
                         folder = Path(tempfile.mkdtemp(prefix=f"{label}-{route}-", dir=root))
-                        (folder / "test_bench.py").write_text(
-                            textwrap.dedent(TEST_MODULE.format(items=args.items))
-                        )
+                        for module in range(max(1, args.workers)):
+                            # Under xdist, one module a worker (the plugin's --dist loadfile).
+                            (folder / f"test_bench{module}.py").write_text(
+                                textwrap.dedent(TEST_MODULE.format(items=args.items // max(1, args.workers)))
+                            )
                         (folder / "pytest.ini").write_text(OWN_ROOTDIR)
                         for name in SESSIONS:
                             elapsed = time.monotonic() - started
                             print(
                                 f"  {elapsed:6.1f}s  {label} {route} {name} ...", file=sys.stderr, flush=True
                             )
-                            run = session(server, folder, route, args.samples, trees[label])
+                            run = session(server, folder, route, args.samples, trees[label], args.workers)
                             runs.setdefault((label, route, name), []).append(run)
                         shutil.rmtree(folder, ignore_errors=True)
     finally:
@@ -122,11 +131,11 @@ def main() -> None:
     print(
         f"\nlater_session_bench: {os.cpu_count()} cores, load average {load_before[0]:.2f} before, "
         f"{load_after[0]:.2f} after; latency {args.latency:g} s; {args.items} x {args.samples}, "
-        f"{args.rounds} rounds; capacity {args.capacity or 'unlimited'}; "
+        f"{args.rounds} rounds; capacity {args.capacity or 'unlimited'}; workers {args.workers or 'none'}; "
         f"{time.monotonic() - started:.0f} s in all"
     )
-    print("\n| tree | route | session | wall, s | span / floor | limit reached | 429s |")
-    print("|---|---|---|---|---|---|---|")
+    print("\n| tree | route | session | wall, s | span / floor | limit reached | 429s | most in flight |")
+    print("|---|---|---|---|---|---|---|---|")
     for route in routes:
         for label in labels:
             for name in SESSIONS:
@@ -139,7 +148,8 @@ def main() -> None:
                 print(
                     f"| {label} | {route}/ | {name} | {med([r.wall_s for r in got])} | {med(floors)} | "
                     f"{med([float(r.limit_reached or 0) for r in got])} | "
-                    f"{med([float(r.rate_limited) for r in got])} |"
+                    f"{med([float(r.rate_limited) for r in got])} | "
+                    f"{med([float(r.max_in_flight) for r in got])} |"
                 )
 
 

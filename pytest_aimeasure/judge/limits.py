@@ -175,6 +175,11 @@ class ProviderLimit:
         level = self.highest_limit if self._refused is None else min(self.highest_limit, self._refused - 1)
         return max(1, level)
 
+    @property
+    def refused_at(self) -> int | None:
+        """The fewest calls in flight a 429/529 came at this session (None: none came)."""
+        return self._refused
+
     def starved_s(self) -> float:
         """Seconds the provider has answered nothing but 429/529 (0 when its last answer was one)."""
         return 0.0 if self.limited_since is None else self._clock() - self.limited_since

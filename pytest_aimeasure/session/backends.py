@@ -24,7 +24,14 @@ if TYPE_CHECKING:
     from pytest_aimeasure.measure.models import Fingerprint
     from pytest_aimeasure.session.recording import Recording
 
-__all__ = ["QUIRKS_CACHE_KEY", "QUIRKS_KEPT_S", "QuirksMemory", "SessionBackends", "make_engine"]
+__all__ = [
+    "QUIRKS_CACHE_KEY",
+    "QUIRKS_KEPT_S",
+    "QuirksFindings",
+    "QuirksMemory",
+    "SessionBackends",
+    "make_engine",
+]
 
 QUIRKS_CACHE_KEY = "aimeasure/judge-quirks"
 """Where pytest's cache keeps what each judge model refused and the limit each provider allowed
@@ -44,6 +51,20 @@ class _Remembered(BaseModel):
 class _RememberedLimit(BaseModel):
     level: int = Field(ge=1)  # ProviderLimit.learned
     at: float  # when the session that reached it ended (epoch seconds)
+
+
+class _LimitFinding(BaseModel):
+    level: int = Field(ge=1)  # ProviderLimit.learned
+    refused: bool  # a 429/529 came this session (the level is below the calls in flight it came at)
+
+
+class QuirksFindings(BaseModel):
+    """What one process of a session learned (:meth:`QuirksMemory.findings`): an xdist worker hands
+    it to the controller (its ``workeroutput``, as JSON), which merges every worker's
+    (:meth:`QuirksMemory.merge`) and writes the cache once."""
+
+    models: dict[str, dict[str, bool]] = {}  # per judge (:func:`_quirks_key`): the switches
+    limits: dict[str, _LimitFinding] = {}  # per provider (:func:`_limit_key`)
 
 
 class _QuirksCache(BaseModel):
@@ -92,7 +113,10 @@ class QuirksMemory:
     (:attr:`~pytest_aimeasure.judge.limits.ProviderLimit.learned`), where a later session without
     ``--judge-concurrency`` starts (``resume``): a provider that allows fewer calls than the usual
     start is not refused tens of calls again at every session's start, and one that allows the
-    ceiling gets it from the first call."""
+    ceiling gets it from the first call.
+
+    Under xdist each worker hands its :meth:`findings` to the controller, which :meth:`merge` s them
+    and :meth:`write` s the cache once (each worker writing its own, the last to end won)."""
 
     def __init__(self, cache: Any, *, clock: Any = time.time) -> None:
         self._cache = cache
@@ -132,31 +156,65 @@ class QuirksMemory:
             return None
         return entry.level
 
-    def keep(self, backends: list[Any], limits: Mapping[str, Any] | None = None) -> None:
-        """Write what ``backends`` learned this session (those whose calls got an answer) over the
-        cache's entries for them, leaving the others (another worker's, another model's); and the
-        level of each of their providers' ``limits`` (the engine's, by concurrency key) that learned
-        one."""
-        if self._cache is None:
-            return
-        learned = {}
-        levels = {}
+    def findings(self, backends: list[Any], limits: Mapping[str, Any] | None = None) -> QuirksFindings:
+        """What ``backends`` learned this session (those whose calls got an answer), and the level
+        of each of their providers' ``limits`` (the engine's, by concurrency key) that learned one."""
+        found = QuirksFindings()
         for backend in backends:
             key = _quirks_key(backend)
             switches = backend.quirks.learned() if key is not None else None
             if key is not None and switches is not None:
-                learned[key] = _Remembered(switches=switches, at=self._clock())
+                found.models[key] = switches
             limit_key = _limit_key(backend)
             limit = (limits or {}).get(backend.concurrency_key) if limit_key is not None else None
             level = getattr(limit, "learned", None)
             if limit_key is not None and isinstance(level, int):
-                levels[limit_key] = _RememberedLimit(level=level, at=self._clock())
-        if not learned and not levels:
+                refused = getattr(limit, "refused_at", None) is not None
+                found.limits[limit_key] = _LimitFinding(level=level, refused=refused)
+        return found
+
+    @staticmethod
+    def merge(parts: list[QuirksFindings]) -> QuirksFindings:
+        """The findings of a session's processes (its xdist workers) as one: a parameter any of them
+        saw refused is refused (the switches' refusals joined); per provider, the lowest level of
+        those that met a 429/529 (each worker has a limit of its own, and the provider's 429 came at
+        the calls in flight of them all: the worker that met none left its limit where it was
+        allowed, not where the provider refuses), else the highest level a worker's rounds held at
+        (none was refused: that many in flight per worker answered in time)."""
+        merged = QuirksFindings()
+        for part in parts:
+            for key, switches in part.models.items():
+                known = merged.models.setdefault(key, dict(switches))
+                for name, on in switches.items():
+                    known[name] = known.get(name, True) and on
+            for key, found in part.limits.items():
+                kept = merged.limits.get(key)
+                if kept is None or found.refused != kept.refused:
+                    if kept is None or found.refused:
+                        merged.limits[key] = found.model_copy()
+                elif found.refused:
+                    kept.level = min(kept.level, found.level)
+                else:
+                    kept.level = max(kept.level, found.level)
+        return merged
+
+    def keep(self, backends: list[Any], limits: Mapping[str, Any] | None = None) -> None:
+        """Write what ``backends`` learned this session (:meth:`findings`) over the cache's entries
+        for them (:meth:`write`)."""
+        self.write(self.findings(backends, limits))
+
+    def write(self, found: QuirksFindings) -> None:
+        """Write ``found`` over the cache's entries for its judges and providers, leaving the others
+        (another model's, another provider's)."""
+        if self._cache is None or (not found.models and not found.limits):
             return
-        self._read = None  # read again: an xdist worker that ended meanwhile may have written
+        now = self._clock()
+        self._read = None  # read again: another session may have written since
         entries = self._entries()
-        entries.models.update(learned)
-        entries.limits.update(levels)
+        entries.models.update({key: _Remembered(switches=s, at=now) for key, s in found.models.items()})
+        entries.limits.update(
+            {key: _RememberedLimit(level=f.level, at=now) for key, f in found.limits.items()}
+        )
         self._cache.set(QUIRKS_CACHE_KEY, entries.model_dump(mode="json"))
 
 

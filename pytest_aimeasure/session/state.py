@@ -53,6 +53,9 @@ class SessionState:
         self.outcome: Outcome | None = None
         self.recording: Recording | None = None
         self.worker_spend: list[dict[str, Any]] = []
+        self.worker_quirks: list[dict[str, Any]] = []
+        """What each xdist worker learned of its judges and providers (``QuirksFindings``, as JSON):
+        the controller merges them and writes pytest's cache once, at its close."""
         self.collection_errors = 0
         self._engine: JudgeEngine | None = None
         self._backends: SessionBackends | None = None
@@ -404,6 +407,9 @@ class SessionState:
         spend = output.get("aimeasure_spend")
         if spend:
             self.worker_spend.append(spend)
+        quirks = output.get("aimeasure_quirks")
+        if quirks:
+            self.worker_quirks.append(quirks)
         self.anchor_refs += output.get("aimeasure_anchor_refs", [])
         judges = output.get("aimeasure_judges") or {}
         if judges and not judges.items() <= self.judges.items():
@@ -616,6 +622,10 @@ class SessionState:
         if self.is_worker:
             if self._engine is not None:
                 self.config.workeroutput["aimeasure_spend"] = self._engine.spend.as_dict()  # type: ignore[attr-defined]
+                if self._backends is not None:
+                    # The controller keeps them, merged with the other workers' (see close()).
+                    found = self._backends.quirks.findings(self._backends.built, self._engine.spend.limits)
+                    self.config.workeroutput["aimeasure_quirks"] = found.model_dump(mode="json")  # type: ignore[attr-defined]
             self.config.workeroutput["aimeasure_anchor_refs"] = self.anchor_refs  # type: ignore[attr-defined]
             self.config.workeroutput["aimeasure_judges"] = self.judges  # type: ignore[attr-defined]
             if self.recording is not None:
@@ -686,18 +696,31 @@ class SessionState:
             limits = dict(self._engine.spend.limits)
             self._engine.close()
             self._engine = None
-        if self._backends is not None:
+        backends, self._backends = self._backends, None
+        if not self.is_worker and (backends is not None or self.worker_quirks):
             # What the judges refused and the limits their providers allowed, for the next
-            # session's first calls (best effort: a cache that cannot be written costs that session
-            # a first call's wait and a fresh limit, nothing more).
+            # session's first calls: this process's, and under xdist every worker's, merged and
+            # written once here (each worker writing its own, the last to end overwrote a lower
+            # limit another one was refused above). Best effort: a cache that cannot be written
+            # costs the next session a first call's wait and a fresh limit, nothing more.
             with contextlib.suppress(Exception):
-                self._backends.quirks.keep(self._backends.built, limits)
-            self._backends = None
+                self._keep_quirks(backends, limits)
         if self.recording is not None:
             self.recording.close()
         if self.console is not None:
             self.console.close()
             self.console = None
+
+    def _keep_quirks(self, backends: SessionBackends | None, limits: dict[str, Any]) -> None:
+        from pytest_aimeasure.session.backends import QuirksFindings, QuirksMemory
+
+        memory = (
+            backends.quirks if backends is not None else QuirksMemory(getattr(self.config, "cache", None))
+        )
+        parts = [QuirksFindings.model_validate(found) for found in self.worker_quirks]
+        if backends is not None:
+            parts.append(memory.findings(backends.built, limits))
+        memory.write(QuirksMemory.merge(parts))
 
     def release(self) -> None:
         """Let go of the session's results once every report is written (pytest's unconfigure): they

@@ -588,6 +588,67 @@ def test_a_later_session_starts_its_adaptive_limit_where_the_provider_allowed_an
     assert server.max_in_flight == 6
 
 
+LIMITED = "LIMITED-"
+
+TWO_WORKERS = {
+    "test_limited": """
+        import pytest
+
+        @pytest.mark.dimension("tone", rubric="5 = calm and precise; 1 = shouting")
+        def test_limited(judge):
+            judge.score("LIMITED-The fox apologised, then fixed the fence.")
+    """,
+    "test_allowed": """
+        import pytest
+
+        @pytest.mark.dimension("tone", rubric="5 = calm and precise; 1 = shouting")
+        @pytest.mark.parametrize("n", range(8))
+        def test_allowed(judge, n):
+            judge.score(f"The fox apologised, then fixed fence {n}.")
+    """,
+}
+
+
+@pytest.mark.parametrize("model", BACKENDS)
+def test_under_xdist_the_level_a_worker_was_refused_at_is_kept_not_the_last_workers(
+    pytester: pytest.Pytester, provider_env: ProviderServer, model: str
+) -> None:
+    # Two workers against one provider, each with its limit, starting where an earlier session left
+    # it (3). The one with the short module meets a 429 and ends first; the other meets none and
+    # grows its limit. Before, each wrote its own level and the last to end won: the next session
+    # started above the level the provider had refused. The controller merges them now: the lowest
+    # level a 429 came at.
+    server = provider_env
+    server.latency = 0.05
+    pytester.makepyfile(test_tone=textwrap.dedent(ONE_DIMENSION))
+    run = ("--judge-samples", "3", "--judge-cache", "off", "--judge-retries", "10")
+    server.script(Fault.rate_limit(retry_after=0.0))
+    judged(pytester, model, *run).assert_outcomes(passed=1)  # a level for the provider, and its key
+    ((key, _),) = remembered_limits(pytester).items()
+    cache = pytester.path / ".pytest_cache" / "v" / "aimeasure" / "judge-quirks"
+    written = json.loads(cache.read_text())
+    written["limits"][key]["level"] = 3
+    cache.write_text(json.dumps(written))
+    (pytester.path / "test_tone.py").unlink()
+    pytester.makepyfile(**{name: textwrap.dedent(text) for name, text in TWO_WORKERS.items()})
+    limited = threading.Lock()
+    refused: list[SeenRequest] = []
+
+    def one_429_for_the_limited_module(seen: SeenRequest) -> Any:
+        with limited:
+            if LIMITED in seen.prompt and not refused:
+                refused.append(seen)
+                return Fault.rate_limit(retry_after=0.0)
+        return 4
+
+    server.reset_stats()
+    server.scorer = one_429_for_the_limited_module
+    judged(pytester, model, *run, "-n", "2", "--dist", "loadfile").assert_outcomes(passed=9)
+    assert len(refused) == 1
+    assert results(pytester)["spend"]["rate_limited"] == 1
+    assert remembered_limits(pytester)[key]["level"] < 3  # below the 3 in flight it came at
+
+
 # -- --judge-timeout -----------------------------------------------------------------------------------
 
 # The backends' SDK retries (max_retries=4) also retry timeouts with backoff: through the default

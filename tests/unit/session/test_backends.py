@@ -55,7 +55,6 @@ def test_the_prompt_is_what_the_conftest_leaves() -> None:
     assert made.prompt("tone").system == "grade tone"
 
 
-
 class Cache:
     """pytest's cache as QuirksMemory uses it: JSON values by key."""
 
@@ -141,3 +140,47 @@ def test_a_providers_limit_is_kept_beside_the_quirks_and_recalled_for_a_week() -
     now[0] += QUIRKS_KEPT_S + 1  # a week later the limit starts afresh
     assert QuirksMemory(cache, clock=lambda: now[0]).recall_limit(backend) is None
     assert QuirksMemory(None).recall_limit(backend) is None  # -p no:cacheprovider
+
+
+def test_the_findings_of_xdist_workers_merge_to_the_lowest_refused_limit_and_every_refusal() -> None:
+    # Each worker has a limit of its own against one provider: the one that met the 429s knows where
+    # the provider refuses; one that met none only where its own calls were answered.
+    from pytest_aimeasure.judge.limits import ProviderLimit
+    from pytest_aimeasure.session.backends import QuirksMemory
+
+    memory = QuirksMemory(Cache())
+    refused = ProviderLimit(64, start=32)
+    for _ in range(2):  # 32 then 16 refused: learned 8
+        tokens = [refused.try_acquire() for _ in range(refused.limit)]
+        refused.note_rate_limit(tokens[0] or 0, retry_after=0.0)
+        for _ in tokens:
+            refused.release()
+    held = ProviderLimit(64, start=32, resume=20)
+    tokens = [held.try_acquire() for _ in range(20)]
+    for token in tokens:
+        held.note_success(token or 0, 0.1)
+        held.release()
+    assert (refused.learned, refused.refused_at, held.learned, held.refused_at) == (8, 16, 20, None)
+
+    one, other = judge_backend(), judge_backend()
+    one.quirks.turn_off("forces_tool")
+    other.quirks.turn_off("sends_temperature")
+    for backend in (one, other):
+        backend.quirks.note_answer()
+    first = memory.findings([one], {"anthropic": refused})
+    second = memory.findings([other], {"anthropic": held})
+    key = "anthropic|https://api.example"
+    for parts in ([first, second], [second, first]):  # whichever worker ended last
+        merged = QuirksMemory.merge(parts)
+        assert merged.limits[key].level == 8 and merged.limits[key].refused
+        (switches,) = merged.models.values()
+        assert switches == {"sends_temperature": False, "forces_tool": False, "caches_prompt": True}
+    lower = memory.findings([one], {"anthropic": ProviderLimit(64, start=32, resume=3)})
+    assert lower.limits == {}  # (a limit that learned nothing: no round, no 429)
+    wider = ProviderLimit(64, start=32, resume=30)
+    tokens = [wider.try_acquire() for _ in range(30)]
+    for token in tokens:
+        wider.note_success(token or 0, 0.1)
+        wider.release()
+    merged = QuirksMemory.merge([second, memory.findings([other], {"anthropic": wider})])
+    assert merged.limits[key].level == 30 and not merged.limits[key].refused  # none refused: the highest
