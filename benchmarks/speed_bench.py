@@ -162,10 +162,10 @@ class CappedServer(ProviderServer):
         self.capacity = capacity
         self.retry_after = retry_after
 
-    def _decide(self, seen: SeenRequest) -> Reply:
+    def _decide(self, seen: SeenRequest, accept: Callable[[], None] | None = None) -> Reply:
         if self.in_flight > self.capacity:  # (this request is counted in flight already)
             return render_outcome(seen, Fault.rate_limit(retry_after=self.retry_after))
-        return super()._decide(seen)
+        return super()._decide(seen, accept)
 
 
 def base_env(server: ProviderServer) -> dict[str, str]:
