@@ -12,8 +12,9 @@ ceiling, so one round that holds reaches it: a slow start from 16 (16, 32, 64) k
 rounds' calls below the ceiling, about a round of lost calls (300 x 3 at 0.2 s: 16 rounds where 15
 do). A provider that allows fewer pays for it in 429s at its first session's start (the limit halves
 on them: allowing 4 at once, 59 429s where a start at 16 had 31, ``benchmarks/speed_bench.py
---capacity``); a later session starts at the level the first one left (pytest's cache), 15 429s in
-all at 100 x 3, the probes above 4 of the halving's sawtooth (``benchmarks/later_session_bench.py``)."""
+--capacity``); a later session starts at the level the first one left (pytest's cache), 4 429s in
+all at 100 x 3 (``benchmarks/later_session_bench.py``): the probes above 4 of the recovery, which
+stops below the level a 429 came at for a while (:data:`~pytest_aimeasure.judge.limits.PROBE_HOLD_ROUNDS`)."""
 GENERATION_CONCURRENCY = 16
 """A suite target's generation calls in flight, when neither it nor ``--judge-concurrency`` sets them
 (a fixed limit: a generation target has no adaptive one)."""

@@ -43,7 +43,11 @@ knee and stepped back from does not count, nor a start the provider refused befo
 (the report said 32 for a provider that allowed 4). An explicit ``--judge-concurrency N`` starts at N and is
 the ceiling; only 429/529 move it. After the first 429/529 latency no longer moves the limit: it grows
 back by one per round, up to the level it had when the first one came (the ceiling, if that was
-still slow start).
+still slow start), stopping one below the calls in flight the last halving 429/529 came at for
+``PROBE_HOLD_ROUNDS`` (8) rounds before it tries them again, once: a round that holds there lifts
+the stop (the provider allows more now), a 429/529 there halves the limit again and doubles the
+stop (up to ``PROBE_HOLD_MAX_ROUNDS``, 64). Climbing straight back into the 429 cost, against a
+provider that allows 4 calls at once, a 429 and a halving to 2 about every 4 rounds.
 
 A later session starts where an earlier one left the provider (``resume``, from pytest's cache:
 :class:`~pytest_aimeasure.session.backends.QuirksMemory`): at :attr:`ProviderLimit.learned`, the
@@ -66,7 +70,21 @@ from collections.abc import Callable
 
 from pytest_aimeasure.judge.concurrency import ADAPTIVE_CEILING, ADAPTIVE_START, NEAR_KNEE, PAYS_WITHIN
 
-__all__ = ["ADAPTIVE_CEILING", "ADAPTIVE_START", "MAX_COOLDOWN_S", "ProviderLimit", "backoff_s"]
+__all__ = [
+    "ADAPTIVE_CEILING",
+    "ADAPTIVE_START",
+    "MAX_COOLDOWN_S",
+    "PROBE_HOLD_MAX_ROUNDS",
+    "PROBE_HOLD_ROUNDS",
+    "ProviderLimit",
+    "backoff_s",
+]
+
+PROBE_HOLD_ROUNDS = 8
+"""After a 429/529 that came at R calls in flight, the recovery stops below R for this many rounds
+before it tries R again; each 429/529 at the probe doubles it, up to :data:`PROBE_HOLD_MAX_ROUNDS`,
+and a probe round that holds lifts the stop."""
+PROBE_HOLD_MAX_ROUNDS = 64
 
 MAX_COOLDOWN_S = 60.0
 """The longest pause one rate-limit response can impose (the SDKs ignore longer ``retry-after`` too)."""
@@ -128,6 +146,9 @@ class ProviderLimit:
         self._base: float | None = None  # the lowest round mean latency seen
         self._checking_step = False  # the round after a step back: did its latency come down?
         self._knee: int | None = None  # 429/529 recovery grows back to here (None: the ceiling)
+        self._stop: int | None = None  # the calls in flight the last halving 429/529 came at
+        self._hold = PROBE_HOLD_ROUNDS  # rounds the recovery stays below _stop before it probes it
+        self._below_stop = 0  # rounds held just below _stop so far
         self.in_flight = 0
         self.max_in_flight = 0
         self.cooldown_until = float("-inf")
@@ -269,7 +290,7 @@ class ProviderLimit:
         level = self.limit
         if not self._latency_rules:  # given, or after a 429/529: one more per round, to the knee
             self._held = True
-            if level < (self.ceiling if self._knee is None else self._knee):
+            if level < (self.ceiling if self._knee is None else self._knee) and self._may_probe(level):
                 self._grow(level + 1)
             return
         if mean is None or mean <= 0:
@@ -301,6 +322,21 @@ class ProviderLimit:
         if mean > NEAR_KNEE * base:
             self._slow_start = False  # calls begin to queue: no doubling past the knee
         self._grow(min(2 * level if self._slow_start else level + max(1, level // 8), self.ceiling))
+
+    def _may_probe(self, level: int) -> bool:
+        """After a round held at ``level`` in the 429/529 recovery: may the limit grow by one? Not
+        to the level the last halving 429/529 came at, until ``_hold`` rounds held just below it
+        (then once, as a probe); a round that held at or above it lifts the stop (the provider
+        allows more now)."""
+        if self._stop is None:
+            return True
+        if level >= self._stop:
+            self._stop, self._hold = None, PROBE_HOLD_ROUNDS
+            return True
+        if level + 1 < self._stop:
+            return True
+        self._below_stop += 1
+        return self._below_stop >= self._hold
 
     def _grow(self, level: int) -> None:
         if level <= self.limit:
@@ -336,6 +372,9 @@ class ProviderLimit:
             # (this call is still in flight: the engine frees its slot after this)
             refused = max(1, min(self.limit, self.in_flight))
             self._refused = refused if self._refused is None else min(self._refused, refused)
+            if self._stop is not None and refused >= self._stop:
+                self._hold = min(2 * self._hold, PROBE_HOLD_MAX_ROUNDS)  # the probe was refused again
+            self._stop, self._below_stop = refused, 0
             self._set(max(1, self.limit // 2))
             self.lowest_limit = min(self.lowest_limit, self.limit)
             if not self._held:

@@ -12,6 +12,7 @@ from pytest_aimeasure.judge.limits import (
     ADAPTIVE_CEILING,
     ADAPTIVE_START,
     MAX_COOLDOWN_S,
+    PROBE_HOLD_ROUNDS,
     ProviderLimit,
     backoff_s,
 )
@@ -483,3 +484,29 @@ def test_a_session_that_filled_no_round_and_got_no_429_teaches_nothing() -> None
     limit.release()
     limit.note_success(token, 0.2)
     assert limit.learned is None  # the cache keeps the earlier session's level
+
+
+def test_the_recovery_stops_below_the_calls_a_429_came_at_for_a_while_then_probes_them_once() -> None:
+    # A provider that allows 7 at once: the recovery climbed back to 8 every 4 rounds, a 429 and a
+    # halving each time (a later session against a provider that allows 4: 15 429s, 100 x 3 calls).
+    limit = ProviderLimit(64, start=8, clock=FakeClock())
+    refused(limit)  # 8 in flight: refused
+    assert limit.limit == 4 and limit.refused_at == 8
+    for hold in (PROBE_HOLD_ROUNDS, 2 * PROBE_HOLD_ROUNDS):  # a probe refused again: twice as long
+        for _ in range(3):
+            full_round(limit, 0.2)
+        assert limit.limit == 7
+        for _ in range(hold - 1):
+            full_round(limit, 0.2)
+        assert limit.limit == 7  # below the 8 refused: no 429
+        full_round(limit, 0.2)
+        assert limit.limit == 8  # then once at 8, the probe
+        refused(limit)
+        assert limit.limit == 4
+    for _ in range(3 + 4 * PROBE_HOLD_ROUNDS):
+        full_round(limit, 0.2)
+    assert limit.limit == 8
+    full_round(limit, 0.2)  # the provider allows 8 now: the probe held, the recovery goes on
+    assert limit.limit == 9
+    full_round(limit, 0.2)
+    assert limit.limit == 10
