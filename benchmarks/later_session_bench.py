@@ -19,7 +19,10 @@ flight; under ``--capacity N``, / N, what the provider allows), the limit reache
 JSON counted. ``--capacity N`` makes the server refuse a call that arrives while N are in flight
 (speed_bench's ``CappedServer``). ``--workers N`` runs each session under xdist (``-n N``), the
 workload split into N modules (one a worker): each worker has a limit of its own against the one
-server, and the table adds the most calls the server had in flight.
+server, and the table adds the most calls the server had in flight. ``--rise N:M`` makes the
+``--capacity`` provider allow M calls at once from its N-th answer of each session on (a provider
+whose limit rises mid-session: does the limit still climb past the 429s of its start; the span's
+floor stays at ``--capacity``).
 """
 
 from __future__ import annotations
@@ -32,7 +35,9 @@ import sys
 import tempfile
 import textwrap
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from speed_bench import (  # a sibling script: benchmarks/ is sys.path[0] when run
     OWN_ROOTDIR,
@@ -47,9 +52,31 @@ from speed_bench import (  # a sibling script: benchmarks/ is sys.path[0] when r
     timed,
 )
 
-from pytest_aimeasure.testing import ProviderServer
+from pytest_aimeasure.testing import ProviderServer, SeenRequest
+from pytest_aimeasure.testing.protocols import Reply
 
 SESSIONS = ("first", "later")
+
+
+class RisingServer(CappedServer):
+    """A ``CappedServer`` that allows ``to`` calls at once from its ``after``-th answer of a session on."""
+
+    def __init__(self, capacity: int, retry_after: float, after: int, to: int, **kwargs: Any) -> None:
+        super().__init__(capacity, retry_after, **kwargs)
+        self.start_capacity, self.after, self.to = capacity, after, to
+        self.answered = 0
+
+    def reset_stats(self) -> None:
+        super().reset_stats()
+        self.capacity, self.answered = self.start_capacity, 0
+
+    def _decide(self, seen: SeenRequest, accept: Callable[[], None] | None = None) -> Reply:
+        reply = super()._decide(seen, accept)
+        if reply.status < 400:
+            self.answered += 1  # (handler threads: a count off by one moves the rise by one answer)
+            if self.answered >= self.after:
+                self.capacity = self.to
+        return reply
 
 
 def session(
@@ -89,6 +116,7 @@ def main() -> None:
         "--capacity", type=int, default=None, help="the server allows this many calls at once"
     )
     parser.add_argument("--capacity-retry-after", type=float, default=1.0, help="the 429s' retry-after, s")
+    parser.add_argument("--rise", default=None, metavar="N:M", help="allow M at once from the N-th answer on")
     parser.add_argument("--workers", type=int, default=0, help="xdist workers (-n), 0: none")
     parser.add_argument("--dir", type=Path, default=None, help="where the runs' folders go (default: ./)")
     args = parser.parse_args()
@@ -102,6 +130,9 @@ def main() -> None:
     started = time.monotonic()
     if args.capacity is None:
         server = ProviderServer(latency=args.latency)
+    elif args.rise is not None:
+        after, to = (int(part) for part in args.rise.split(":"))
+        server = RisingServer(args.capacity, args.capacity_retry_after, after, to, latency=args.latency)
     else:
         server = CappedServer(args.capacity, args.capacity_retry_after, latency=args.latency)
     try:
@@ -131,7 +162,8 @@ def main() -> None:
     print(
         f"\nlater_session_bench: {os.cpu_count()} cores, load average {load_before[0]:.2f} before, "
         f"{load_after[0]:.2f} after; latency {args.latency:g} s; {args.items} x {args.samples}, "
-        f"{args.rounds} rounds; capacity {args.capacity or 'unlimited'}; workers {args.workers or 'none'}; "
+        f"{args.rounds} rounds; capacity {args.capacity or 'unlimited'}"
+        f"{f' rising to {args.rise}' if args.rise else ''}; workers {args.workers or 'none'}; "
         f"{time.monotonic() - started:.0f} s in all"
     )
     print("\n| tree | route | session | wall, s | span / floor | limit reached | 429s | most in flight |")

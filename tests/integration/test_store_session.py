@@ -531,8 +531,8 @@ def test_spend_of_a_priced_model_equals_litellms_figure(
     usages: list[dict[str, int]] = []
     respond = server._respond
 
-    def recording_respond(seen: SeenRequest) -> Any:
-        reply = respond(seen)
+    def recording_respond(seen: SeenRequest, accept: Any = None) -> Any:
+        reply = respond(seen, accept)
         usages.append(dict(reply.payload["usage"]))  # what the server reported to the client
         return reply
 
