@@ -363,6 +363,11 @@ def read_prices_soon(model: str, provider: str | None = None) -> None:
     loop.call_later(PRICES_AFTER_S, start)
 
 
+def prices_read() -> bool:
+    """Whether the price map was read in this process (asking a price before costs the read)."""
+    return _price_map.loaded
+
+
 def supports_prompt_caching(model: str, provider: str | None = None) -> bool:
     """Whether to mark ``model``'s prompt for caching: False only when the price map says the model
     does not support it (an unknown model is asked to cache; the API ignores what it cannot use)."""

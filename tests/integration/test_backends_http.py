@@ -7,10 +7,12 @@ import asyncio
 import contextlib
 import itertools
 import json
+import re
 import subprocess
 import sys
 import threading
 from collections.abc import Callable, Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -528,11 +530,172 @@ def test_concurrent_calls_overlap(kind: str) -> None:
 
         replies = judge_together(backend, n)
         assert len(replies) == n and all(r.tool_input is not None for r in replies)
-        # The model's first call goes alone (its answer tells what the model refuses); the others
+        # The model's first call goes alone (its status tells what the model refuses); the others
         # were all in flight at once after it.
         assert server.max_in_flight == n - 1
         first, *others = sorted(server.requests, key=lambda seen: seen.started)
-        assert all(first.finished <= seen.started for seen in others)
+        assert first.streamed and all(first.accepted <= seen.started for seen in others)
+
+
+class HeldFirstStream(ProviderServer):
+    """A provider that holds a streamed reply's events (its 200 went out) until ``n`` requests have
+    arrived, at most 10 s: a stream that the others' arrival, not a latency, ends."""
+
+    def __init__(self, n: int) -> None:
+        super().__init__()
+        self.n = n
+        self.arrived = threading.Condition()
+
+    def _record(self, seen: SeenRequest) -> None:
+        super()._record(seen)
+        with self.arrived:
+            self.arrived.notify_all()
+
+    def _respond(self, seen: SeenRequest, accept: Callable[[], None] | None = None) -> Any:
+        reply = super()._respond(seen, accept)
+        if seen.accepted:
+            with self.arrived:
+                self.arrived.wait_for(lambda: len(self.requests) >= self.n, timeout=10)
+        return reply
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_the_model_s_first_call_streams_and_the_calls_sent_with_it_go_at_its_status(
+    kind: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The first call's events are held until the others reach the server, and they could not go on
+    # the wait's timeout (a minute): they went when its 200 came. Unstreamed, they waited for its
+    # answer (or FIRST_CALL_WAIT_S): the held stream never ended before they came, the hold timed out.
+    monkeypatch.setattr(base, "FIRST_CALL_WAIT_S", 60.0)
+    n = 4
+    with HeldFirstStream(n) as server:
+        server.script(5, 4, 4, 4)
+        backend = make_backend(kind, server)
+
+        replies = judge_together(backend, n)
+        assert sorted(r.tool_input["score"] for r in replies if r.tool_input is not None) == [4, 4, 4, 5]
+        first, *others = sorted(server.requests, key=lambda seen: seen.started)
+        assert first.streamed and first.body["stream"] is True
+        assert all(first.accepted <= seen.started < first.finished for seen in others)
+        # Every other call is sent as before: one JSON reply each.
+        assert not any(seen.streamed or "stream" in seen.body for seen in others)
+        if kind == "litellm":
+            assert first.body["stream_options"] == {"include_usage": True}
+
+
+def streamed_and_plain(kind: str, server: ProviderServer, outcome: Any) -> tuple[JudgeReply, JudgeReply]:
+    """The same outcome through a model's first call (streamed) and through a call of a backend that
+    knows the model already (unstreamed)."""
+    server.script(outcome, outcome)
+    streamed = judge(make_backend(kind, server))
+    known = make_backend(kind, server)
+    known.quirks.remember({})  # an earlier session's answers: no first call to stream
+    plain = judge(known)
+    first, second = server.requests
+    assert (first.streamed, second.streamed) == (True, False)
+    return streamed, plain
+
+
+@pytest.mark.parametrize(
+    "outcome",
+    [
+        5,
+        Fault.text_only(),
+        Fault.invalid_json(),
+        Fault.malformed_tool_input(),
+        Fault.bad_usage({"output_tokens": -3}),
+        {"dimension": "tone", "score": 2, "rationale": "é ü 漢字 \u2028 " * 20},
+    ],
+)
+@pytest.mark.parametrize("kind", KINDS)
+def test_a_streamed_first_call_s_reply_equals_an_unstreamed_one(
+    kind: str, server: ProviderServer, outcome: Any
+) -> None:
+    streamed, plain = streamed_and_plain(kind, server, outcome)
+    assert streamed.latency_s > 0
+
+    def same(reply: JudgeReply) -> JudgeReply:  # but for its latency and its tool call's id
+        return replace(reply, latency_s=0.0, raw=re.sub(r"toolu_[0-9a-f]+", "toolu_", reply.raw))
+
+    assert same(streamed) == same(plain)
+
+
+def test_a_streamed_first_call_reads_the_prompt_cache_s_usage(server: ProviderServer) -> None:
+    server.prompt_cache.min_tokens = 1
+    request = judge_request(prefix_chars=10)
+    server.script(5, 5, 5)
+    streamed = run(make_backend("anthropic", server), lambda b: b.judge(request))
+    known = make_backend("anthropic", server)
+    known.quirks.remember({})
+    plain = run(known, lambda b: b.judge(request))
+    again = make_backend("anthropic", server)
+    again.quirks.remember({})
+    read = run(again, lambda b: b.judge(request))
+    assert streamed.usage.cache_creation_input_tokens > 0
+    assert plain.usage.cache_read_input_tokens > 0 and read.usage == plain.usage
+    total = streamed.usage.input_tokens + streamed.usage.cache_creation_input_tokens
+    assert total == plain.usage.input_tokens + plain.usage.cache_read_input_tokens
+    assert server.requests[0].streamed
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_a_400_on_the_streamed_first_call_teaches_the_quirk(kind: str, server: ProviderServer) -> None:
+    server.reject_temperature_models.add(model_name(kind))
+    backend = make_backend(kind, server)
+    replies = judge_together(backend, 3)
+    assert all(r.temperature_sent is None and r.tool_input is not None for r in replies)
+    lessons = [lesson for r in replies for lesson in r.learned]
+    assert len(lessons) == 1 and "rejects temperature" in lessons[0]
+    # The refusal came before any stream; the first call went again, streamed, without temperature;
+    # the others after its status, unstreamed.
+    assert [(seen.streamed, seen.temperature, seen.status) for seen in server.requests] == [
+        (True, 0.0, 400),
+        (True, None, 200),
+        (False, None, 200),
+        (False, None, 200),
+    ]
+    assert server.requests[0].accepted == 0.0
+
+
+@pytest.mark.parametrize(
+    ("fault", "status"),
+    [(Fault.rate_limit(retry_after=3), 429), (Fault.stream_error(529, "Overloaded"), 529)],
+)
+@pytest.mark.parametrize("kind", KINDS)
+def test_a_rate_limit_before_or_inside_the_first_call_s_stream_is_a_rate_limit(
+    kind: str, server: ProviderServer, fault: Fault, status: int
+) -> None:
+    server.script(fault)
+    backend = make_backend(kind, server, max_retries=0)
+    error = judge_error(backend)
+    assert isinstance(error, base.RateLimited) and error.status == status and error.retryable
+    assert error.retry_after == (3.0 if status == 429 else None)
+    if status == 529 and kind == "anthropic":
+        assert "overloaded_error" in str(error)
+    (seen,) = server.requests
+    assert seen.streamed and (seen.accepted > 0) == (status == 529)
+    # It ended the first call (the others go), and taught nothing a later session may remember.
+    assert backend.quirks.first_call_over and backend.quirks.learned() is None
+
+
+@pytest.mark.parametrize("fault", [Fault.stream_error(500, "boom"), Fault.stream_cut()])
+@pytest.mark.parametrize("kind", KINDS)
+def test_a_first_call_s_stream_that_fails_midway_is_retried_as_a_transport_failure(
+    kind: str, server: ProviderServer, fault: Fault
+) -> None:
+    # The engine retries it (--judge-retries), as a reset or a 500 unstreamed.
+    server.script(fault)
+    error = judge_error(make_backend(kind, server, max_retries=0))
+    assert error.retryable and error.unreachable is None
+    assert not str(error).endswith(": ")  # says what failed (httpx's errors for a cut have no text)
+    (seen,) = server.requests
+    assert seen.streamed and seen.accepted > 0
+    if fault.kind == "stream_error":  # and an error status is retried by the backend's own retries
+        assert isinstance(error, base.ProviderRejection) and error.status == 500
+        server.script(fault, 3)
+        reply = judge(make_backend(kind, server, max_retries=1))
+        assert reply.tool_input is not None and reply.tool_input["score"] == 3
+        assert [seen.streamed for seen in server.requests] == [True, True, True]
 
 
 @pytest.mark.parametrize("kind", KINDS)

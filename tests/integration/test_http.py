@@ -289,7 +289,7 @@ def check_gated_session(
 
 @pytest.mark.parametrize(
     ("model", "concurrency", "expected_in_flight"),
-    [(ANTHROPIC, None, 4), (ANTHROPIC, 2, 2), (LITELLM, None, 4)],
+    [(ANTHROPIC, None, 5), (ANTHROPIC, 2, 2), (LITELLM, None, 5)],
     ids=["anthropic", "anthropic-concurrency-2", "litellm"],
 )
 def test_samples_of_one_item_run_concurrently(
@@ -310,15 +310,15 @@ def test_samples_of_one_item_run_concurrently(
     seen = server.requests
     assert server.judge_calls == len(seen) == samples
     assert server.max_in_flight == expected_in_flight
-    # The model's first call goes alone: its answer tells what the model refuses, learned once
-    # (issue 22.6). The other samples follow it together.
+    # The model's first call goes alone, streamed: its status tells what the model refuses, learned
+    # once (issue 22.6). The other samples follow it together, once its 200 came.
     first, *rest = sorted(seen, key=lambda s: s.started)
-    assert all(first.finished <= s.started for s in rest)
-    if expected_in_flight == samples - 1:
-        # Every later request started before any of them had finished: all N-1 in flight together.
-        assert max(s.started for s in rest) < min(s.finished for s in rest)
+    assert first.streamed and all(first.accepted <= s.started for s in rest)
+    if expected_in_flight == samples:
+        # Every later request started before any of them had finished: all N in flight together.
+        assert max(s.started for s in rest) < min(s.finished for s in seen)
     else:
-        # Capped at 2 in flight: the first alone, then at least ceil(4 / 2) = 2 waves of one latency.
+        # Capped at 2 in flight: at least ceil(5 / 2) = 3 waves of one latency.
         assert max(s.finished for s in seen) - first.started >= 3 * latency * 0.9
 
 

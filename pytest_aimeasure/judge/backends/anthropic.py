@@ -38,6 +38,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+from collections.abc import Callable
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
@@ -64,8 +65,9 @@ from pytest_aimeasure.judge.backends.base import (
     rejects_temperature,
     retry_after_of,
 )
-from pytest_aimeasure.judge.backends.http import HttpStatusError, JsonApi, View
+from pytest_aimeasure.judge.backends.http import HttpStatusError, JsonApi, Streamed, View
 from pytest_aimeasure.judge.backends.secrets import remember
+from pytest_aimeasure.judge.backends.streams import AnthropicStream
 
 if TYPE_CHECKING:
     from pytest_aimeasure.judge.batch import Batcher, BatchJournal
@@ -147,13 +149,15 @@ class AnthropicBackend(LearnsQuirks):
     def caches_prompt(self) -> bool:
         """Whether judge calls mark their fixed prefix for prompt caching now."""
         if self.prompt_caching is None:
-            if not self.quirks.first_call_over:
+            quirks = self.quirks
+            if not quirks.first_call_over or (not quirks.answered and not _prices_read()):
                 # The session's first calls mark their prefix without asking the price map: reading
                 # it (tens of ms of CPU, a 3 MB file with litellm) came before the session's first
-                # request. A marker the model cannot use is ignored by the API, and one it refuses
-                # is a 400 learned as a quirk; the calls after the first answer ask the map (read
-                # by then for the first reply's cost).
-                return self.quirks.caches_prompt
+                # request, and the calls its streamed 200 let go would wait on the loop for it. A
+                # marker the model cannot use is ignored by the API, and one it refuses is a 400
+                # learned as a quirk; the calls after the first answer ask the map (read by then,
+                # in the background, for that reply's cost).
+                return quirks.caches_prompt
             from pytest_aimeasure.store.cost import supports_prompt_caching
 
             # Decided once: reading the price map is not free, and a fully cached rerun builds
@@ -255,6 +259,7 @@ class AnthropicBackend(LearnsQuirks):
         timeout: float | None,
         *,
         sample: str | None = None,
+        stream: Streamed | None = None,
     ) -> Any:
         if self.batch is not None and sample is not None:
             self._client_now()
@@ -264,7 +269,7 @@ class AnthropicBackend(LearnsQuirks):
 
         api = self._api_now()
         try:
-            return await api.post("/v1/messages", {**kwargs, **params}, timeout)
+            return await api.post("/v1/messages", {**kwargs, **params}, timeout, stream=stream)
         except httpx.TimeoutException as exc:
             limit = timeout if timeout is not None else self.timeout
             after = f"{limit:g}s" if limit is not None else "the default timeout (600s)"
@@ -279,7 +284,8 @@ class AnthropicBackend(LearnsQuirks):
             base = self.base_url_in_use
             unreachable = base if is_connection_failure(exc) else None
             raise BackendError(
-                f"could not reach the Anthropic API at {base} for {self.model}: {exc or type(exc).__name__}",
+                f"could not reach the Anthropic API at {base} for {self.model}: "
+                f"{str(exc) or type(exc).__name__}",
                 retryable=True,
                 unreachable=unreachable,
             ) from exc
@@ -299,7 +305,9 @@ class AnthropicBackend(LearnsQuirks):
         """One forced tool call; the reply is parsed but not validated."""
         tool = request.tool
 
-        async def call(temperature: float | None, forced: bool, system: str) -> Any:
+        async def call(
+            temperature: float | None, forced: bool, system: str, accepted: Callable[[], None] | None
+        ) -> Any:
             # Read at each attempt: a model that rejected the markers is called again without them.
             caching = self.caches_prompt
             kwargs: dict[str, Any] = {
@@ -315,7 +323,12 @@ class AnthropicBackend(LearnsQuirks):
                 )
             params = {"temperature": temperature} if temperature is not None else {}
             sample = f"{request.context.get('index', 0)}" if self.batch is not None else None
-            return await self._create(kwargs, params, request.timeout, sample=sample)
+            streamed = None
+            if accepted is not None and self.batch is None:
+                # The model's first call: streamed, so its status lets the calls waiting for it go.
+                kwargs["stream"] = True
+                streamed = Streamed(AnthropicStream, accepted)
+            return await self._create(kwargs, params, request.timeout, sample=sample, stream=streamed)
 
         attempt = await call_judge(
             self.quirks, request, call, who="anthropic API", model=self.model, batched=self.batch is not None
@@ -385,6 +398,13 @@ class AnthropicBackend(LearnsQuirks):
             model=str(getattr(response, "model", "") or model),
             latency_s=latency,
         )
+
+
+def _prices_read() -> bool:
+    # Imported only once the first call is over: the module is not on the first request's path.
+    from pytest_aimeasure.store.cost import prices_read
+
+    return prices_read()
 
 
 CACHE_MARK: dict[str, str] = {"type": "ephemeral"}

@@ -395,12 +395,13 @@ LESSONS = {
 
 
 FIRST_CALL_WAIT_S = 1.0
-"""The longest the calls sent with a model's first call wait for its answer. A provider checks a
-request's parameters before it generates anything, so a refusal (the 400 that teaches a quirk) comes
-back within a round trip or two (a new connection's included); a first call still out after this long
-is being answered. Waiting for its answer would add a whole judge latency (seconds) to every
-session's first calls; a refusal slower than this costs one more 400 per call that went, each retried
-at once without what was refused."""
+"""The longest the calls sent with a model's first call wait for it. A provider checks a request's
+parameters before it generates anything, so a refusal (the 400 that teaches a quirk) comes back
+within a round trip or two (a new connection's included); a first call still out after this long is
+being answered. On the native routes the first call is streamed, and its 200 (which comes with the
+stream's first bytes) lets the others go at once; on the others, waiting for its answer would add a
+whole judge latency (seconds) to every session's first calls. A refusal slower than this costs one
+more 400 per call that went, each retried at once without what was refused."""
 
 
 @dataclass
@@ -408,9 +409,12 @@ class Quirks:
     """What a backend learned from a model's 400s, kept for its lifetime so later calls don't pay for
     the same rejection again.
 
-    Until the model's first judge call has ended, the quirks are unknown: that call goes out alone
-    and the calls sent with it wait for it (:meth:`first_call`), so a model that refuses a forced tool
-    costs one 400 a session, not one per call in flight. The wait is one call, once, and at most
+    Until the model's first judge call was accepted or has ended, the quirks are unknown: that call
+    goes out alone and the calls sent with it wait for it (:meth:`first_call`), so a model that
+    refuses a forced tool costs one 400 a session, not one per call in flight. On the native routes
+    the first call is streamed, and its 200 says the provider accepted its parameters (it checks them
+    before it generates): :meth:`first_call_done` is called then, and the others go a round trip
+    after the first left, not a generation after. The wait is one call, once, and at most
     :data:`FIRST_CALL_WAIT_S`: whatever ended the first call (an answer, or a timeout or 429 that
     teaches nothing), the others go then, so a slow or failing provider is never called one call at
     a time; and a first call still out after the wait was accepted (a provider refuses a parameter
@@ -439,8 +443,8 @@ class Quirks:
 
     @property
     def first_call_over(self) -> bool:
-        """Whether this backend's first judge call has ended (not only remembered: an earlier
-        session's knowledge skips the first call's wait, not what comes after that call)."""
+        """Whether this backend's first judge call was accepted or has ended (not only remembered:
+        an earlier session's knowledge skips the first call's wait, not what comes after that call)."""
         return self._known
 
     def remember(self, switches: Mapping[str, bool]) -> None:
@@ -451,6 +455,11 @@ class Quirks:
                 if switch in switches and not switches[switch]:
                     setattr(self, switch, False)
             self._remembered = True
+
+    @property
+    def answered(self) -> bool:
+        """Whether a judge call got an answer (:meth:`note_answer`)."""
+        return self._answered
 
     def note_answer(self) -> None:
         """A judge call got an answer: the switches as they stand are what the model takes."""
@@ -502,7 +511,8 @@ class Quirks:
             await asyncio.wait([asyncio.wrap_future(first)], timeout=left)
 
     def first_call_done(self) -> None:
-        """The first call ended: the calls waiting for it go."""
+        """The first call was accepted (its streamed reply's 200) or ended: the calls waiting for it
+        go. Called again when it ends, it does nothing more."""
         with self._lock:
             first, self._first = self._first, None
             self._known = True
@@ -540,7 +550,7 @@ class JudgeAttempt:
 async def call_judge(
     quirks: Quirks,
     request: JudgeRequest,
-    call: Callable[[float | None, bool, str], Awaitable[Any]],
+    call: Callable[[float | None, bool, str, Callable[[], None] | None], Awaitable[Any]],
     *,
     who: str,
     model: str,
@@ -548,19 +558,25 @@ async def call_judge(
 ) -> JudgeAttempt:
     """Make one judge call through the fallback path shared by the HTTP backends.
 
-    ``call(temperature, forced, system)`` makes the SDK call: ``temperature`` is None when none is to
-    be sent; when ``forced`` is False the tool choice is "auto" and ``system`` already carries the
-    instruction to call the tool. A 400 that rejects the temperature turns it off, one that rejects
-    forced tool use turns that off, one that rejects prompt-cache markers turns caching off (a backend
-    that marks its prompt reads ``quirks.caches_prompt``; all remembered in ``quirks``); at most four
-    attempts. Until the model's first answer the calls wait for it (:meth:`Quirks.first_call`, at most
-    :data:`FIRST_CALL_WAIT_S`), except
-    in batch mode (``batched``), where an answer takes a whole batch: waiting would make the first
-    batch a batch of one.
+    ``call(temperature, forced, system, accepted)`` makes the SDK call: ``temperature`` is None when
+    none is to be sent; when ``forced`` is False the tool choice is "auto" and ``system`` already
+    carries the instruction to call the tool. A 400 that rejects the temperature turns it off, one
+    that rejects forced tool use turns that off, one that rejects prompt-cache markers turns caching
+    off (a backend that marks its prompt reads ``quirks.caches_prompt``; all remembered in
+    ``quirks``); at most four attempts.
+
+    Until the model's first call is accepted or over, the calls sent with it wait
+    (:meth:`Quirks.first_call`, at most :data:`FIRST_CALL_WAIT_S`), except in batch mode
+    (``batched``), where an answer takes a whole batch: waiting would make the first batch a batch of
+    one. ``accepted`` is given to that first call only: a backend that can stream it (the native
+    routes) does, and calls ``accepted()`` as soon as the reply's status says the provider took the
+    request (a provider checks the parameters before it generates), so the waiting calls go a round
+    trip after it left, not a generation; a backend that cannot ignores it, and they go when it ends.
     ``who`` and ``model`` name the API and model in the error raised when the model keeps rejecting;
     the reply's ``learned`` says what this call turned off, once a backend.
     """
     first = not batched and await quirks.first_call()
+    accepted = quirks.first_call_done if first else None
     learned: list[str] = []
     try:
         for _ in range(4):
@@ -573,7 +589,7 @@ async def call_judge(
             temperature = request.temperature if send_temperature else None
             started = time.perf_counter()
             try:
-                response = await call(temperature, forced, system)
+                response = await call(temperature, forced, system, accepted)
             except BackendError as error:
                 if send_temperature and is_rejection(error, rejects_temperature):
                     switch = "sends_temperature"

@@ -37,11 +37,13 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from pytest_aimeasure.judge.backends.base import built_from_environ, parse_retry_after
+from pytest_aimeasure.judge.backends.streams import StreamCut, StreamFailed, StreamReader
 
 __all__ = [
     "DEFAULT_TIMEOUT_S",
     "HttpStatusError",
     "JsonApi",
+    "Streamed",
     "View",
     "import_aiohttp",
     "import_httpx",
@@ -174,6 +176,18 @@ class HttpStatusError(Exception):
         self.response = response
 
 
+class Streamed:
+    """How to stream one call (:meth:`JsonApi.post`): ``reader()`` makes a fresh reader of the
+    stream for each attempt, and ``accepted()`` is called as soon as a reply's status says the
+    provider accepted the request (a 2xx), before its body is read."""
+
+    __slots__ = ("accepted", "reader")
+
+    def __init__(self, reader: Callable[[], StreamReader], accepted: Callable[[], None]) -> None:
+        self.reader = reader
+        self.accepted = accepted
+
+
 class JsonApi:
     """POSTs JSON to one provider's base URL with fixed headers, through :data:`POOL_SHARDS` httpx
     clients per event loop (a connection pool belongs to the loop that opened it)."""
@@ -266,9 +280,23 @@ class JsonApi:
             self._direct = [_direct_route(client, self.base_url) for client in self._clients]
         return min(range(POOL_SHARDS), key=self._busy.__getitem__)
 
-    async def post(self, path: str, body: Mapping[str, Any], timeout: float | None = None) -> View:
+    async def post(
+        self,
+        path: str,
+        body: Mapping[str, Any],
+        timeout: float | None = None,
+        *,
+        stream: Streamed | None = None,
+    ) -> View:
         """The decoded reply of ``POST base_url + path``; raises :class:`HttpStatusError` on an error
-        status, httpx's ``TimeoutException`` / ``TransportError`` when no reply came."""
+        status, httpx's ``TimeoutException`` / ``TransportError`` when no reply came.
+
+        With ``stream`` (the body asks for one: ``"stream": true``), the reply's status is acted on
+        when it arrives (``stream.accepted()``), then its events are read into the reply an
+        unstreamed call gets (``stream.reader()``): an error event inside the stream raises
+        :class:`HttpStatusError` with the status that error has unstreamed, a stream that ends
+        unfinished httpx's ``RemoteProtocolError``. A reply that is JSON (a server that does not
+        stream) is read as it is."""
         import httpx
 
         limit = timeout if timeout is not None else self.timeout
@@ -282,13 +310,19 @@ class JsonApi:
             shard, busy = (0, [0]) if session is not None else (self._least_busy(), self._busy)
             busy[shard] += 1
             try:
-                if session is not None:
+                if stream is not None:
+                    response = await self._stream(session, shard, path, content, seconds, stream)
+                elif session is not None:
                     response = await self._send_aiohttp(session, path, content, seconds)
                 else:
                     response = await self._send(shard, path, content, seconds)
             except httpx.TimeoutException:
                 if attempt >= self.max_retries:
                     raise
+            except StreamFailed as failed:
+                error = HttpStatusError(failed.status, failed.message, failed.kind, None)
+                if attempt >= self.max_retries or failed.status not in _RETRIED:
+                    raise error from failed
             else:
                 if response.status_code < 400:
                     return _decoded(response)
@@ -302,6 +336,99 @@ class JsonApi:
                 wait = min(8.0, 0.5 * 2 ** (attempt - 1)) * random.uniform(0.75, 1.0)
             await asyncio.sleep(wait)
 
+    async def _stream(
+        self, session: Any, shard: int, path: str, content: bytes, seconds: float, stream: Streamed
+    ) -> Any:
+        """One streamed POST through aiohttp or the httpx shard's client: the reply's status acted on
+        when it arrives, then its events read (:meth:`post`). Returns what :meth:`_send` does (the
+        reply, a 2xx one decoded), raises what it raises; a stream cut short or unreadable is httpx's
+        ``RemoteProtocolError``."""
+        import httpx
+
+        url = self.base_url + path
+        reader = stream.reader()
+        try:
+            if session is not None:
+                return await self._stream_aiohttp(session, url, content, seconds, stream, reader)
+            return await self._stream_httpx(shard, url, content, seconds, stream, reader)
+        except (StreamCut, ValueError) as exc:  # ValueError: an event that is not JSON (or UTF-8)
+            raise httpx.RemoteProtocolError(str(exc), request=httpx.Request("POST", url)) from exc
+
+    async def _stream_aiohttp(
+        self, session: Any, url: str, content: bytes, seconds: float, stream: Streamed, reader: StreamReader
+    ) -> Any:
+        import aiohttp
+        import httpx
+
+        try:
+            async with session.post(url, data=content, timeout=self._aiohttp_timeout(seconds)) as reply:
+                status = reply.status
+                if status < 400:
+                    stream.accepted()
+                    if "json" in reply.headers.get("content-type", ""):
+                        return _Body(status, await reply.read())
+                    async for data in reply.content.iter_any():
+                        reader.feed(data)
+                    return _Parsed(status, reader.result())
+                body = await reply.read()
+                headers = [
+                    (name, value)
+                    for name, value in reply.headers.items()
+                    if name.lower() not in ("content-encoding", "content-length", "transfer-encoding")
+                ]
+        except aiohttp.ClientConnectorError as exc:
+            raise httpx.ConnectError(str(exc), request=httpx.Request("POST", url)) from exc
+        except (asyncio.TimeoutError, aiohttp.ServerTimeoutError) as exc:
+            kind = httpx.ConnectTimeout if _connecting(aiohttp, exc) else httpx.ReadTimeout
+            raise kind(str(exc) or "timed out", request=httpx.Request("POST", url)) from exc
+        except (aiohttp.ServerDisconnectedError, aiohttp.ClientPayloadError) as exc:
+            raise httpx.RemoteProtocolError(str(exc), request=httpx.Request("POST", url)) from exc
+        except (aiohttp.ClientError, OSError) as exc:
+            raise httpx.ReadError(str(exc) or type(exc).__name__, request=httpx.Request("POST", url)) from exc
+        return httpx.Response(status, headers=headers, content=body, request=httpx.Request("POST", url))
+
+    async def _stream_httpx(
+        self, shard: int, url: str, content: bytes, seconds: float, stream: Streamed, reader: StreamReader
+    ) -> Any:
+        import httpx
+
+        client = self._clients[shard]
+        extensions = {"trace": self._trace} if self._after_first_request is not None else None
+        request = client.build_request(
+            "POST",
+            url,
+            content=content,
+            headers={"content-type": "application/json"},
+            timeout=httpx.Timeout(seconds, connect=min(5.0, seconds)),
+            extensions=extensions,
+        )
+        response = await client.send(request, stream=True)
+        try:
+            if response.status_code >= 400:
+                await response.aread()
+                return response
+            stream.accepted()
+            if "json" in response.headers.get("content-type", ""):
+                await response.aread()
+                return _Body(response.status_code, response.content)
+            async for data in response.aiter_bytes():
+                reader.feed(data)
+            return _Parsed(response.status_code, reader.result())
+        finally:
+            await response.aclose()
+
+    def _aiohttp_timeout(self, seconds: float) -> Any:
+        """aiohttp's timeouts for a call's limit: httpx's (connecting within 5 s, each read within
+        the limit), built once per limit."""
+        import aiohttp
+
+        timeout = self._session_timeouts.get(seconds)
+        if timeout is None:
+            timeout = self._session_timeouts[seconds] = aiohttp.ClientTimeout(
+                total=None, connect=seconds, sock_connect=min(5.0, seconds), sock_read=seconds
+            )
+        return timeout
+
     async def _send_aiohttp(self, session: Any, path: str, content: bytes, seconds: float) -> Any:
         """One POST through aiohttp, read whole (a gzip body decoded); its failures raised as the
         httpx exceptions the httpx path raises, chained to aiohttp's (a connection that could not
@@ -311,12 +438,7 @@ class JsonApi:
         import aiohttp
         import httpx
 
-        timeout = self._session_timeouts.get(seconds)
-        if timeout is None:
-            # httpx's limits: connecting within 5 s, each read within the call's limit.
-            timeout = self._session_timeouts[seconds] = aiohttp.ClientTimeout(
-                total=None, connect=seconds, sock_connect=min(5.0, seconds), sock_read=seconds
-            )
+        timeout = self._aiohttp_timeout(seconds)
         url = self.base_url + path
         try:
             async with session.post(url, data=content, timeout=timeout) as reply:
@@ -595,6 +717,24 @@ class _Body:
     @property
     def text(self) -> str:
         return self.content.decode("utf-8", errors="replace")
+
+
+class _Parsed:
+    """A streamed reply read back (:mod:`~pytest_aimeasure.judge.backends.streams`): what
+    :func:`_decoded` reads of a response."""
+
+    __slots__ = ("data", "status_code")
+
+    def __init__(self, status_code: int, data: dict[str, Any]) -> None:
+        self.status_code = status_code
+        self.data = data
+
+    def json(self) -> Any:
+        return self.data
+
+    @property
+    def text(self) -> str:
+        return json.dumps(self.data)
 
 
 def _decoded(response: Any) -> View:

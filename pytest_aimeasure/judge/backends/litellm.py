@@ -43,6 +43,7 @@ import importlib.util
 import json
 import os
 import re
+from collections.abc import Callable
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
@@ -64,8 +65,9 @@ from pytest_aimeasure.judge.backends.base import (
     request_origin,
     retry_after_of,
 )
-from pytest_aimeasure.judge.backends.http import HttpStatusError, JsonApi
+from pytest_aimeasure.judge.backends.http import HttpStatusError, JsonApi, Streamed
 from pytest_aimeasure.judge.backends.secrets import remember
+from pytest_aimeasure.judge.backends.streams import ChatStream
 
 if TYPE_CHECKING:
     from pytest_aimeasure.judge.batch import Batcher, BatchJournal
@@ -307,17 +309,25 @@ class LitellmBackend(LearnsQuirks):
         except Exception as exc:  # litellm raises its own, openai's and httpx's exceptions
             raise self._error(exc, litellm, limit) from exc
 
-    async def _post(self, kwargs: dict[str, Any], timeout: float | None) -> Any:
-        """One Chat Completions call of a native route."""
+    async def _post(
+        self, kwargs: dict[str, Any], timeout: float | None, *, stream: Callable[[], None] | None = None
+    ) -> Any:
+        """One Chat Completions call of a native route; with ``stream``, streamed (with its usage),
+        ``stream()`` called once the reply's status says the provider took it."""
         import httpx
 
         body = {"model": self.model.partition("/")[2], **kwargs}
         if self._reasoning and "max_tokens" in body:
             body["max_completion_tokens"] = body.pop("max_tokens")
+        streamed = None
+        if stream is not None:
+            body["stream"] = True
+            body["stream_options"] = {"include_usage": True}
+            streamed = Streamed(ChatStream, stream)
         api = self._api_now()
         limit = timeout if timeout is not None else self.timeout
         try:
-            return await api.post("/chat/completions", body, timeout)
+            return await api.post("/chat/completions", body, timeout, stream=streamed)
         except httpx.TimeoutException as exc:
             raise self._timed_out(limit) from exc
         except HttpStatusError as exc:
@@ -332,7 +342,7 @@ class LitellmBackend(LearnsQuirks):
             unreachable = api.base_url if is_connection_failure(exc) else None
             raise BackendError(
                 f"could not reach {self.prefix} at {api.base_url} for {self.model}: "
-                f"{exc or type(exc).__name__}",
+                f"{str(exc) or type(exc).__name__}",
                 retryable=True,
                 unreachable=unreachable,
             ) from exc
@@ -383,7 +393,9 @@ class LitellmBackend(LearnsQuirks):
         ]
         turns = [{"role": m.role, "content": m.content} for m in request.messages]
 
-        async def call(temperature: float | None, forced: bool, system: str) -> Any:
+        async def call(
+            temperature: float | None, forced: bool, system: str, accepted: Callable[[], None] | None
+        ) -> Any:
             kwargs: dict[str, Any] = {
                 "messages": ([{"role": "system", "content": system}] if system else []) + turns,
                 "tools": tools,
@@ -393,6 +405,9 @@ class LitellmBackend(LearnsQuirks):
             if temperature is not None:
                 kwargs["temperature"] = temperature
             sample = f"{request.context.get('index', 0)}" if self.batch is not None else None
+            if accepted is not None and self.native and self.batch is None:
+                # The model's first call: streamed, so its status lets the calls waiting for it go.
+                return await self._post(kwargs, request.timeout, stream=accepted)
             return await self._complete(kwargs, request.timeout, sample=sample)
 
         attempt = await call_judge(
