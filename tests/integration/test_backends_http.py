@@ -657,6 +657,25 @@ def test_a_400_on_the_streamed_first_call_teaches_the_quirk(kind: str, server: P
     assert server.requests[0].accepted == 0.0
 
 
+@pytest.mark.parametrize("kind", KINDS)
+def test_a_server_that_refuses_to_stream_gets_the_first_call_again_unstreamed(
+    kind: str, server: ProviderServer
+) -> None:
+    # An OpenAI-compatible server that does not take stream_options (or stream) answers the
+    # streamed first call with a 400: that call goes again unstreamed, and the judge works as
+    # before streaming (not a judge error for a server that answers every other call).
+    server.script(Fault.reject(400, "stream_options: Extra inputs are not permitted"), 5, 4, 4)
+    replies = judge_together(make_backend(kind, server), 3)
+    assert sorted(r.tool_input["score"] for r in replies if r.tool_input is not None) == [4, 4, 5]
+    assert not any(r.learned for r in replies)
+    assert [(seen.streamed, seen.status) for seen in server.requests] == [
+        (True, 400),
+        (False, 200),
+        (False, 200),
+        (False, 200),
+    ]
+
+
 @pytest.mark.parametrize(
     ("fault", "status"),
     [(Fault.rate_limit(retry_after=3), 429), (Fault.stream_error(529, "Overloaded"), 529)],

@@ -17,6 +17,7 @@ import concurrent.futures
 import datetime
 import email.utils
 import math
+import re
 import socket
 import threading
 import time
@@ -269,6 +270,11 @@ def rejects_forced_tool(message: str) -> bool:
     about_tool_choice = "tool_choice" in text or "tool choice" in text or "tool use" in text
     refusal = any(word in text for word in ("forc", "not supported", "unsupported", "only", "auto"))
     return about_tool_choice and refusal
+
+
+def rejects_stream(message: str) -> bool:
+    """Whether a 400 error message says the server does not take ``stream`` (or ``stream_options``)."""
+    return re.search(r"\bstream", message.lower()) is not None
 
 
 def rejects_cache_control(message: str) -> bool:
@@ -563,7 +569,7 @@ async def call_judge(
     carries the instruction to call the tool. A 400 that rejects the temperature turns it off, one
     that rejects forced tool use turns that off, one that rejects prompt-cache markers turns caching
     off (a backend that marks its prompt reads ``quirks.caches_prompt``; all remembered in
-    ``quirks``); at most four attempts.
+    ``quirks``); at most five attempts.
 
     Until the model's first call is accepted or over, the calls sent with it wait
     (:meth:`Quirks.first_call`, at most :data:`FIRST_CALL_WAIT_S`), except in batch mode
@@ -579,7 +585,7 @@ async def call_judge(
     accepted = quirks.first_call_done if first else None
     learned: list[str] = []
     try:
-        for _ in range(4):
+        for _ in range(5):
             send_temperature = request.temperature is not None and quirks.sends_temperature
             forced = quirks.forces_tool
             system = request.system
@@ -591,6 +597,12 @@ async def call_judge(
             try:
                 response = await call(temperature, forced, system, accepted)
             except BackendError as error:
+                if accepted is not None and is_rejection(error, rejects_stream):
+                    # A server that takes the API but not its streaming (an OpenAI-compatible one
+                    # refusing stream_options): this call goes again unstreamed, and the calls
+                    # waiting for it go at its end, as on a route that cannot stream.
+                    accepted = None
+                    continue
                 if send_temperature and is_rejection(error, rejects_temperature):
                     switch = "sends_temperature"
                 elif forced and is_rejection(error, rejects_forced_tool):
