@@ -62,6 +62,10 @@ class Responder(Protocol):
         ``accept`` (streamed requests only) sends the stream's 200 and headers."""
         ...
 
+    def _sleep(self, seconds: float) -> None:
+        """Sleep, cut short by the server's stop (then raises :class:`Aborted`)."""
+        ...
+
     @property
     def batches(self) -> BatchDesk: ...
 
@@ -332,12 +336,15 @@ class ProviderHandler(BaseHTTPRequestHandler):
         if cut:
             events = events[: len(events) // 2]
         try:
-            for event in events:
+            for index, event in enumerate(events):
+                if index and reply.gap > 0:
+                    self.wfile.flush()
+                    self.server.provider._sleep(reply.gap)
                 self.wfile.write(b"%x\r\n%s\r\n" % (len(event), event))
             if not cut:
                 self.wfile.write(b"0\r\n\r\n")
             self.wfile.flush()
-        except OSError:
+        except (OSError, Aborted):
             self.close_connection = True
             return
         if cut:

@@ -103,6 +103,9 @@ class Reply:
     event, e.g. Anthropic's ``overloaded_error``) instead of the rest of ``payload``."""
     cut: bool = False
     """For a streamed request: the connection is reset halfway through the stream's events."""
+    gap: float = 0.0
+    """For a streamed request: seconds between the stream's events (a provider streams tokens as it
+    generates them)."""
 
 
 def tool_choice_is_none(seen: SeenRequest) -> bool:

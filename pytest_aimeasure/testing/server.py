@@ -21,7 +21,8 @@ a chunked body; :func:`~pytest_aimeasure.testing.protocols.anthropic_stream`,
   (``reject_temperature_models`` ...) or a scripted error (``Fault.rate_limit``, ``server_error``,
   ``overloaded``, ``reject``) as a plain JSON error response, no stream;
 * otherwise at once the 200 and the stream's headers (``SeenRequest.accepted`` records when), then
-  after the latency (and a ``Fault.slow`` delay) the events, and the stream's end;
+  after the latency (and a ``Fault.slow`` delay) the events, ``stream_gap`` seconds apart, and the
+  stream's end;
 * ``Fault.stream_error``: after the latency the first event, then an error event (Anthropic's
   ``event: error`` with the status's type, ``overloaded_error`` for 529; a Chat Completions
   ``data: {"error": ...}``) and the stream's end;
@@ -47,6 +48,7 @@ import random
 import threading
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
 
 from pytest_aimeasure.testing.batches import BatchDesk
 from pytest_aimeasure.testing.faults import DEFAULT_SCORE, Fault, Outcome, render_outcome
@@ -90,6 +92,9 @@ class ProviderServer:
     ) -> None:
         self.latency = latency
         self.latency_by_model: dict[str, float] = {}
+        self.stream_gap = 0.0
+        """Seconds between a streamed reply's events (after its latency), as a provider streams the
+        tokens it generates."""
         self.jitter = jitter
         """Each answer waits its latency plus a random extra of 0 to ``jitter`` seconds (uniform,
         seeded: the same sequence every run), as a real provider's latency varies from call to call."""
@@ -392,6 +397,8 @@ class ProviderServer:
         if accept is not None and reply.status == 200:
             accept()
             self._sleep(wait)
+            if self.stream_gap > 0:
+                reply = replace(reply, gap=self.stream_gap)
         return reply
 
     def _wait(self, seconds: float, accept: Callable[[], None] | None) -> float:

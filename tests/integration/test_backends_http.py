@@ -658,6 +658,19 @@ def test_a_400_on_the_streamed_first_call_teaches_the_quirk(kind: str, server: P
 
 
 @pytest.mark.parametrize("kind", KINDS)
+def test_a_streamed_first_call_is_held_to_the_call_s_limit_for_its_whole_reply(
+    kind: str, server: ProviderServer
+) -> None:
+    # Each event comes well within the limit, the whole reply does not (a dozen events 0.3 s apart,
+    # a 1 s limit): the call times out, as an unstreamed one whose reply takes that long does.
+    server.stream_gap = 0.3
+    error = judge_error(make_backend(kind, server, timeout=1.0, max_retries=0))
+    assert error.retryable and "timed out after 1s" in str(error)
+    (seen,) = server.requests
+    assert seen.streamed and seen.accepted > 0
+
+
+@pytest.mark.parametrize("kind", KINDS)
 def test_a_server_that_refuses_to_stream_gets_the_first_call_again_unstreamed(
     kind: str, server: ProviderServer
 ) -> None:

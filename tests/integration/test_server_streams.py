@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import http.client
 import json
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -207,3 +208,16 @@ def test_a_finished_stream_leaves_its_connection_open_for_the_next_request(serve
             assert response.status == 200 and events_of(response.read())[-1][0] == "message_stop"
     connection.close()
     assert len(server.requests) == 2
+
+
+def test_stream_gap_spaces_a_stream_s_events(server: ProviderServer) -> None:
+    # The last event cannot come before the gaps between all of them passed (a lower bound: the
+    # reader may be late, never early).
+    server.stream_gap = 0.05
+    sent = time.monotonic()
+    response = open_stream(server, "/v1/messages", {**anthropic_body(), "stream": True})
+    with response:
+        events = events_of(response.read())
+    done = time.monotonic()
+    assert len(events) > 5 and events[-1][0] == "message_stop"
+    assert done - sent >= server.stream_gap * (len(events) - 1)

@@ -347,10 +347,19 @@ class JsonApi:
 
         url = self.base_url + path
         reader = stream.reader()
+        if session is not None:
+            sent = self._stream_aiohttp(session, url, content, seconds, stream, reader)
+        else:
+            sent = self._stream_httpx(shard, url, content, seconds, stream, reader)
         try:
-            if session is not None:
-                return await self._stream_aiohttp(session, url, content, seconds, stream, reader)
-            return await self._stream_httpx(shard, url, content, seconds, stream, reader)
+            # The call's limit is for the whole reply, as unstreamed (where nothing comes before the
+            # whole reply, so the limit on each read is one on the reply): a stream's events each
+            # come within it while the reply takes longer.
+            return await asyncio.wait_for(sent, seconds)
+        except asyncio.TimeoutError as exc:  # the HTTP stacks' own timeouts were mapped to httpx's
+            raise httpx.ReadTimeout(
+                f"no whole reply within {seconds:g}s", request=httpx.Request("POST", url)
+            ) from exc
         except (StreamCut, ValueError) as exc:  # ValueError: an event that is not JSON (or UTF-8)
             raise httpx.RemoteProtocolError(str(exc), request=httpx.Request("POST", url)) from exc
 
