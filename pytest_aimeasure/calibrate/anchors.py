@@ -23,8 +23,9 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from pytest_aimeasure.measure.artifact import invalid_text_message, join_parts, value_problem
+from pytest_aimeasure.measure.artifact import join_parts
 from pytest_aimeasure.measure.models import SCORE_MAX, SCORE_MIN
+from pytest_aimeasure.measure.text import invalid_text_message, value_problem
 from pytest_aimeasure.store.yamlsource import YamlFormatError, load_yaml
 
 YAML_SUFFIXES = (".yaml", ".yml")

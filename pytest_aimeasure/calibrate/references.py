@@ -14,7 +14,7 @@ from typing import Any
 from pytest_aimeasure.calibrate.anchors import Anchor, AnchorError, AnchorSet, load_anchor_file
 from pytest_aimeasure.calibrate.records import Thresholds
 from pytest_aimeasure.calibrate.runner import CalibrationTarget
-from pytest_aimeasure.measure.artifact import MAX_ARTIFACT_CHARS, oversize_message
+from pytest_aimeasure.measure.text import MAX_ARTIFACT_CHARS, oversize_message
 
 AnchorRef = dict[str, Any]
 """{"dimension", "files": [absolute paths], "rubric", "min_kappa", "max_abs_bias", "judge", "source"}."""

@@ -19,7 +19,7 @@ from pytest_aimeasure.calibrate.records import MAX_ABS_BIAS_DEFAULT, MIN_KAPPA_D
 from pytest_aimeasure.calibrate.references import build_targets
 from pytest_aimeasure.calibrate.runner import calibrate
 from pytest_aimeasure.cli.subcommand import CliContext, Subcommand, UsageError
-from pytest_aimeasure.measure.artifact import MAX_ARTIFACT_CHARS
+from pytest_aimeasure.measure.text import MAX_ARTIFACT_CHARS
 from pytest_aimeasure.store.fileio import atomic_write
 
 __all__ = ["SUBCOMMANDS"]

@@ -69,7 +69,6 @@ from pytest_aimeasure.judge.prompt import (
     text_hash,
     verdict_tool,
 )
-from pytest_aimeasure.measure.artifact import replace_lone_surrogates, replace_lone_surrogates_in
 from pytest_aimeasure.measure.models import (
     TOOL_SCHEMA_VERSION,
     Fingerprint,
@@ -79,6 +78,7 @@ from pytest_aimeasure.measure.models import (
     Verdict,
 )
 from pytest_aimeasure.measure.stats import VAR_FLOOR_DEFAULT, item_stats
+from pytest_aimeasure.measure.text import replace_lone_surrogates, replace_lone_surrogates_in
 from pytest_aimeasure.measure.version import __version__
 from pytest_aimeasure.store.cost import CHARS_PER_TOKEN, TYPICAL_VERDICT_TOKENS, WAIT
 from pytest_aimeasure.store.loop import LoopThread

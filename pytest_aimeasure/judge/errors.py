@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from pytest_aimeasure.judge.backends.secrets import redact
-from pytest_aimeasure.measure.artifact import replace_lone_surrogates
+from pytest_aimeasure.measure.text import replace_lone_surrogates
 
 __all__ = [
     "SHOWN_OUTPUTS",

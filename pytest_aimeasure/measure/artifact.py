@@ -18,7 +18,6 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
-import re
 import threading
 import types
 from collections.abc import Callable, Sequence
@@ -26,14 +25,14 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Literal, NamedTuple, Protocol
 
 from pytest_aimeasure.measure import runtime
+from pytest_aimeasure.measure.sampling import MAX_REPEATS
+from pytest_aimeasure.measure.text import invalid_text_message, unicode_problem
 
 if TYPE_CHECKING:
     from pytest_aimeasure.measure.models import RepeatsChoice
 
 MediaType = Literal["text", "json"]
 
-MAX_REPEATS = 100
-"""The most outputs one artifact key may have (``repeats=``, ``--aimeasure-baseline-repeats``)."""
 REPEAT_SEP = "#r"
 AUTO_REPEATS = "auto"
 """``repeats="auto"`` (a suite's ``repeats: auto``): the baseline decides how many outputs to draw
@@ -43,6 +42,7 @@ AUTO_REPEATS = "auto"
 def repeat_key(key: str, index: int) -> str:
     """The stored key of repeat ``index`` (0-based) of ``key``: ``key#r1`` for the first."""
     return f"{key}{REPEAT_SEP}{index + 1}"
+
 
 _FACTORY_TYPES = (types.FunctionType, types.MethodType, types.BuiltinFunctionType, functools.partial)
 
@@ -87,113 +87,6 @@ def encode(value: Any) -> tuple[str, MediaType]:
 
 class ArtifactError(ValueError):
     """An artifact that cannot be recorded or sent to a judge (e.g. text that is not valid Unicode)."""
-
-
-def unicode_problem(text: str) -> str | None:
-    """What makes ``text`` impossible to encode as UTF-8 (a lone surrogate), or None.
-
-    Such text comes from decoding bytes with ``errors="surrogateescape"`` or from splitting a
-    surrogate pair; no file, journal or provider request can carry it.
-    """
-    if text.isascii():  # (known without a look at the text: no copy of it is encoded per check)
-        return None
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError as exc:
-        return f"a lone surrogate U+{ord(text[exc.start]):04X} at character {exc.start}"
-    return None
-
-
-_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
-REPLACEMENT = "\ufffd"
-"""What a lone surrogate in text a provider sent is stored as: U+FFFD, Unicode's replacement character."""
-
-
-def replace_lone_surrogates(text: str) -> str:
-    """``text`` with each lone surrogate replaced by U+FFFD. For text the plugin did not choose (a
-    judge's reply, a provider's error message): refusing it would lose the verdict or the error the
-    user needs, and keeping it would break every file and request it reaches."""
-    if unicode_problem(text) is None:  # the common case: no copy, no regex pass
-        return text
-    return _LONE_SURROGATE.sub(REPLACEMENT, text)
-
-
-def replace_lone_surrogates_in(value: Any) -> Any:
-    """``value`` (a parsed JSON reply: dicts, lists, strings, as deep as they go) with every string in
-    it, keys too, passed through :func:`replace_lone_surrogates`."""
-    if isinstance(value, str):
-        return replace_lone_surrogates(value)
-    if not _holds_lone_surrogate(value):
-        return value  # the common case: every reply is read this way, and none is copied
-    if isinstance(value, dict):
-        return {replace_lone_surrogates_in(k): replace_lone_surrogates_in(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return type(value)(replace_lone_surrogates_in(v) for v in value)
-    return value
-
-
-def _holds_lone_surrogate(value: Any) -> bool:
-    """Does a string inside ``value`` (dicts, keys too, lists and tuples) hold a lone surrogate?"""
-    pending = [value]  # (a walk without a call per value: it reads every judge reply)
-    while pending:
-        part = pending.pop()
-        if isinstance(part, str):
-            if not part.isascii() and unicode_problem(part) is not None:
-                return True
-        elif isinstance(part, dict):
-            pending += part
-            pending += part.values()
-        elif isinstance(part, (list, tuple)):
-            pending += part
-    return False
-
-
-def value_problem(value: Any, where: str = "") -> tuple[str, str] | None:
-    """The first text inside ``value`` (a str, or dict keys and values, lists and tuples, as deep as
-    they go) that cannot be encoded as UTF-8: (its place, e.g. ``['k'][2]``, and the problem), or None.
-    Any other value is checked as the text it is recorded as (``str(value)``)."""
-    if isinstance(value, str):
-        problem = unicode_problem(value)
-        return (where, problem) if problem is not None else None
-    if value is None or isinstance(value, (bool, int, float)):
-        return None
-    if isinstance(value, dict):
-        for key, item in value.items():
-            found = value_problem(key, f"{where} (key {key!r})") or value_problem(item, f"{where}[{key!r}]")
-            if found is not None:
-                return found
-        return None
-    if isinstance(value, (list, tuple)):
-        for i, item in enumerate(value):
-            if (found := value_problem(item, f"{where}[{i}]")) is not None:
-                return found
-        return None
-    return value_problem(str(value), where)
-
-
-MAX_ARTIFACT_CHARS = 1_000_000
-"""The default longest artifact text sent to the judge (``--judge-max-artifact-chars``): a real API
-refuses a prompt much larger, and paying to hear so is no answer."""
-
-
-def oversize_message(what: str, text: str, limit: int) -> str | None:
-    """Why ``text`` (an artifact, an anchor) may not be sent to the judge: longer than ``limit``
-    characters. One sentence for every text the cap covers, naming the option that raises it."""
-    if len(text) <= limit:
-        return None
-    return (
-        f"{what} is {len(text):,} characters, above the limit of {limit:,} sent to the judge (a provider "
-        "refuses a prompt that large); shorten it, or raise the limit with --judge-max-artifact-chars / "
-        "aimeasure_judge_max_artifact_chars"
-    )
-
-
-def invalid_text_message(what: str, problem: str) -> str:
-    return (
-        f"{what} is not valid Unicode text: {problem}. It can be neither recorded nor sent to the "
-        "judge; fix the generator, or replace them first (text.encode('utf-8', 'replace').decode() "
-        "turns each into '?')"
-    )
 
 
 def decode(text: str, media_type: MediaType) -> Any:

@@ -10,12 +10,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal, NamedTuple
 
-__all__ = ["AUTO", "MAX_SAMPLES", "SamplePlan", "Samples", "call_range", "samples_problem"]
+__all__ = ["AUTO", "MAX_REPEATS", "MAX_SAMPLES", "SamplePlan", "Samples", "call_range", "samples_problem"]
 
 AUTO = "auto"
 MAX_SAMPLES = 100
 """The most judge samples of one item (as repeats are capped at 100): past it the error bar hardly
 narrows, and a typo (``--judge-samples 100000000``) must not fill the disk with calls."""
+MAX_REPEATS = 100
+"""The most generation outputs one artifact key may have (``repeats=``, ``--aimeasure-baseline-repeats``)."""
 Samples = int | Literal["auto"]
 """A dimension's samples setting: a fixed N >= 1, or ``"auto"``."""
 

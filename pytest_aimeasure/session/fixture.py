@@ -17,16 +17,15 @@ from pytest_aimeasure.judge.families import family_clash, model_families
 from pytest_aimeasure.judge.item import ItemSpec
 from pytest_aimeasure.judge.pending import PendingMeasurement
 from pytest_aimeasure.measure import runtime
-from pytest_aimeasure.measure.artifact import (
-    Artifact,
+from pytest_aimeasure.measure.artifact import Artifact, join_parts
+from pytest_aimeasure.measure.models import Measurement, item_id
+from pytest_aimeasure.measure.sampling import samples_problem
+from pytest_aimeasure.measure.text import (
     invalid_text_message,
-    join_parts,
     oversize_message,
     unicode_problem,
     value_problem,
 )
-from pytest_aimeasure.measure.models import Measurement, item_id
-from pytest_aimeasure.measure.sampling import samples_problem
 from pytest_aimeasure.report.model import interval_text
 from pytest_aimeasure.session.keys import item_nodeid
 from pytest_aimeasure.session.longrepr import FloorBreach

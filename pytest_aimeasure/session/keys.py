@@ -41,3 +41,22 @@ def report_payload(report: pytest.TestReport) -> dict[str, Any] | None:
         if name == PAYLOAD:
             return json.loads(value) if isinstance(value, str) else dict(value)
     return None
+
+
+JUDGE_NEEDS_AI_JUDGE = "the judge fixture needs --ai-judge"
+JUDGE_FIXTURE_DOC = """\
+The LLM judge, as an instrument. In a ``@pytest.mark.dimension`` test the dimension's name,
+    floor and samples come from the marker; the measurement fails the test when its mean is below
+    the floor, and is recorded for the baseline comparison.
+
+    Example::
+
+        @pytest.mark.dimension("tone", floor=3.0, rubric="5: every line matches the character's warmth")
+        def test_tone(story, judge):
+            judge.score(story, facts={"characters": 3})
+
+    Outside a dimension test pass ``dimension=`` (and ``rubric=``); nothing fails unless ``floor=`` is
+    given. Needs ``--ai-judge``.
+    """
+"""The ``judge`` fixture's documentation (``pytest --fixtures``): the module's fixture and the measuring
+session's (:meth:`MeasurePlugin.judge_fixture`) show the same."""

@@ -28,6 +28,7 @@ __all__ = [
     "marker_problem",
     "order_gates_first",
     "planned_items",
+    "unmarked",
 ]
 
 FLOOR_DEFAULT = 3.0
@@ -103,6 +104,34 @@ def dimension_of(item: pytest.Item) -> DimensionSpec | None:
         mark = item.get_closest_marker("dimension")
         item.stash[_DIMENSION] = DimensionSpec.from_marker(mark) if mark is not None else None
     return item.stash[_DIMENSION]
+
+
+_OURS = frozenset({"dimension", "gate"})
+_CHAIN_MARKED = pytest.StashKey[bool]()
+
+
+def _chain_marked(node: pytest.Collector) -> bool:
+    """Whether an aimeasure marker applies to the node (its own, or a collector's above it). Asked once
+    a collector: the items of a module or class share the answer."""
+    marked = node.stash.get(_CHAIN_MARKED, None)
+    if marked is None:
+        marked = any(mark.name in _OURS for mark in node.iter_markers())
+        node.stash[_CHAIN_MARKED] = marked
+    return bool(marked)
+
+
+def unmarked(item: pytest.Item) -> bool:
+    """True when no aimeasure marker applies to the item, so it has nothing to check and no dimension
+    (stashed, for :func:`dimension_of`). Most items of a suite are such: with the judge off this is all
+    the plugin does for them, so it reads the item's own markers and its collector's stashed answer
+    instead of walking the node chain for each item."""
+    if any(mark.name in _OURS for mark in item.own_markers):
+        return False
+    parent = item.parent
+    if isinstance(parent, pytest.Collector) and _chain_marked(parent):
+        return False
+    item.stash[_DIMENSION] = None
+    return True
 
 
 ModelCheck = Callable[[str], "str | None"]

@@ -20,8 +20,8 @@ from typing import Any
 
 import pytest
 
-from pytest_aimeasure.measure.artifact import MAX_ARTIFACT_CHARS, MAX_REPEATS
-from pytest_aimeasure.measure.sampling import MAX_SAMPLES
+from pytest_aimeasure.measure.sampling import MAX_REPEATS, MAX_SAMPLES
+from pytest_aimeasure.measure.text import MAX_ARTIFACT_CHARS
 
 
 def _number(kind: type[int] | type[float], minimum: float, *, strict: bool) -> Callable[[str], Any]:

@@ -15,21 +15,21 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from pytest_aimeasure.measure.artifact import ArtifactRegistry
 from pytest_aimeasure.session.console import Console
-from pytest_aimeasure.session.outcome import Outcome, SessionFailure
 from pytest_aimeasure.session.settings import Settings
 
-__all__ = ["Outcome", "SessionFailure", "SessionState", "Settings"]
+__all__ = ["SessionState", "Settings"]
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable
 
     from pytest_aimeasure.judge.engine import JudgeEngine
+    from pytest_aimeasure.measure.artifact import ArtifactRegistry
     from pytest_aimeasure.measure.models import Finding, Fingerprint, ItemResult, Measurement, RepeatsChoice
     from pytest_aimeasure.measure.repeats import EntryHistory
     from pytest_aimeasure.measure.sampling import PlannedItem
     from pytest_aimeasure.session.backends import SessionBackends
+    from pytest_aimeasure.session.outcome import Outcome
     from pytest_aimeasure.session.pipeline import Pipeline
     from pytest_aimeasure.session.recording import Recording
 
@@ -41,9 +41,7 @@ class SessionState:
         self.config = config
         self.settings = settings
         self.is_worker = hasattr(config, "workerinput")
-        self.artifacts = ArtifactRegistry(
-            default_repeats=settings.default_repeats, choose=self.choose_repeats
-        )
+        self._artifacts: ArtifactRegistry | None = None
         self._entries_by_artifact: dict[str, list[EntryHistory]] | None = None
         self.results: dict[str, ItemResult] = {}
         self.collected: set[str] | None = None  # None: not known (an xdist controller before collection)
@@ -80,6 +78,18 @@ class SessionState:
         self._model_problems: dict[str, str | None] = {}
         self.judges: dict[str, str] = {}
         """Dimension -> its own judge model (``judge=``), for the dimensions collected."""
+
+    @property
+    def artifacts(self) -> ArtifactRegistry:
+        """The session's artifacts, made at first use: a session without a test that asks for one
+        (most runs with the judge off) does not import the artifact machinery."""
+        if self._artifacts is None:
+            from pytest_aimeasure.measure.artifact import ArtifactRegistry
+
+            self._artifacts = ArtifactRegistry(
+                default_repeats=self.settings.default_repeats, choose=self.choose_repeats
+            )
+        return self._artifacts
 
     @classmethod
     def from_config(cls, config: pytest.Config) -> SessionState:

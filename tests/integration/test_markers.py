@@ -124,7 +124,8 @@ def test_collection_walks_each_items_markers_once(
 ) -> None:
     """The plugin is loaded in every session: checking a test's markers and reading its dimension
     share one walk up its node chain (a walk an item was most of the plugin's cost with --ai-judge
-    off), and the dimension read is the checked one."""
+    off), and the dimension read is the checked one. An item without an aimeasure marker, its own or
+    its module's or class's, is not walked at all: its collector's answer is asked once."""
     pytester.makepyfile(
         test_walks="""
         import pytest
@@ -158,7 +159,10 @@ def test_collection_walks_each_items_markers_once(
     monkeypatch.setattr(pytest.Item, "iter_markers", counted)
     items, _ = pytester.inline_genitems("-p", "no:cacheprovider")
     assert len(items) == 5
-    assert {item.nodeid: walks.get(item) for item in items} == {item.nodeid: 1 for item in items}
+    unmarked = "test_plain.py::test_plain"
+    assert {item.nodeid: walks.get(item) for item in items} == {
+        item.nodeid: None if item.nodeid == unmarked else 1 for item in items
+    }
     from pytest_aimeasure.session.markers import dimension_of
 
     dims = {item.name: (d.name, d.floor) if (d := dimension_of(item)) else None for item in items}
@@ -175,7 +179,11 @@ def test_plugin_import_pulls_in_no_sdk() -> None:
         # The statistics too: an option's check read a constant of measure.repeats, which imported
         # measure.stats, 16 ms of every pytest run with the plugin installed.
         "heavy = ('anthropic', 'litellm', 'openai', 'httpx', 'networkx', 'pydantic',"
-        " 'pytest_aimeasure.measure.stats', 'statistics');"
+        " 'pytest_aimeasure.measure.stats', 'statistics',"
+        # What only a measuring session (or a test asking for an artifact) needs: the measuring
+        # hooks and the artifact machinery were a third of the plugin's cost with the judge off.
+        " 'pytest_aimeasure.session.measuring', 'pytest_aimeasure.measure.artifact',"
+        " 'pytest_aimeasure.judge.errors', 'pytest_aimeasure.session.outcome');"
         "print(sorted(m for m in heavy if m in sys.modules))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout

@@ -26,8 +26,8 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal, Protocol, TypeVar, runtime_checkable
 
 from pytest_aimeasure.judge.backends.secrets import redact
-from pytest_aimeasure.measure.artifact import replace_lone_surrogates
 from pytest_aimeasure.measure.models import Usage
+from pytest_aimeasure.measure.text import replace_lone_surrogates
 
 T = TypeVar("T")
 

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from pytest_aimeasure.measure.artifact import ArtifactRegistry, replace_lone_surrogates_in, unicode_problem
+from pytest_aimeasure.measure.artifact import ArtifactRegistry
+from pytest_aimeasure.measure.text import replace_lone_surrogates_in, unicode_problem
 
 
 def test_no_item_looks_for_a_failed_gate_until_one_has_failed() -> None:
