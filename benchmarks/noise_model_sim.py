@@ -598,8 +598,23 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--only", help="run only the cases whose name contains this text")
     parser.add_argument("--gap", action="store_true", help="print where detection goes, limit to rule")
+    parser.add_argument(
+        "--shift-prior",
+        type=float,
+        default=None,
+        metavar="SD",
+        help="run the new rule with another size of the session-wide shift a one-session baseline "
+        "assumes (Prior.shared_var = SD**2; default: the plugin's, 0.2): another point of the "
+        "trade between a lucky first baseline's false fails and detection (use with --no-old)",
+    )
     parser.add_argument("--child", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    if args.shift_prior is not None:
+        from pytest_aimeasure.measure.stats import CONSERVATIVE_PRIOR
+
+        # The plugin's own rule with one constant changed: compare() reads this instance.
+        object.__setattr__(CONSERVATIVE_PRIOR, "shared_var", args.shift_prior**2)
+        print(f"session-wide shift prior: sd {args.shift_prior:g} (the plugin's is 0.2)")
     if args.child:
         spec = json.loads(args.child)
         cases = [Case(**c) for c in spec["cases"]]
