@@ -104,8 +104,10 @@ def _limit_key(backend: Any) -> str | None:
 class QuirksMemory:
     """What each judge model refused (a temperature, a forced tool, prompt-cache markers), kept in
     pytest's cache from one session to the next, so that a later session's first judge calls go
-    together instead of waiting for one to learn it (the wait is a whole judge latency, before every
-    other call of the session; see :class:`~pytest_aimeasure.judge.backends.base.Quirks`). Kept
+    together instead of waiting for one to learn it (the wait is before every other call of the
+    session: a round trip on the native routes, where that call streams and its 200 lets the others
+    go, a whole judge latency on litellm's other routes; see
+    :class:`~pytest_aimeasure.judge.backends.base.Quirks`). Kept
     only from a call that got an answer, for :data:`QUIRKS_KEPT_S`. Without pytest's cache
     (``-p no:cacheprovider``) nothing is kept.
 
