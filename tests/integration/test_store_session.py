@@ -20,10 +20,12 @@ Most tests start from a copy of one recorded run (``recorded_store``) instead of
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import shutil
 import signal
+import threading
 import time
 from collections import Counter
 from collections.abc import Iterator
@@ -212,7 +214,20 @@ def settle_server(server: ProviderServer, quiet: float = 0.5, limit: float = 10.
 def test_sigkill_mid_run_keeps_every_journaled_sample_and_resume_requests_only_the_rest(
     project: Project, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    project.server.latency = 0.3  # 8 items one after another, 3 concurrent samples each: ~2.5 s of judging
+    # The first SAMPLES judge calls are answered; every later one is held until the kill (at most
+    # 30 s), so the session is killed with some samples journaled and the rest in flight. A latency
+    # alone raced the poll: the judge's calls go together, and all of them could be journaled
+    # before the poll saw the first ones (then nothing was left to resume).
+    project.server.latency = 0.05
+    release = threading.Event()
+    arrivals = itertools.count()
+
+    def first_ones_only(seen: SeenRequest) -> int:
+        if next(arrivals) >= SAMPLES:
+            release.wait(30)
+        return 4
+
+    project.server.scorer = first_ones_only
     proc = ForkedPytest(project.path, *project.args())
     journal: Path | None = None
     at_kill = 0
@@ -230,6 +245,7 @@ def test_sigkill_mid_run_keeps_every_journaled_sample_and_resume_requests_only_t
     finally:
         proc.send_signal(signal.SIGKILL)
         proc.wait(timeout=30)
+        release.set()  # the killed session's held calls end (their client is gone)
     assert still_running, "the session ended before it could be killed"
     assert journal is not None and proc.returncode == -signal.SIGKILL
 
