@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import gc
 import hashlib
 import json
@@ -34,7 +35,7 @@ import math
 import threading
 from collections import Counter
 from collections.abc import Callable, Coroutine, Mapping
-from concurrent.futures import Future
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol, TypeVar
 
@@ -81,7 +82,7 @@ from pytest_aimeasure.measure.stats import VAR_FLOOR_DEFAULT, item_stats
 from pytest_aimeasure.measure.text import replace_lone_surrogates, replace_lone_surrogates_in
 from pytest_aimeasure.measure.version import __version__
 from pytest_aimeasure.store.cost import CHARS_PER_TOKEN, TYPICAL_VERDICT_TOKENS, WAIT
-from pytest_aimeasure.store.loop import LoopThread
+from pytest_aimeasure.store.loop import LoopThread, settle_from
 
 T = TypeVar("T")
 PLUGIN_MAJOR = int(__version__.split(".")[0])
@@ -311,6 +312,72 @@ def _feedback(reply: JudgeReply, problem: str, dimension: str) -> list[Message]:
     ]
 
 
+_SYNC_AT_END: contextvars.ContextVar[bool] = contextvars.ContextVar("aimeasure_sync_at_end", default=False)
+"""True in work run by :meth:`JudgeEngine.submit_item`: its sample gathers do not fsync each, the
+future that brings its outcome waits for one fsync after it."""
+
+
+async def _synced_at_end(coro: Coroutine[Any, Any, T]) -> T:
+    _SYNC_AT_END.set(True)  # (the task's own context: the loop's and other tasks' are left as they are)
+    return await coro
+
+
+class SyncRounds:
+    """The sink's fsyncs, on one worker thread, shared by the work that asks for one meanwhile: one
+    asked for while a round runs waits for the next (the running one may have started before its
+    samples were written), which starts as that one ends, on the same thread. Each asker's
+    ``then(error)`` runs on the worker thread once its round ended (``error``: what the fsync
+    raised, else None). Thread-safe."""
+
+    def __init__(self, sync: Callable[[], None]) -> None:
+        self._sync = sync
+        self._lock = threading.Lock()
+        self._waiting: list[Callable[[BaseException | None], None]] = []
+        self._busy = False
+        self._worker: ThreadPoolExecutor | None = None
+
+    def after_next(self, then: Callable[[BaseException | None], None]) -> None:
+        with self._lock:
+            self._waiting.append(then)
+            if self._busy:
+                return  # the worker's loop takes it up when its round ends
+            self._busy = True
+            if self._worker is None:
+                self._worker = ThreadPoolExecutor(1, thread_name_prefix="aimeasure-fsync")
+            worker = self._worker
+        try:
+            worker.submit(self._rounds)
+        except RuntimeError as exc:  # the interpreter is shutting down: no round will run
+            with self._lock:
+                batch, self._waiting, self._busy = self._waiting, [], False
+            for each in batch:
+                each(exc)
+
+    def _rounds(self) -> None:
+        while True:
+            with self._lock:
+                batch, self._waiting = self._waiting, []
+                if not batch:
+                    self._busy = False
+                    return
+            error: BaseException | None = None
+            try:
+                self._sync()
+            except Exception as exc:  # a StoreError: the outcome of every item it was for
+                error = exc
+            for then in batch:
+                # (one asker's failure must not leave the others, and every later one, waiting)
+                with contextlib.suppress(Exception):
+                    then(error)
+
+    def close(self) -> None:
+        """Let the worker thread go once it is idle (what waits for a round still gets it)."""
+        with self._lock:
+            worker, self._worker = self._worker, None
+        if worker is not None:
+            worker.shutdown(wait=False)
+
+
 class JudgeEngine:
     """Owns the backends, the per-provider limits and the event loop thread of a session."""
 
@@ -357,10 +424,7 @@ class JudgeEngine:
         self._stopped = threading.Event()
         self._frozen = False
         self._refrozen = False
-        # The sink's fsync on a worker thread, shared by the items that reach it together (loop
-        # thread only): the round running, and the one that starts when it ends.
-        self._sync_running: asyncio.Future[None] | None = None
-        self._sync_next: asyncio.Future[None] | None = None
+        self._syncs = SyncRounds(sink.sync) if sink is not None else None
 
     # -- loop management -------------------------------------------------------------------------
     def submit(self, coro: Coroutine[Any, Any, T]) -> Future[T]:
@@ -369,6 +433,35 @@ class JudgeEngine:
 
     def run(self, coro: Coroutine[Any, Any, T]) -> T:
         return self._loop.run(coro)
+
+    def submit_item(self, coro: Coroutine[Any, Any, T]) -> Future[T]:
+        """:meth:`submit` for the work whose outcome a test's verdict is made of (``ameasure`` of its
+        item, its repeats): the returned future is settled once every sample the work journaled is
+        fsync-ed, by the fsync worker itself. (Each sample gather of the work fsync-ed on its own,
+        then the loop took a turn to resume the work and settle the future: without the pipeline an
+        item went test thread, loop, fsync worker, loop, test thread; now the loop's second turn is
+        left out, and the item's samples share one fsync.)"""
+        if self._syncs is None:
+            return self._loop.submit(coro)
+        return self._loop.submit(_synced_at_end(coro), finish=self._finish_synced)
+
+    def run_item(self, coro: Coroutine[Any, Any, T]) -> T:
+        """:meth:`submit_item`, waited for; an interrupt while waiting cancels it."""
+        future = self.submit_item(coro)
+        try:
+            return future.result()
+        except BaseException:
+            future.cancel()
+            raise
+
+    def _finish_synced(self, task: asyncio.Task[Any], future: Future[Any]) -> None:
+        """On the loop, as a :meth:`submit_item` task ends: its outcome goes to its future after the
+        next fsync, from the fsync worker (an fsync that fails is the outcome)."""
+        assert self._syncs is not None
+        if task.cancelled():
+            future.cancel()
+            return
+        self._syncs.after_next(lambda error: settle_from(task, future, error))
 
     def stop_calls(self) -> None:
         """The session is interrupted: no call that was not sent yet goes out (queued ones, retries,
@@ -399,6 +492,8 @@ class JudgeEngine:
         with contextlib.suppress(Exception):
             self._loop.submit(_close_all()).result(timeout=2 * CLOSE_STEP_S)
         self._loop.close(timeout=CLOSE_STEP_S)
+        if self._syncs is not None:
+            self._syncs.close()
 
     # -- backends and limits ---------------------------------------------------------------------
     def backend(self, model: str | None = None) -> Backend:
@@ -436,7 +531,7 @@ class JudgeEngine:
 
     # -- measuring -------------------------------------------------------------------------------
     def measure(self, spec: ItemSpec) -> Measurement:
-        return self.run(self.ameasure(spec))
+        return self.run_item(self.ameasure(spec))
 
     async def ameasure(self, spec: ItemSpec) -> Measurement:
         """Measure one item with its judge (the dimension's, else the session's), escalating it to a
@@ -529,9 +624,10 @@ class JudgeEngine:
         """Run sample tasks together; a budget stop, else the judge's error, ends the item (every task
         is awaited first, so no call is left running)."""
         results = await asyncio.gather(*tasks, return_exceptions=True)
-        if self.sink is not None:
+        if self.sink is not None and not _SYNC_AT_END.get():
             # The item's samples were written as they landed (a killed process keeps them); one
-            # fsync makes them durable before its verdict is known, off the loop's thread.
+            # fsync makes them durable before its verdict is known, off the loop's thread. (Work
+            # submitted with submit_item has its future settled after an fsync instead.)
             await self._durable()
         for result in results:
             if isinstance(result, BaseException) and not isinstance(result, Exception):
@@ -559,45 +655,26 @@ class JudgeEngine:
         return sorted((r for r in results if isinstance(r, Sample)), key=lambda s: s.index)
 
     async def _durable(self) -> None:
-        """Return once an fsync that started after every sample written so far has ended. Items
-        that reach it together share a round (one worker thread woken, one fsync) instead of one
-        each: a round already running may have started before this item's samples were written, so
-        the item waits for the next one, which starts when it ends."""
-        assert self.sink is not None
-        if self._sync_running is None:
-            round_ = self._sync_running = self._start_sync_round()
-        else:
-            if self._sync_next is None:
-                self._sync_next = asyncio.get_running_loop().create_future()
-            round_ = self._sync_next
-        await asyncio.shield(round_)  # (an item cancelled meanwhile leaves the round to the others)
-
-    def _start_sync_round(self) -> asyncio.Future[None]:
-        assert self.sink is not None
+        """Return once an fsync that started after every sample written so far has ended (items
+        that reach it together share it: see :class:`SyncRounds`)."""
+        assert self._syncs is not None
         loop = asyncio.get_running_loop()
-        running: asyncio.Future[None] = loop.run_in_executor(None, self.sink.sync)
+        synced: asyncio.Future[None] = loop.create_future()
 
-        def ended(done: asyncio.Future[None]) -> None:
-            self._sync_running = None
-            waiting, self._sync_next = self._sync_next, None
-            if waiting is None:
+        def settle(error: BaseException | None) -> None:
+            if synced.done():  # the item was cancelled meanwhile
                 return
-            following = self._sync_running = self._start_sync_round()
+            if error is not None:
+                synced.set_exception(error)
+            else:
+                synced.set_result(None)
 
-            def hand_over(result: asyncio.Future[None]) -> None:
-                if waiting.done():
-                    return
-                if result.cancelled():
-                    waiting.cancel()
-                elif (error := result.exception()) is not None:
-                    waiting.set_exception(error)
-                else:
-                    waiting.set_result(None)
+        def then(error: BaseException | None) -> None:  # (on the fsync worker)
+            with contextlib.suppress(RuntimeError):  # the loop closed meanwhile: nobody waits
+                loop.call_soon_threadsafe(settle, error)
 
-            following.add_done_callback(hand_over)
-
-        running.add_done_callback(ended)
-        return running
+        self._syncs.after_next(then)
+        await synced
 
     def _item_rule(
         self, spec: ItemSpec, backend: Backend, samples: list[Sample], prompt_hash: str, rubric_hash: str

@@ -272,12 +272,12 @@ class Judge:
             assert record is not None
             # The pipeline runs this test: hand the samples to the engine and return; the verdict
             # is applied when they land (or when the test reads the measurement).
-            pending = PendingMeasurement.submitted(engine.submit(work), landing)
+            pending = PendingMeasurement.submitted(engine.submit_item(work), landing)
             record.deferred.append(pending)
             return pending
         outcome: Measurement | BaseException
         try:
-            outcome = engine.run(work)
+            outcome = engine.run_item(work)
         except NotJudged as exc:
             outcome = exc
         verdict = landing(outcome)

@@ -22,9 +22,13 @@ from collections.abc import Callable, Coroutine
 from concurrent.futures import Future
 from typing import Any, TypeVar
 
-__all__ = ["LoopThread", "in_daemon_thread"]
+__all__ = ["Finish", "LoopThread", "in_daemon_thread", "settle_from"]
 
 T = TypeVar("T")
+Finish = Callable[["asyncio.Task[Any]", "Future[Any]"], None]
+"""Called on the loop when a submitted coroutine's task ended, in place of copying its outcome to
+the caller's future there and then: it settles the future itself (:func:`settle_from`), from any
+thread, whenever it is ready to."""
 _TURN_S = 1.0
 """What :meth:`LoopThread.close` allows past its timeout for the loop to take its own last turn."""
 
@@ -48,7 +52,7 @@ class LoopThread:
         # Coroutines handed over and not started yet, and whether the loop was woken to start them:
         # what is handed over before it runs is started in the same turn (one wake-up of the loop's
         # thread, not one per coroutine: pipelined tests hand one over each, faster than it turns).
-        self._incoming: list[tuple[Coroutine[Any, Any, Any], Future[Any]]] = []
+        self._incoming: list[tuple[Coroutine[Any, Any, Any], Future[Any], Finish | None]] = []
         self._incoming_lock = threading.Lock()
         self._woken = False
         # The tasks of the coroutines handed over, until they end (loop thread only): what
@@ -69,15 +73,16 @@ class LoopThread:
                 self._loop, self._thread = loop, thread
             return self._loop
 
-    def submit(self, coro: Coroutine[Any, Any, T]) -> Future[T]:
+    def submit(self, coro: Coroutine[Any, Any, T], *, finish: Finish | None = None) -> Future[T]:
         """Schedule ``coro`` on the loop (starting it if needed); thread-safe. As
-        :func:`asyncio.run_coroutine_threadsafe`: cancelling the returned future cancels the task."""
+        :func:`asyncio.run_coroutine_threadsafe`: cancelling the returned future cancels the task.
+        With ``finish``, the task's outcome reaches the future through it (see :data:`Finish`)."""
         if not asyncio.iscoroutine(coro):
             raise TypeError("a coroutine object is required")
         loop = self._ensure()
         future: Future[T] = Future()
         with self._incoming_lock:
-            self._incoming.append((coro, future))
+            self._incoming.append((coro, future, finish))
             if self._woken:
                 return future
             self._woken = True
@@ -94,14 +99,14 @@ class LoopThread:
         with self._incoming_lock:
             batch, self._incoming = self._incoming, []
             self._woken = False
-        for coro, future in batch:
+        for coro, future, finish in batch:
             if future.cancelled():
                 coro.close()  # (never started: no "never awaited" warning)
                 continue
             task = loop.create_task(coro)
             self._tasks.add(task)
             task.add_done_callback(self._tasks.discard)
-            _chain(task, future, loop)
+            _chain(task, future, loop, finish)
 
     def run(self, coro: Coroutine[Any, Any, T]) -> T:
         """Run ``coro`` on the loop and wait for its result; an interrupt while waiting cancels it."""
@@ -154,7 +159,7 @@ class LoopThread:
         with self._incoming_lock:
             # Handed over while the loop was closing: they never start (and are not "never awaited").
             left, self._incoming, self._woken = self._incoming, [], False
-        for coro, future in left:
+        for coro, future, _ in left:
             coro.close()
             future.cancel()
 
@@ -202,25 +207,36 @@ async def in_daemon_thread(fn: Callable[[], T], name: str) -> T:
     return await future
 
 
-def _chain(task: asyncio.Task[T], future: Future[T], loop: asyncio.AbstractEventLoop) -> None:
-    """Copy the task's outcome to ``future``; cancelling ``future`` cancels the task (what
-    :func:`asyncio.run_coroutine_threadsafe` does, through asyncio's private helper)."""
+def settle_from(task: asyncio.Task[T], future: Future[T], error: BaseException | None = None) -> None:
+    """Copy the ended task's outcome to ``future`` (``error`` in its place, when given); from any
+    thread. Nothing when the future was cancelled meanwhile."""
+    if task.cancelled():
+        future.cancel()
+        return
+    own = task.exception()  # (read even when ``error`` replaces it: asyncio warns of one never read)
+    if not future.set_running_or_notify_cancel():
+        return  # cancelled by its owner meanwhile
+    if error is None:
+        error = own
+    if error is not None:
+        future.set_exception(error)
+    else:
+        future.set_result(task.result())
+
+
+def _chain(
+    task: asyncio.Task[T], future: Future[T], loop: asyncio.AbstractEventLoop, finish: Finish | None
+) -> None:
+    """Copy the task's outcome to ``future`` (or leave it to ``finish``); cancelling ``future``
+    cancels the task (what :func:`asyncio.run_coroutine_threadsafe` does, through asyncio's private
+    helper)."""
 
     def cancel_task(done: Future[T]) -> None:
         if done.cancelled() and not loop.is_closed():
             loop.call_soon_threadsafe(task.cancel)
 
-    def copy_outcome(done: asyncio.Task[T]) -> None:
-        if done.cancelled():
-            future.cancel()
-            return
-        if not future.set_running_or_notify_cancel():
-            return  # cancelled by its owner meanwhile
-        error = done.exception()
-        if error is not None:
-            future.set_exception(error)
-        else:
-            future.set_result(done.result())
-
     future.add_done_callback(cancel_task)
-    task.add_done_callback(copy_outcome)
+    if finish is None:
+        task.add_done_callback(lambda done: settle_from(done, future))
+    else:
+        task.add_done_callback(lambda done: finish(done, future))

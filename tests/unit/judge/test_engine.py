@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import gc
+import threading
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -25,6 +26,7 @@ from pytest_aimeasure.judge.errors import JudgeError, ReplayMiss
 from pytest_aimeasure.judge.item import ItemSpec
 from pytest_aimeasure.judge.prompt import JudgePrompt, verdict_tool
 from pytest_aimeasure.measure.models import Usage
+from pytest_aimeasure.store.runs import StoreError
 
 
 class ScriptedReplies:
@@ -340,3 +342,57 @@ def test_the_fingerprint_names_the_model_and_tool_mode_most_of_the_samples_were_
     for engine in engine_with(TwoModels(models, modes), concurrency=1):
         m = engine.measure(spec(samples=3))
         assert (m.fingerprint.model, m.fingerprint.tool_mode) == (model, mode)
+
+
+def test_an_items_samples_are_fsynced_once_before_its_measurement_even_when_it_is_judged_twice() -> None:
+    # An escalated item gathers samples twice (the standing judge's, then the stronger one's): each
+    # gather waited for an fsync of its own on the judge's loop, then the loop took another turn.
+    sink = SlowDiskSink()
+    split = [{"dimension": "tone", "score": s, "rationale": "r"} for s in (1, 5, 3)]
+    backends = {"fake-judge": ScriptedReplies(split), "strong": ScriptedReplies([VALID] * 3)}
+    engine = JudgeEngine(JudgeSettings(model="fake-judge"), make_backend=backends.__getitem__, sink=sink)
+    try:
+        m = engine.measure(dataclasses.replace(spec(3), floor=3.0, escalate="strong"))
+        durable_when_measured = sink.durable
+    finally:
+        engine.close()
+    assert m.escalation is not None and m.scores == [4, 4, 4]
+    assert sink.written == 6 and durable_when_measured == 6
+    assert sink.syncs == 1  # was 2
+
+
+def test_an_items_future_is_settled_by_the_fsync_worker_once_its_samples_are_on_disk() -> None:
+    # Without the pipeline the test thread waits on this future: the fsync worker settles it itself,
+    # without handing the item back to the judge's loop for one more turn first.
+    sink = SlowDiskSink()
+    engine = JudgeEngine(
+        JudgeSettings(model="fake-judge"), make_backend=lambda name: ScriptedReplies([VALID] * 3), sink=sink
+    )
+    seen: list[tuple[str, int]] = []
+    try:
+        future = engine.submit_item(engine.ameasure(spec(3)))
+        future.add_done_callback(lambda done: seen.append((threading.current_thread().name, sink.durable)))
+        assert future.result(timeout=10).scores == [4, 4, 4]
+    finally:
+        engine.close()
+    ((thread, durable),) = seen
+    assert thread.startswith("aimeasure-fsync") and durable == 3
+
+
+def test_an_fsync_that_fails_is_the_items_outcome_and_later_items_still_get_theirs() -> None:
+    class FailingDisk(SlowDiskSink):
+        def sync(self) -> None:
+            super().sync()
+            if self.syncs == 1:
+                raise StoreError("cannot fsync journal.jsonl: No space left on device")
+
+    sink = FailingDisk()
+    engine = JudgeEngine(
+        JudgeSettings(model="fake-judge"), make_backend=lambda name: ScriptedReplies([VALID] * 2), sink=sink
+    )
+    try:
+        with pytest.raises(StoreError, match="No space left"):
+            engine.measure(spec())
+        assert engine.measure(dataclasses.replace(spec(), item_id="tone::t2")).scores == [4]
+    finally:
+        engine.close()
