@@ -8,7 +8,7 @@ import dataclasses
 import gc
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
@@ -21,6 +21,7 @@ from pytest_aimeasure.judge.backends.base import (
     JudgeRequest,
     Message,
 )
+from pytest_aimeasure.judge.backends.scripted import ScriptedBackend
 from pytest_aimeasure.judge.engine import JudgeEngine, JudgeSettings, _feedback, _prompt_chars
 from pytest_aimeasure.judge.errors import JudgeError, ReplayMiss
 from pytest_aimeasure.judge.item import ItemSpec
@@ -376,7 +377,7 @@ def test_an_items_future_is_settled_by_the_fsync_worker_once_its_samples_are_on_
     finally:
         engine.close()
     ((thread, durable),) = seen
-    assert thread.startswith("aimeasure-fsync") and durable == 3
+    assert thread.startswith("aimeasure-sample-fsync") and durable == 3
 
 
 def test_an_fsync_that_fails_is_the_items_outcome_and_later_items_still_get_theirs() -> None:
@@ -396,3 +397,86 @@ def test_an_fsync_that_fails_is_the_items_outcome_and_later_items_still_get_thei
         assert engine.measure(dataclasses.replace(spec(), item_id="tone::t2")).scores == [4]
     finally:
         engine.close()
+
+
+class Waiting(ScriptedReplies):
+    """Answers once :attr:`go` is set (a provider's latency), noting how many calls wait at once and
+    the calls that were cancelled while waiting."""
+
+    def __init__(self, replies: list[dict[str, Any] | None], *, in_place: bool) -> None:
+        super().__init__(replies)
+        self.runs_in_place = in_place
+        self.go = threading.Event()
+        self.waiting = 0
+        self.most_waiting = 0
+        self.cancelled = 0
+
+    async def judge(self, request: JudgeRequest) -> JudgeReply:
+        self.waiting += 1
+        self.most_waiting = max(self.most_waiting, self.waiting)
+        try:
+            for _ in range(2000):  # (bounded: 10 s)
+                if self.go.is_set():
+                    break
+                await asyncio.sleep(0.005)
+        except asyncio.CancelledError:
+            self.cancelled += 1
+            raise
+        finally:
+            self.waiting -= 1
+        return await super().judge(request)
+
+
+def until(condition: Callable[[], bool]) -> bool:
+    for _ in range(1000):  # (bounded: 10 s)
+        if condition():
+            return True
+        time.sleep(0.01)
+    return False
+
+
+class Noting(ScriptedReplies):
+    """Notes the task each call runs in."""
+
+    def __init__(self, replies: list[dict[str, Any] | None], *, in_place: bool) -> None:
+        super().__init__(replies)
+        self.runs_in_place = in_place
+        self.tasks: list[asyncio.Task[Any] | None] = []
+
+    async def judge(self, request: JudgeRequest) -> JudgeReply:
+        self.tasks.append(asyncio.current_task())
+        return await super().judge(request)
+
+
+def test_a_scripted_judges_samples_run_in_the_items_own_task() -> None:
+    # A task each (and two more turns of the loop) was a third of the judge thread's work on an item.
+    backend = Noting([VALID] * 3, in_place=True)
+    for engine in engine_with(backend):
+        assert engine.measure(spec(3)).scores == [4, 4, 4]
+    assert len(backend.tasks) == 3 and len(set(backend.tasks)) == 1  # was 3 tasks
+    assert ScriptedBackend().runs_in_place
+
+
+def test_an_sdk_backends_calls_each_run_in_a_task_of_their_own() -> None:
+    # An SDK's timeout or cancel scope is bound to the task the call starts in: started in the
+    # item's task, a timeout would cancel the item instead of the call.
+    backend = Noting([VALID] * 3, in_place=False)
+    for engine in engine_with(backend):
+        assert engine.measure(spec(3)).scores == [4, 4, 4]
+    assert len(set(backend.tasks)) == 3
+
+
+@pytest.mark.parametrize("in_place", [True, False], ids=["in-place", "tasks"])
+def test_samples_that_wait_still_wait_together_and_an_interrupt_cancels_them(in_place: bool) -> None:
+    backend = Waiting([VALID] * 6, in_place=in_place)
+    for engine in engine_with(backend):
+        future = engine.submit_item(engine.ameasure(spec(3)))
+        assert until(lambda: backend.waiting == 3)  # all three sent before any answered
+        backend.go.set()
+        assert future.result(timeout=10).scores == [4, 4, 4]
+
+        backend.go.clear()
+        again = engine.submit_item(engine.ameasure(dataclasses.replace(spec(3), item_id="tone::t2")))
+        assert until(lambda: backend.waiting == 3)
+        again.cancel()  # (what an interrupt of the waiting test does)
+        assert until(lambda: backend.cancelled == 3 and backend.waiting == 0)
