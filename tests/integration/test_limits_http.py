@@ -212,6 +212,41 @@ def test_the_first_call_goes_out_before_the_price_map_is_read(
     assert marked == [True, False]
 
 
+def test_a_later_session_follows_the_price_map_on_prompt_caching_after_its_first_answer(
+    server: ProviderServer, monkeypatch: pytest.MonkeyPatch, fresh_price_map: None
+) -> None:
+    # A later session (what the model refuses remembered) has no first call to wait for, and it
+    # never asked the map: every call marked the prompt for caching, for a model the map says
+    # cannot cache.
+    from pytest_aimeasure.store import cost
+
+    read = cost._price_map._load
+
+    def load() -> dict[str, dict[str, Any]]:
+        entry = {"litellm_provider": "anthropic", "supports_prompt_caching": False}
+        prices = {"input_cost_per_token": 1e-6, "output_cost_per_token": 5e-6}
+        return {**read(), "claude-test": {**entry, **prices}}
+
+    monkeypatch.setattr(cost._price_map, "_load", load)
+    monkeypatch.setenv("ANTHROPIC_BASE_URL", server.url)
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "test-key")
+    backend = build_backend("anthropic/claude-test", timeout=20.0, retries=0)
+    backend.quirks.remember({})  # an earlier session's answers: nothing refused
+
+    def make_backend(name: str) -> Backend:
+        return backend
+
+    engine = JudgeEngine(
+        JudgeSettings(model="anthropic/claude-test", concurrency=1, samples=1), make_backend=make_backend
+    )
+    try:
+        measure_all(engine, [spec(0, samples=1), spec(1, samples=1)])
+    finally:
+        engine.close()
+    marked = ["cache_control" in r.body["tools"][0] for r in server.requests]
+    assert marked == [True, False]
+
+
 @pytest.mark.parametrize("kind", KINDS)
 def test_the_calls_sent_with_a_first_call_that_got_a_429_wait_out_its_cooldown_at_the_halved_limit(
     kind: str, server: ProviderServer, monkeypatch: pytest.MonkeyPatch

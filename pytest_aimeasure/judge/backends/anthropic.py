@@ -150,13 +150,14 @@ class AnthropicBackend(LearnsQuirks):
         """Whether judge calls mark their fixed prefix for prompt caching now."""
         if self.prompt_caching is None:
             quirks = self.quirks
-            if not quirks.first_call_over or (not quirks.answered and not _prices_read()):
+            if not quirks.answered and not _prices_read():
                 # The session's first calls mark their prefix without asking the price map: reading
                 # it (tens of ms of CPU, a 3 MB file with litellm) came before the session's first
                 # request, and the calls its streamed 200 let go would wait on the loop for it. A
                 # marker the model cannot use is ignored by the API, and one it refuses is a 400
                 # learned as a quirk; the calls after the first answer ask the map (read by then,
-                # in the background, for that reply's cost).
+                # in the background, for that reply's cost), in a later session too, whose first
+                # calls go together without a first call to wait for.
                 return quirks.caches_prompt
             from pytest_aimeasure.store.cost import supports_prompt_caching
 
