@@ -18,7 +18,7 @@ judging span as the server saw it over its floor (calls x latency / the most cal
 flight; under ``--capacity N``, / N, what the provider allows), the limit reached and the 429s our
 JSON counted. ``--capacity N`` makes the server refuse a call that arrives while N are in flight
 (speed_bench's ``CappedServer``). ``--workers N`` runs each session under xdist (``-n N``), the
-workload split into N modules (one a worker): each worker has a limit of its own against the one
+workload split into N modules (one a worker): each worker has its part of the limit against the one
 server, and the table adds the most calls the server had in flight. ``--rise N:M`` makes the
 ``--capacity`` provider allow M calls at once from its N-th answer of each session on (a provider
 whose limit rises mid-session: does the limit still climb past the 429s of its start; the span's

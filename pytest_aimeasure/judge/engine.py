@@ -222,13 +222,15 @@ class Spend:
         }
 
 
-_MAX_MERGED = frozenset({"max_in_flight", "limit_reached", "rate_limit_wait_s"})
-"""Spend figures of several processes (xdist workers) that are not added up: each process has its
-own limit per provider, so the session reports the busiest process and the longest pause."""
+_LIMITS = frozenset({"max_in_flight", "limit_reached"})
+"""Spend figures of the limits: added up over processes that call the provider at once (a session's
+xdist workers, each with its share of the limit), the busiest one's otherwise (shards run apart)."""
 
 
-def merge_spend(parts: list[dict[str, Any]]) -> dict[str, Any]:
-    """The session's spend from each process's :meth:`Spend.as_dict` (controller and workers)."""
+def merge_spend(parts: list[dict[str, Any]], *, together: bool = True) -> dict[str, Any]:
+    """The session's spend from each process's :meth:`Spend.as_dict` (controller and workers; with
+    ``together`` false, shards of a session that may have run apart). The rate-limit pause is the
+    longest one (the workers' pauses overlap)."""
     total: dict[str, Any] = {name: 0 for name in Spend().as_dict()}
     total["cost_usd"] = 0.0
     for part in parts:
@@ -237,7 +239,7 @@ def merge_spend(parts: list[dict[str, Any]]) -> dict[str, Any]:
                 total[name] = None if value is None or total[name] is None else total[name] + value
             elif value is None:
                 continue
-            elif name in _MAX_MERGED:
+            elif name == "rate_limit_wait_s" or (name in _LIMITS and not together):
                 total[name] = max(total.get(name, 0), value)
             else:
                 total[name] = total.get(name, 0) + value

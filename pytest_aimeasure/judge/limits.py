@@ -56,6 +56,10 @@ start (growing by an eighth a round while latency holds; the latency rules' floo
 start, or that level when it is lower). A level the provider now refuses is halved as any, and the
 level learned for the next session is lowered below it. ``--judge-concurrency`` ignores it.
 
+Under xdist every figure here is one worker's: the session's settings give each its
+:func:`~pytest_aimeasure.judge.concurrency.share` of the start, the ceiling, ``--judge-concurrency``
+and the level resumed at, so that the provider sees the session's total.
+
 The limiter runs on the judge engine's event loop; it is not thread-safe. The clock is injectable so
 the adaptive rule can be tested without waiting.
 """

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 from pydantic import BaseModel, Field, ValidationError
 
+from pytest_aimeasure.judge.concurrency import share
 from pytest_aimeasure.session.settings import Settings
 
 if TYPE_CHECKING:
@@ -120,9 +121,13 @@ class QuirksMemory:
     Under xdist each worker hands its :meth:`findings` to the controller, which :meth:`merge` s them
     and :meth:`write` s the cache once (each worker writing its own, the last to end won)."""
 
-    def __init__(self, cache: Any, *, clock: Any = time.time) -> None:
+    def __init__(self, cache: Any, *, clock: Any = time.time, processes: int = 1, index: int = 0) -> None:
         self._cache = cache
         self._clock = clock
+        # The levels kept are the session's totals: an xdist worker (``index`` of ``processes``)
+        # starts at its share of one and reports its own level times the workers.
+        self._processes = max(1, processes)
+        self._index = index
         self._read: _QuirksCache | None = None
 
     def _entries(self) -> _QuirksCache:
@@ -149,18 +154,20 @@ class QuirksMemory:
         return [LESSONS[name] for name, on in entry.switches.items() if not on and name in LESSONS]
 
     def recall_limit(self, backend: Any) -> int | None:
-        """The level an earlier session left ``backend``'s provider at (if recent), else None."""
+        """This process's share of the level an earlier session left ``backend``'s provider at (if
+        recent: the session's total, shared among its xdist workers), else None."""
         key = _limit_key(backend)
         if key is None or self._cache is None:
             return None
         entry = self._entries().limits.get(key)
         if entry is None or not 0 <= self._clock() - entry.at <= QUIRKS_KEPT_S:
             return None
-        return entry.level
+        return share(entry.level, self._processes, self._index)
 
     def findings(self, backends: list[Any], limits: Mapping[str, Any] | None = None) -> QuirksFindings:
         """What ``backends`` learned this session (those whose calls got an answer), and the level
-        of each of their providers' ``limits`` (the engine's, by concurrency key) that learned one."""
+        of each of their providers' ``limits`` (the engine's, by concurrency key) that learned one,
+        as the session's total: under xdist, this worker's times the workers (each had its share)."""
         found = QuirksFindings()
         for backend in backends:
             key = _quirks_key(backend)
@@ -172,17 +179,18 @@ class QuirksMemory:
             level = getattr(limit, "learned", None)
             if limit_key is not None and isinstance(level, int):
                 refused = getattr(limit, "refused_at", None) is not None
-                found.limits[limit_key] = _LimitFinding(level=level, refused=refused)
+                found.limits[limit_key] = _LimitFinding(level=level * self._processes, refused=refused)
         return found
 
     @staticmethod
     def merge(parts: list[QuirksFindings]) -> QuirksFindings:
         """The findings of a session's processes (its xdist workers) as one: a parameter any of them
         saw refused is refused (the switches' refusals joined); per provider, the lowest level of
-        those that met a 429/529 (each worker has a limit of its own, and the provider's 429 came at
+        those that met a 429/529 (each worker has a limit of its own, its part, and the provider's 429 came at
         the calls in flight of them all: the worker that met none left its limit where it was
         allowed, not where the provider refuses), else the highest level a worker's rounds held at
-        (none was refused: that many in flight per worker answered in time)."""
+        (none was refused: that many in flight answered in time). The levels are the session's
+        totals (:meth:`findings`), as the next session shares them."""
         merged = QuirksFindings()
         for part in parts:
             for key, switches in part.models.items():
@@ -235,7 +243,9 @@ class SessionBackends:
         self.settings = settings
         self.recording = recording
         self.notice = notice
-        self.quirks = QuirksMemory(getattr(config, "cache", None))
+        self.quirks = QuirksMemory(
+            getattr(config, "cache", None), processes=settings.processes, index=settings.process_index
+        )
         self.built: list[Backend] = []
 
     def backend(self, model: str) -> Backend:

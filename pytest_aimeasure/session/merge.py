@@ -70,10 +70,11 @@ def _check_rulers(shards: Sequence[tuple[str, SessionResults]]) -> None:
 
 
 def _spend(shards: Sequence[SessionResults]) -> dict[str, Any]:
-    # The same rule as for xdist workers: counts add up, the in-flight maximum and the rate-limit
-    # pause are the busiest shard's (each shard had its own limit per provider).
+    # Counts add up; the in-flight maximum, the limit reached and the rate-limit pause are the
+    # busiest shard's (shards may run apart, each with a limit of its own per provider).
     return merge_spend(
-        [{k: v for k, v in r.spend.items() if v is None or isinstance(v, (int, float))} for r in shards]
+        [{k: v for k, v in r.spend.items() if v is None or isinstance(v, (int, float))} for r in shards],
+        together=False,
     )
 
 

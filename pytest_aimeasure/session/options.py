@@ -217,8 +217,10 @@ OPTIONS: tuple[Option, ...] = (
     Option(
         "--judge-concurrency",
         "judge_concurrency",
-        "Judge calls in flight at once, per provider, at most (default: adaptive, starting at 32 and "
-        "growing while latency holds and no 429/529 comes, up to 64); halved on a 429/529 and grown back.",
+        "Judge calls in flight at once, per provider, at most, over the whole session: under xdist "
+        "the workers share it, each taking its part, at least 1 (default: adaptive, starting at 32 and "
+        "growing while latency holds and no 429/529 comes, up to 64, shared alike); halved on a "
+        "429/529 and grown back.",
         positive_int,
         None,
         "aimeasure_judge_concurrency",
@@ -229,7 +231,7 @@ OPTIONS: tuple[Option, ...] = (
         "judge_pipeline",
         "Dimension tests whose verdicts may be pending at once: judge.score returns at once and the "
         "test's reports are logged, in order, when its samples land (default: 2 x --judge-concurrency, "
-        "128 when that is adaptive, at least 32; 0 waits in each test).",
+        "128 when that is adaptive, at least 32; under xdist 2 x the worker's part; 0 waits in each test).",
         non_negative_int,
         None,
         "aimeasure_judge_pipeline",

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from pytest_aimeasure.judge.concurrency import ADAPTIVE_CEILING, ADAPTIVE_START, GENERATION_CONCURRENCY
+from pytest_aimeasure.judge.concurrency import ADAPTIVE_CEILING, ADAPTIVE_START, GENERATION_CONCURRENCY, share
 from pytest_aimeasure.measure.sampling import AUTO, SamplePlan, Samples, call_range
 from pytest_aimeasure.session import options
 
@@ -63,12 +63,15 @@ class Settings:
     model: str | None
     samples: Samples
     concurrency: int
-    """Judge calls in flight per provider at the start (``--judge-concurrency``, else the adaptive start)."""
+    """This process's judge calls in flight per provider at the start (``--judge-concurrency``, else
+    the adaptive start; under xdist the worker's :func:`~pytest_aimeasure.judge.concurrency.share`
+    of it: the figures are the session's)."""
     concurrency_ceiling: int
-    """The most calls in flight the limit grows to (``--judge-concurrency``, else the adaptive ceiling)."""
+    """The most calls in flight the limit grows to (``--judge-concurrency``, else the adaptive
+    ceiling; the worker's share)."""
     generation_concurrency: int
     """A suite target's generation calls in flight when it sets none (``--judge-concurrency``, else
-    :data:`~pytest_aimeasure.judge.concurrency.GENERATION_CONCURRENCY`)."""
+    :data:`~pytest_aimeasure.judge.concurrency.GENERATION_CONCURRENCY`; the worker's share)."""
     timeout: float
     retries: int
     quota_wait: float  # --judge-quota-wait: seconds of nothing but 429/529 before giving up
@@ -99,6 +102,10 @@ class Settings:
     pipeline: int  # dimension tests whose verdicts may be pending at once (--judge-pipeline)
     batch: bool  # --judge-batch: judge calls through the provider's batch API
     batch_poll: float
+    processes: int
+    """The session's processes that call the judges at once: its xdist workers, else 1."""
+    process_index: int
+    """This process's index among them (xdist's ``gw<N>``)."""
 
     @classmethod
     def from_config(cls, config: pytest.Config) -> Settings:
@@ -113,7 +120,8 @@ class Settings:
         if values["judge_bias"] and not values["calibrate"]:
             values["calibrate"] = "report"  # the probes run on the anchors
         values["sample_plan"] = _sample_plan(raw)
-        values.update(_concurrency(values["concurrency"]))
+        values["processes"], values["process_index"] = _process(config)
+        values.update(_concurrency(values["concurrency"], values["processes"], values["process_index"]))
         values["pipeline"] = _pipeline(values)
         values["anchor_globs"] = tuple(config.getini(options.ANCHORS_INI) or ())
         for name in _PATHS:
@@ -271,15 +279,30 @@ def _sample_plan(raw: dict[str, Any]) -> SamplePlan:
     return SamplePlan(low, high, raw["judge_samples_step"])
 
 
-def _concurrency(given: int | None) -> dict[str, int]:
+def _process(config: pytest.Config) -> tuple[int, int]:
+    """(the session's processes that judge at once, this one's index): an xdist worker's count and
+    number, else (1, 0)."""
+    workerinput: dict[str, Any] | None = getattr(config, "workerinput", None)
+    if workerinput is None:
+        return 1, 0
+    count = workerinput.get("workercount") or os.environ.get("PYTEST_XDIST_WORKER_COUNT") or 1
+    worker = str(workerinput.get("workerid", "gw0"))
+    index = int(worker[2:]) if worker.startswith("gw") and worker[2:].isdigit() else 0
+    return max(1, int(count)), index
+
+
+def _concurrency(given: int | None, processes: int = 1, index: int = 0) -> dict[str, int]:
     """The judge limit's start and ceiling, and the suites' generation limit: all ``given``
-    (``--judge-concurrency``), else the adaptive limit's and the generation default."""
+    (``--judge-concurrency``), else the adaptive limit's and the generation default; each the
+    session's total, of which an xdist worker takes its share (``processes`` call a provider at once:
+    before, each worker had the whole, and ``-n 4`` put four times the calls in flight)."""
     if given is not None:
-        return {"concurrency": given, "concurrency_ceiling": given, "generation_concurrency": given}
+        mine = share(given, processes, index)
+        return {"concurrency": mine, "concurrency_ceiling": mine, "generation_concurrency": mine}
     return {
-        "concurrency": ADAPTIVE_START,
-        "concurrency_ceiling": ADAPTIVE_CEILING,
-        "generation_concurrency": GENERATION_CONCURRENCY,
+        "concurrency": share(ADAPTIVE_START, processes, index),
+        "concurrency_ceiling": share(ADAPTIVE_CEILING, processes, index),
+        "generation_concurrency": share(GENERATION_CONCURRENCY, processes, index),
     }
 
 

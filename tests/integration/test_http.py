@@ -613,11 +613,11 @@ TWO_WORKERS = {
 def test_under_xdist_the_level_a_worker_was_refused_at_is_kept_not_the_last_workers(
     pytester: pytest.Pytester, provider_env: ProviderServer, model: str
 ) -> None:
-    # Two workers against one provider, each with its limit, starting where an earlier session left
-    # it (3). The one with the short module meets a 429 and ends first; the other meets none and
-    # grows its limit. Before, each wrote its own level and the last to end won: the next session
-    # started above the level the provider had refused. The controller merges them now: the lowest
-    # level a 429 came at.
+    # Two workers against one provider, each with its part of the limit, starting where an earlier
+    # session left it (6 in all: 3 a worker). The one with the short module meets a 429 and ends
+    # first; the other meets none and grows its limit. Before, each wrote its own level and the last
+    # to end won: the next session started above the level the provider had refused. The controller
+    # merges them now: the lowest level a 429 came at.
     server = provider_env
     server.latency = 0.05
     pytester.makepyfile(test_tone=textwrap.dedent(ONE_DIMENSION))
@@ -627,7 +627,7 @@ def test_under_xdist_the_level_a_worker_was_refused_at_is_kept_not_the_last_work
     ((key, _),) = remembered_limits(pytester).items()
     cache = pytester.path / ".pytest_cache" / "v" / "aimeasure" / "judge-quirks"
     written = json.loads(cache.read_text())
-    written["limits"][key]["level"] = 3
+    written["limits"][key]["level"] = 6
     cache.write_text(json.dumps(written))
     (pytester.path / "test_tone.py").unlink()
     pytester.makepyfile(**{name: textwrap.dedent(text) for name, text in TWO_WORKERS.items()})
@@ -646,7 +646,75 @@ def test_under_xdist_the_level_a_worker_was_refused_at_is_kept_not_the_last_work
     judged(pytester, model, *run, "-n", "2", "--dist", "loadfile").assert_outcomes(passed=9)
     assert len(refused) == 1
     assert results(pytester)["spend"]["rate_limited"] == 1
-    assert remembered_limits(pytester)[key]["level"] < 3  # below the 3 in flight it came at
+    assert remembered_limits(pytester)[key]["level"] < 6  # below the 3 a worker in flight it came at
+
+
+SHARERS = {
+    name: f"""
+        import pytest
+
+        @pytest.mark.dimension("tone", rubric="5 = calm and precise; 1 = shouting")
+        @pytest.mark.parametrize("n", range(8))
+        def test_{name}(judge, n):
+            judge.score(f"{name.upper()}-The fox apologised, then fixed fence {{n}}.")
+    """
+    for name in ("left", "right")
+}
+
+
+def sharing_workers(pytester: pytest.Pytester, server: ProviderServer, model: str, *run: str) -> None:
+    """Two workers, one module of 8 items each, against ``server``, whose calls are held until both
+    modules' calls have come (a 20 s bound) and then answered after 0.5 s: the calls in flight at
+    the server add up the two workers' limits, whichever started first. The judge's quirks are
+    learned in a session before (so the workers' first calls go together) and its limit forgotten."""
+    server.latency = 0.0
+    pytester.makepyfile(test_tone=textwrap.dedent(ONE_DIMENSION))
+    judged(pytester, model, "--judge-cache", "off").assert_outcomes(passed=1)
+    cache = pytester.path / ".pytest_cache" / "v" / "aimeasure" / "judge-quirks"
+    written = json.loads(cache.read_text())
+    written["limits"] = {}
+    cache.write_text(json.dumps(written))
+    (pytester.path / "test_tone.py").unlink()
+    pytester.makepyfile(**{f"test_{name}": textwrap.dedent(text) for name, text in SHARERS.items()})
+    seen_from: set[str] = set()
+    both = threading.Event()
+    lock = threading.Lock()
+
+    def held_until_both_workers_call(seen: SeenRequest) -> Any:
+        with lock:
+            seen_from.update(name for name in SHARERS if f"{name.upper()}-" in seen.prompt)
+            if len(seen_from) == len(SHARERS):
+                both.set()
+        both.wait(20.0)
+        return Fault.slow(0.5)
+
+    server.reset_stats()
+    server.scorer = held_until_both_workers_call
+    judged(pytester, model, "--judge-cache", "off", *run, "-n", "2", "--dist", "loadfile").assert_outcomes(
+        passed=16
+    )
+    assert both.is_set()
+
+
+@pytest.mark.parametrize("model", BACKENDS)
+def test_under_xdist_the_adaptive_start_is_the_sessions_total_shared_by_the_workers(
+    pytester: pytest.Pytester, provider_env: ProviderServer, model: str
+) -> None:
+    # 24 calls a worker (8 items x 3 samples). Before, each worker started at 32 of its own: all
+    # 48 in flight at once at the server. Now the start (32) is the session's, 16 a worker.
+    sharing_workers(pytester, provider_env, model, "--judge-samples", "3")
+    assert provider_env.max_in_flight <= 32
+    assert results(pytester)["spend"]["max_in_flight"] <= 32
+
+
+@pytest.mark.parametrize("model", BACKENDS)
+def test_under_xdist_an_explicit_judge_concurrency_is_the_sessions_total(
+    pytester: pytest.Pytester, provider_env: ProviderServer, model: str
+) -> None:
+    # Before, --judge-concurrency 6 was per process: 12 in flight with two workers. Now 3 a worker.
+    sharing_workers(pytester, provider_env, model, "--judge-samples", "2", "--judge-concurrency", "6")
+    assert provider_env.max_in_flight <= 6
+    assert results(pytester)["spend"]["max_in_flight"] <= 6
 
 
 # -- --judge-timeout -----------------------------------------------------------------------------------

@@ -510,3 +510,32 @@ def test_the_recovery_stops_below_the_calls_a_429_came_at_for_a_while_then_probe
     assert limit.limit == 9
     full_round(limit, 0.2)
     assert limit.limit == 10
+
+
+def test_a_limit_shared_by_xdist_workers_adds_up_to_the_sessions_total() -> None:
+    from pytest_aimeasure.judge.concurrency import share
+
+    assert [share(32, 2, i) for i in range(2)] == [16, 16]
+    assert [share(64, 3, i) for i in range(3)] == [22, 21, 21]  # the remainder to the first
+    assert [share(2, 4, i) for i in range(4)] == [1, 1, 1, 1]  # at least one a worker
+    assert share(32) == 32  # one process: the whole
+
+
+def test_the_workers_limit_figures_add_up_and_shards_keep_the_busiest() -> None:
+    # Before, the session's summary said the busiest worker's: with -n 2 half the calls the provider
+    # had in flight at once.
+    from pytest_aimeasure.judge.engine import merge_spend
+
+    worker = {
+        "calls": 10,
+        "max_in_flight": 16,
+        "limit_reached": 16,
+        "rate_limited": 2,
+        "rate_limit_wait_s": 1.5,
+    }
+    other = {**worker, "max_in_flight": 12, "limit_reached": 14, "rate_limit_wait_s": 1.0}
+    merged = merge_spend([worker, other])
+    assert (merged["calls"], merged["max_in_flight"], merged["limit_reached"]) == (20, 28, 30)
+    assert (merged["rate_limited"], merged["rate_limit_wait_s"]) == (4, 1.5)
+    apart = merge_spend([worker, other], together=False)
+    assert (apart["max_in_flight"], apart["limit_reached"], apart["rate_limit_wait_s"]) == (16, 16, 1.5)

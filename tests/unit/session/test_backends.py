@@ -33,7 +33,14 @@ class Hooks:
 def backends(**settings: Any) -> tuple[SessionBackends, Hooks]:
     hooks = Hooks()
     config = cast(pytest.Config, SimpleNamespace(hook=hooks, rootpath=Path(".")))
-    values = {"timeout": 5.0, "batch": False, "batch_poll": 1.0, **settings}
+    values = {
+        "timeout": 5.0,
+        "batch": False,
+        "batch_poll": 1.0,
+        "processes": 1,
+        "process_index": 0,
+        **settings,
+    }
     return SessionBackends(config, cast(Settings, SimpleNamespace(**values)), None), hooks
 
 
@@ -184,3 +191,23 @@ def test_the_findings_of_xdist_workers_merge_to_the_lowest_refused_limit_and_eve
         wider.release()
     merged = QuirksMemory.merge([second, memory.findings([other], {"anthropic": wider})])
     assert merged.limits[key].level == 30 and not merged.limits[key].refused  # none refused: the highest
+
+
+def test_under_xdist_the_remembered_limit_is_the_sessions_total_shared_by_the_workers() -> None:
+    # Before, the level was each worker's and each started at it: with more workers than the session
+    # that learned it had, the provider saw more calls than it allowed.
+    from pytest_aimeasure.judge.limits import ProviderLimit
+    from pytest_aimeasure.session.backends import QuirksMemory
+
+    cache, backend = Cache(), judge_backend()
+    held = ProviderLimit(32, start=16, resume=3)  # a worker of two, resuming at its share of 6
+    tokens = [held.try_acquire() for _ in range(3)]
+    for token in tokens:
+        held.note_success(token or 0, 0.1)
+        held.release()
+    found = QuirksMemory(cache, processes=2, index=1).findings([backend], {"anthropic": held})
+    (level,) = (entry.level for entry in found.limits.values())
+    assert level == 6  # the session's: 3 a worker
+    QuirksMemory(cache).write(found)
+    assert QuirksMemory(cache).recall_limit(backend) == 6  # without xdist, the whole
+    assert [QuirksMemory(cache, processes=4, index=i).recall_limit(backend) for i in range(4)] == [2, 2, 1, 1]

@@ -11,7 +11,15 @@ from pytest_aimeasure.measure.sampling import SamplePlan
 from pytest_aimeasure.session import options, settings
 from pytest_aimeasure.session.settings import BATCH_PIPELINE, Settings
 
-DERIVED = {"judging", "sample_plan", "anchor_globs", "concurrency_ceiling", "generation_concurrency"}
+DERIVED = {
+    "judging",
+    "sample_plan",
+    "anchor_globs",
+    "concurrency_ceiling",
+    "generation_concurrency",
+    "processes",
+    "process_index",
+}
 
 
 def test_every_field_is_an_option_or_derived_from_them() -> None:
