@@ -31,7 +31,7 @@ The table (medians over the rounds, min..max in brackets):
   the two runs first alternates by round) (target <= 1.02x; read it from the CPU row on a shared
   machine: a one-second run's wall time moves by more than 2% between runs, and the CPU time by
   3-5%, more than the plugin costs: ``benchmarks/inert_bench.py`` counts instructions instead,
-  which move by up to 0.3% from run to run, and is the figure to quote).
+  alike from run to run, and is the figure to quote).
 
 Figures are for the machine they ran on; only the ratios printed side by side in one run carry over.
 
