@@ -72,8 +72,8 @@ def test_one_429_with_retry_after_pauses_every_pending_call(
     once, which frees their slots. No call may reach the server before the retry-after has passed: not
     the waiting ones (whose slots are free), not the retry of the call that got it. Before, each SDK
     retried its own call, and the waiting calls went out as soon as slots were free. (The model's
-    first call goes out alone, the others waiting for its answer, so it is answered first: 4 calls
-    are in flight from its answer on.)"""
+    first call goes out alone and streams; the others go at its 200, while it may still hold its
+    slot until its events are read: 3 or 4 calls are in the wave that meets the 429.)"""
     engine = engine_for(kind, server, monkeypatch, concurrency=4, retries=2)
     engine_saw_it = threading.Event()
 
@@ -107,7 +107,9 @@ def test_one_429_with_retry_after_pauses_every_pending_call(
     # The engine learnt of the 429 after the server received that request, so the pause it set
     # ends at the earliest RETRY_AFTER after that arrival: only the first wave arrived before.
     early = [r for r in requests if r.started < limited.started + RETRY_AFTER]
-    assert len(early) == 1 + 4, [(round(r.started - limited.started, 3), r.status) for r in requests]
+    # The first call and the wave in flight (3 while the first call still held its slot, else 4);
+    # a pause that did not hold would let the waiting calls in as the wave's slots freed.
+    assert 1 + 3 <= len(early) <= 1 + 4, [(round(r.started - limited.started, 3), r.status) for r in requests]
     assert limited in early and requests[0] in early
     assert spend["rate_limited"] == 1
     assert spend["transport_retries"] == 1
