@@ -366,9 +366,6 @@ class JsonApi:
     async def _stream_aiohttp(
         self, session: Any, url: str, content: bytes, seconds: float, stream: Streamed, reader: StreamReader
     ) -> Any:
-        import aiohttp
-        import httpx
-
         try:
             async with session.post(url, data=content, timeout=self._aiohttp_timeout(seconds)) as reply:
                 status = reply.status
@@ -379,22 +376,12 @@ class JsonApi:
                     async for data in reply.content.iter_any():
                         reader.feed(data)
                     return _Parsed(status, reader.result())
-                body = await reply.read()
-                headers = [
-                    (name, value)
-                    for name, value in reply.headers.items()
-                    if name.lower() not in ("content-encoding", "content-length", "transfer-encoding")
-                ]
-        except aiohttp.ClientConnectorError as exc:
-            raise httpx.ConnectError(str(exc), request=httpx.Request("POST", url)) from exc
-        except (asyncio.TimeoutError, aiohttp.ServerTimeoutError) as exc:
-            kind = httpx.ConnectTimeout if _connecting(aiohttp, exc) else httpx.ReadTimeout
-            raise kind(str(exc) or "timed out", request=httpx.Request("POST", url)) from exc
-        except (aiohttp.ServerDisconnectedError, aiohttp.ClientPayloadError) as exc:
-            raise httpx.RemoteProtocolError(str(exc), request=httpx.Request("POST", url)) from exc
-        except (aiohttp.ClientError, OSError) as exc:
-            raise httpx.ReadError(str(exc) or type(exc).__name__, request=httpx.Request("POST", url)) from exc
-        return httpx.Response(status, headers=headers, content=body, request=httpx.Request("POST", url))
+                return _error_response(reply, await reply.read(), url)
+        except Exception as exc:
+            mapped = _httpx_error(exc, url)
+            if mapped is None:
+                raise
+            raise mapped from exc
 
     async def _stream_httpx(
         self, shard: int, url: str, content: bytes, seconds: float, stream: Streamed, reader: StreamReader
@@ -444,33 +431,19 @@ class JsonApi:
         be opened is ``ConnectError``, a timeout ``TimeoutException``, a reply cut short another
         ``TransportError``). A reply that is an error becomes an httpx response, so its status,
         headers and text read as on the httpx path."""
-        import aiohttp
-        import httpx
-
         timeout = self._aiohttp_timeout(seconds)
         url = self.base_url + path
         try:
             async with session.post(url, data=content, timeout=timeout) as reply:
                 body = await reply.read()
-                status = reply.status
-                if status < 400:
-                    return _Body(status, body)
-                # The body is decoded already: the headers that described its encoding go.
-                headers = [
-                    (name, value)
-                    for name, value in reply.headers.items()
-                    if name.lower() not in ("content-encoding", "content-length", "transfer-encoding")
-                ]
-        except aiohttp.ClientConnectorError as exc:
-            raise httpx.ConnectError(str(exc), request=httpx.Request("POST", url)) from exc
-        except (asyncio.TimeoutError, aiohttp.ServerTimeoutError) as exc:
-            kind = httpx.ConnectTimeout if _connecting(aiohttp, exc) else httpx.ReadTimeout
-            raise kind(str(exc) or "timed out", request=httpx.Request("POST", url)) from exc
-        except (aiohttp.ServerDisconnectedError, aiohttp.ClientPayloadError) as exc:
-            raise httpx.RemoteProtocolError(str(exc), request=httpx.Request("POST", url)) from exc
-        except (aiohttp.ClientError, OSError) as exc:
-            raise httpx.ReadError(str(exc) or type(exc).__name__, request=httpx.Request("POST", url)) from exc
-        return httpx.Response(status, headers=headers, content=body, request=httpx.Request("POST", url))
+                if reply.status < 400:
+                    return _Body(reply.status, body)
+                return _error_response(reply, body, url)
+        except Exception as exc:
+            mapped = _httpx_error(exc, url)
+            if mapped is None:
+                raise
+            raise mapped from exc
 
     async def _send(self, shard: int, path: str, content: bytes, seconds: float) -> Any:
         """One POST through the shard's transport, read whole. The client's own ``post`` merges
@@ -589,6 +562,38 @@ class JsonApi:
             await session.close()
         for client in clients:
             await client.aclose()
+
+
+def _error_response(reply: Any, body: bytes, url: str) -> Any:
+    """An aiohttp error reply as the httpx response the httpx path gets, so its status, headers and
+    text read alike. The body is decoded already: the headers that described its encoding go."""
+    import httpx
+
+    headers = [
+        (name, value)
+        for name, value in reply.headers.items()
+        if name.lower() not in ("content-encoding", "content-length", "transfer-encoding")
+    ]
+    return httpx.Response(reply.status, headers=headers, content=body, request=httpx.Request("POST", url))
+
+
+def _httpx_error(exc: Exception, url: str) -> Exception | None:
+    """An aiohttp failure as the httpx exception the httpx path raises for it (a connection that
+    could not be opened ``ConnectError``, a timeout ``TimeoutException``, a reply cut short another
+    ``TransportError``); None for an exception that is not a transport's."""
+    import aiohttp
+    import httpx
+
+    if isinstance(exc, aiohttp.ClientConnectorError):
+        return httpx.ConnectError(str(exc), request=httpx.Request("POST", url))
+    if isinstance(exc, (asyncio.TimeoutError, aiohttp.ServerTimeoutError)):
+        kind = httpx.ConnectTimeout if _connecting(aiohttp, exc) else httpx.ReadTimeout
+        return kind(str(exc) or "timed out", request=httpx.Request("POST", url))
+    if isinstance(exc, (aiohttp.ServerDisconnectedError, aiohttp.ClientPayloadError)):
+        return httpx.RemoteProtocolError(str(exc), request=httpx.Request("POST", url))
+    if isinstance(exc, (aiohttp.ClientError, OSError)):
+        return httpx.ReadError(str(exc) or type(exc).__name__, request=httpx.Request("POST", url))
+    return None
 
 
 def _connecting(aiohttp: Any, exc: BaseException) -> bool:
