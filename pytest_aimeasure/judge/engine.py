@@ -34,7 +34,7 @@ import json
 import math
 import threading
 from collections import Counter
-from collections.abc import Callable, Coroutine, Generator, Mapping
+from collections.abc import Callable, Coroutine, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol, TypeVar
@@ -324,65 +324,6 @@ async def _synced_at_end(coro: Coroutine[Any, Any, T]) -> T:
     return await coro
 
 
-class _Resumed:
-    """Awaiting it goes on with ``coro``, stepped outside any task until it yielded ``yielded``:
-    what ``coro`` yields (the futures it waits for) goes to the task that awaits this, and what the
-    task sends or throws in (a cancellation) goes on to ``coro``."""
-
-    def __init__(self, coro: Coroutine[Any, Any, T], yielded: Any) -> None:
-        self.coro, self.yielded = coro, yielded
-
-    def __await__(self) -> Generator[Any, Any, Any]:
-        coro, yielded = self.coro, self.yielded
-        while True:
-            try:
-                value = yield yielded
-            except GeneratorExit:
-                coro.close()
-                raise
-            except BaseException as exc:  # thrown in by the task: a cancellation
-                try:
-                    yielded = coro.throw(exc)
-                except StopIteration as stop:
-                    return stop.value
-                continue
-            try:
-                yielded = coro.send(value)
-            except StopIteration as stop:
-                return stop.value
-
-
-async def _resumed(coro: Coroutine[Any, Any, T], yielded: Any) -> T:
-    result: T = await _Resumed(coro, yielded)
-    return result
-
-
-async def _gather_stepped(coros: list[Coroutine[Any, Any, T]]) -> list[T | BaseException]:
-    """``asyncio.gather(*coros, return_exceptions=True)``, each coroutine first run in place (in the
-    caller's task), in order, up to where it waits: one that ends without waiting gets no task and
-    takes no turn of the loop; one that waits goes on as a task of its own. Only for coroutines
-    that nothing binds to the task they start in: an SDK's timeout or cancel scope entered before
-    the first wait would cancel the caller's task, not the call's."""
-    results: list[T | BaseException] = []
-    waiting: dict[int, asyncio.Future[T]] = {}
-    for coro in coros:
-        try:
-            yielded = coro.send(None)
-        except StopIteration as stop:
-            results.append(stop.value)
-            continue
-        except BaseException as exc:  # (gathered, as gather with return_exceptions does)
-            results.append(exc)
-            continue
-        waiting[len(results)] = asyncio.ensure_future(_resumed(coro, yielded))
-        results.append(None)  # type: ignore[arg-type]  # (its task's outcome, below)
-    if waiting:
-        outcomes = await asyncio.gather(*waiting.values(), return_exceptions=True)
-        for index, outcome in zip(waiting, outcomes, strict=True):
-            results[index] = outcome
-    return results
-
-
 class SyncRounds:
     """The sink's fsyncs, on one worker thread, shared by the work that asks for one meanwhile: one
     asked for while a round runs waits for the next (the running one may have started before its
@@ -611,7 +552,6 @@ class JudgeEngine:
         prompt_hash, rubric_hash, key_fp = self._ruler_hashes(backend, template, spec.rubric)
         artifact_sha = spec.artifact_sha256 or hashlib.sha256(spec.artifact.encode()).hexdigest()
         rendered_hash = text_hash(template.system + "\n" + user_text)
-        in_place = getattr(backend, "runs_in_place", False) is True
 
         async def draw(start: int, stop: int) -> list[Sample]:
             """Samples [start, stop) of the item, judged concurrently."""
@@ -620,8 +560,7 @@ class JudgeEngine:
                 for i in range(spec.sample_offset + start, spec.sample_offset + stop)
             ]
             return await self._gather(
-                [self._one_sample(backend, spec, template, user_text, len(fixed), key) for key in keys],
-                in_place=in_place,
+                [self._one_sample(backend, spec, template, user_text, len(fixed), key) for key in keys]
             )
 
         adaptive_record = None
@@ -683,18 +622,10 @@ class JudgeEngine:
         self._hashes[shape] = known = (prompt_hash, rubric_hash, key_fp)
         return known
 
-    async def _gather(
-        self, tasks: list[Coroutine[Any, Any, Sample]], *, in_place: bool = False
-    ) -> list[Sample]:
+    async def _gather(self, tasks: list[Coroutine[Any, Any, Sample]]) -> list[Sample]:
         """Run sample tasks together; a budget stop, else the judge's error, ends the item (every task
-        is awaited first, so no call is left running). ``in_place``: the backend's calls may start in
-        the item's own task (:func:`_gather_stepped`): a scripted judge's samples, which never wait,
-        took a task each and two more turns of the loop, a third of the judge thread's work on an
-        item."""
-        if in_place:
-            results = await _gather_stepped(tasks)
-        else:
-            results = await asyncio.gather(*tasks, return_exceptions=True)
+        is awaited first, so no call is left running)."""
+        results = await asyncio.gather(*tasks, return_exceptions=True)
         if self.sink is not None and not _SYNC_AT_END.get():
             # The item's samples were written as they landed (a killed process keeps them); one
             # fsync makes them durable before its verdict is known, off the loop's thread. (Work

@@ -132,9 +132,7 @@ class Backend(Protocol):
 
     ``provider`` names the provider for the fingerprint and for the per-provider concurrency limit
     (``concurrency_key``); ``model`` is the model as requested. The resolved model a response reports
-    goes on each reply. A backend may set ``runs_in_place = True`` when nothing in its calls is bound
-    to the task they start in (no SDK timeout or cancel scope; the scripted judge): the engine then
-    starts an item's calls in the item's own task instead of a task each.
+    goes on each reply.
     """
 
     provider: str

@@ -68,9 +68,6 @@ class ScriptedBackend:
     seeded by (seed, dimension, artifact, sample index), so a rerun reproduces every score."""
 
     provider = "scripted"
-    runs_in_place = True
-    """The engine may start its calls in the item's own task instead of a task each (nothing in them
-    is bound to the task they run in; they wait only for ``latency``)."""
 
     def __init__(
         self,

@@ -21,7 +21,6 @@ from pytest_aimeasure.judge.backends.base import (
     JudgeRequest,
     Message,
 )
-from pytest_aimeasure.judge.backends.scripted import ScriptedBackend
 from pytest_aimeasure.judge.engine import JudgeEngine, JudgeSettings, _feedback, _prompt_chars
 from pytest_aimeasure.judge.errors import JudgeError, ReplayMiss
 from pytest_aimeasure.judge.item import ItemSpec
@@ -403,9 +402,8 @@ class Waiting(ScriptedReplies):
     """Answers once :attr:`go` is set (a provider's latency), noting how many calls wait at once and
     the calls that were cancelled while waiting."""
 
-    def __init__(self, replies: list[dict[str, Any] | None], *, in_place: bool) -> None:
+    def __init__(self, replies: list[dict[str, Any] | None]) -> None:
         super().__init__(replies)
-        self.runs_in_place = in_place
         self.go = threading.Event()
         self.waiting = 0
         self.most_waiting = 0
@@ -438,9 +436,8 @@ def until(condition: Callable[[], bool]) -> bool:
 class Noting(ScriptedReplies):
     """Notes the task each call runs in."""
 
-    def __init__(self, replies: list[dict[str, Any] | None], *, in_place: bool) -> None:
+    def __init__(self, replies: list[dict[str, Any] | None]) -> None:
         super().__init__(replies)
-        self.runs_in_place = in_place
         self.tasks: list[asyncio.Task[Any] | None] = []
 
     async def judge(self, request: JudgeRequest) -> JudgeReply:
@@ -448,27 +445,17 @@ class Noting(ScriptedReplies):
         return await super().judge(request)
 
 
-def test_a_scripted_judges_samples_run_in_the_items_own_task() -> None:
-    # A task each (and two more turns of the loop) was a third of the judge thread's work on an item.
-    backend = Noting([VALID] * 3, in_place=True)
-    for engine in engine_with(backend):
-        assert engine.measure(spec(3)).scores == [4, 4, 4]
-    assert len(backend.tasks) == 3 and len(set(backend.tasks)) == 1  # was 3 tasks
-    assert ScriptedBackend().runs_in_place
-
-
-def test_an_sdk_backends_calls_each_run_in_a_task_of_their_own() -> None:
+def test_a_backends_calls_each_run_in_a_task_of_their_own() -> None:
     # An SDK's timeout or cancel scope is bound to the task the call starts in: started in the
     # item's task, a timeout would cancel the item instead of the call.
-    backend = Noting([VALID] * 3, in_place=False)
+    backend = Noting([VALID] * 3)
     for engine in engine_with(backend):
         assert engine.measure(spec(3)).scores == [4, 4, 4]
     assert len(set(backend.tasks)) == 3
 
 
-@pytest.mark.parametrize("in_place", [True, False], ids=["in-place", "tasks"])
-def test_samples_that_wait_still_wait_together_and_an_interrupt_cancels_them(in_place: bool) -> None:
-    backend = Waiting([VALID] * 6, in_place=in_place)
+def test_samples_that_wait_still_wait_together_and_an_interrupt_cancels_them() -> None:
+    backend = Waiting([VALID] * 6)
     for engine in engine_with(backend):
         future = engine.submit_item(engine.ameasure(spec(3)))
         assert until(lambda: backend.waiting == 3)  # all three sent before any answered
