@@ -175,6 +175,27 @@ CASES = (
         items=10,
         target=0.02,
     ),
+    # A lucky first baseline on the default path with a moving generator: the lucky case
+    # has independent judge noise; this one is the path most users take.
+    Case(
+        "lucky +0.4, moving, N=3, one update (3 outputs)",
+        "moving",
+        3,
+        pooled=False,
+        base_repeats=3,
+        lucky=LUCKY,
+        target=0.02,
+    ),
+    Case(
+        "lucky +0.4, moving, N=3, one update (3 outputs), m=10",
+        "moving",
+        3,
+        pooled=False,
+        base_repeats=3,
+        lucky=LUCKY,
+        items=10,
+        target=0.02,
+    ),
     # The default path once pooled: every update generates three outputs, every run one.
     Case("moving, N=3, pooled 10 of 3 outputs", "moving", 3, pooled=True, base_repeats=3, pool=10),
     Case("moving, N=3, pooled 3 of 3 outputs", "moving", 3, pooled=True, base_repeats=3, pool=3),
