@@ -121,6 +121,14 @@ def journaled_items(run: Path, before: str | None = None) -> set[str]:
     return {nodeid for nodeid, indices in samples.items() if len(indices) >= SAMPLES}
 
 
+def interrupted_run(project: pytest.Pytester, out: str) -> Path:
+    """The session's one run, recorded interrupted, with the way to resume it printed."""
+    (run,) = (project.path / ".aimeasure" / "runs").iterdir()
+    assert json.loads((run / "meta.json").read_text())["status"] == "interrupted"
+    assert f"--aimeasure-resume={run.name}" in out
+    return run
+
+
 def junit_cases(path: Path) -> set[str]:
     root = ElementTree.parse(path).getroot()
     return {
@@ -151,12 +159,10 @@ def test_an_interrupted_session_reports_what_landed_says_so_under_q_and_history_
         # the calls in flight are given to land.
         late = [r for r in server.requests if r.started > sent + MARGIN_S]
         assert late == [], f"{len(late)} judge call(s) started after Ctrl-C"
-    (run,) = (project.path / ".aimeasure" / "runs").iterdir()
-    assert json.loads((run / "meta.json").read_text())["status"] == "interrupted"
+    run = interrupted_run(project, out)
     # Under -q the summary neither says all is well nor hides how to go on.
     assert "nothing needs a look" not in out
     assert f"run {run.name} was interrupted: continue it with  pytest" in out
-    assert f"--aimeasure-resume={run.name}" in out
     # Every item whose samples were all journaled before the signal is reported (terminal, JUnit,
     # JSON). A call still in flight may land after the grace the calls are given: it is journaled
     # (paid, so a resume reuses it) but its item is given up, so it is not in this oracle.
@@ -215,9 +221,7 @@ def test_a_ctrl_c_that_lands_where_python_keeps_no_line_number_still_ends_interr
     project.makepyfile(test_story=textwrap.dedent(LINELESS_INTERRUPT))
     code, out = finish(start(project, "-q"), project)
     assert code == pytest.ExitCode.INTERRUPTED, out
-    (run,) = (project.path / ".aimeasure" / "runs").iterdir()
-    assert json.loads((run / "meta.json").read_text())["status"] == "interrupted"
-    assert f"--aimeasure-resume={run.name}" in out
+    interrupted_run(project, out)
     assert "KeyboardInterrupt" in out
 
 
@@ -254,7 +258,5 @@ def test_a_ctrl_c_that_python_drops_in_a_finalizer_still_ends_the_session_interr
     project.makepyfile(test_story=textwrap.dedent(DROPPED_INTERRUPT))
     code, out = finish(start(project, "-q"), project)
     assert code == pytest.ExitCode.INTERRUPTED, out
-    (run,) = (project.path / ".aimeasure" / "runs").iterdir()
-    assert json.loads((run / "meta.json").read_text())["status"] == "interrupted"
-    assert f"--aimeasure-resume={run.name}" in out
+    run = interrupted_run(project, out)
     assert not [nodeid for nodeid in journaled_items(run) if "test_later" in nodeid]
