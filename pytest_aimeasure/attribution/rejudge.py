@@ -1,13 +1,15 @@
 """Drift attribution's judging: re-score the baseline's stored artifacts with today's judge.
 
-Used at the end of a ``--aimeasure-attribute`` session on the controller (after the comparison) and by
-``aimeasure attribute BASE_RUN NOW_RUN``. Each pooled session of a baseline entry names the run and
-the artifact (sha256) it judged, or each of its generation repeats' artifacts; every artifact is read
-from the store and judged with today's rubric, facts of the run that judged it, and as many samples
-as today's measurement took of one artifact. A session of several generations is rejudged whole:
-its rejudged scores pool its generations as the session did. Calls go through the
-session's :class:`~pytest_aimeasure.judge.engine.JudgeEngine`, so they are journaled, cached, priced and
-budgeted like any other sample. The split itself is :mod:`pytest_aimeasure.attribution.split`.
+Used at the end of a session on the controller: to confirm a suspected drop (:func:`confirmable`,
+:func:`rejudge_baseline`, fresh calls; :mod:`pytest_aimeasure.compare.confirm`) and, after the
+comparison, by ``--aimeasure-attribute``; and by ``aimeasure attribute BASE_RUN NOW_RUN``. Each
+pooled session of a baseline entry names the run and the artifact (sha256) it judged, or each of its
+generation repeats' artifacts; every artifact is read from the store and judged with today's rubric,
+facts of the run that judged it, and as many samples as today's measurement took of one artifact. A
+session of several generations is rejudged whole: its rejudged scores pool its generations as the
+session did. Calls go through the session's :class:`~pytest_aimeasure.judge.engine.JudgeEngine`, so
+they are journaled, cached (read from it only when not fresh), priced and budgeted like any other
+sample. The split itself is :mod:`pytest_aimeasure.attribution.split`.
 """
 
 from __future__ import annotations
@@ -26,19 +28,19 @@ from pytest_aimeasure.attribution.split import (
     settle,
     split,
 )
+from pytest_aimeasure.compare.confirm import Rejudged
 from pytest_aimeasure.compare.drift import Comparison, History, baseline_history
 from pytest_aimeasure.judge.engine import JudgeEngine
 from pytest_aimeasure.judge.errors import JudgeError, NotJudged
 from pytest_aimeasure.judge.item import ItemSpec
 from pytest_aimeasure.measure.models import Finding, ItemResult, Measurement, item_id
 from pytest_aimeasure.measure.sampling import PlannedItem
-from pytest_aimeasure.measure.stats import VAR_FLOOR_DEFAULT, session_history
+from pytest_aimeasure.measure.stats import SHARED_MIN_SESSIONS, VAR_FLOOR_DEFAULT, session_history
 from pytest_aimeasure.store.baseline import BaselineEntry, BaselineFile, EntrySource
 from pytest_aimeasure.store.runs import RunStore, StoreError
 
 REJUDGE_SUFFIX = "::baseline-rejudged"
 """Appended to an item id for the rejudged baseline's samples (the journal keeps them apart)."""
-
 
 
 @dataclass
@@ -191,6 +193,43 @@ def stored_artifacts(store: RunStore, entry: BaselineEntry) -> set[str]:
     return {sha for sha in shas if store.artifact_path(sha).is_file()}
 
 
+def kept_outputs(store: RunStore, entries: Mapping[str, BaselineEntry]) -> frozenset[str]:
+    """Item ids whose baseline entry assumes the session-wide shift (fewer than SHARED_MIN_SESSIONS
+    pooled sessions) and whose every judged artifact the store holds: read at the session's start,
+    before today's outputs are stored (a deterministic generator stores the very same files), so
+    that which dimensions get a second test does not depend on today's data."""
+    out = set()
+    for key, entry in entries.items():
+        if entry.pooled >= SHARED_MIN_SESSIONS or entry.sources is None:
+            continue
+        wanted = {sha for source in entry.session_sources() for sha in source.artifacts()}
+        if wanted and stored_artifacts(store, entry) == wanted:
+            out.add(key)
+    return frozenset(out)
+
+
+def confirmable(
+    kept: Collection[str],
+    entries: Mapping[str, BaselineEntry],
+    measurements: Sequence[Measurement],
+    rubrics: Mapping[str, str],
+) -> set[str]:
+    """Dimensions a suspected drop can be confirmed in (:mod:`pytest_aimeasure.compare.confirm`): every
+    measured item with a baseline entry had its outputs in the store at the session's start (``kept``,
+    :func:`kept_outputs`) and its rubric is known. Decided from the baseline and the store alone,
+    before any score is compared."""
+    out: set[str] = set()
+    lacking: set[str] = set()
+    for m in measurements:
+        if m.item_id not in entries or not m.samples:
+            continue
+        if m.item_id in kept and m.item_id in rubrics:
+            out.add(m.dimension)
+        else:
+            lacking.add(m.dimension)
+    return out - lacking
+
+
 def planned_calls(
     store: RunStore, entries: Mapping[str, BaselineEntry], items: Iterable[PlannedItem]
 ) -> dict[str, int]:
@@ -210,7 +249,7 @@ def planned_calls(
     return calls
 
 
-def _spec(p: Planned, sha: str, judge: str | None) -> ItemSpec:
+def _spec(p: Planned, sha: str, judge: str | None, *, fresh: bool = False) -> ItemSpec:
     m = p.measurement
     return ItemSpec(
         nodeid=m.nodeid,
@@ -225,6 +264,7 @@ def _spec(p: Planned, sha: str, judge: str | None) -> ItemSpec:
         phase=m.phase,
         artifact_sha256=sha,
         judge=judge,
+        fresh=fresh,
     )
 
 
@@ -249,31 +289,10 @@ def attribute(
     share one ruler; False: by the engine's model (``aimeasure attribute --judge-model``)."""
     chosen = [m for m in measurements if m.dimension in dimensions]
     planned, skipped = plan(store, entries, chosen, rubrics)
-    jobs = [(p, sha) for p in planned for sha in p.texts]
     before = engine.spend.calls
-
-    async def judge_all() -> list[Measurement | BaseException]:
-        calls = (
-            engine.ameasure(_spec(p, sha, p.measurement.judge if same_judge else None)) for p, sha in jobs
-        )
-        return await asyncio.gather(*calls, return_exceptions=True)
-
-    results = engine.run(judge_all()) if jobs else []
+    rejudged, paid = _judge_again(engine, planned, skipped, same_judge=same_judge)
     out = Attribution(calls=engine.spend.calls - before, skipped=skipped)
-    rejudged: dict[tuple[str, str], Measurement] = {}
-    for (p, sha), judged in zip(jobs, results, strict=True):
-        if isinstance(judged, Measurement):
-            rejudged[(p.measurement.item_id, sha)] = judged
-        elif isinstance(judged, (JudgeError, NotJudged)):
-            skipped[p.measurement.item_id] = f"rejudging failed: {judged}"
-        else:
-            raise judged
     by_dimension = _item_scores(planned, rejudged, skipped, out)
-    paid: dict[str, int] = {}
-    for judged in results:
-        if isinstance(judged, Measurement):
-            fresh = sum(1 for s in judged.samples if s.source == "judge")
-            paid[judged.dimension] = paid.get(judged.dimension, 0) + fresh
     floors = var_floors or {}
     for name in sorted({m.dimension for m in chosen}):
         items = by_dimension.get(name, [])
@@ -292,6 +311,62 @@ def attribute(
         if parts.system.moved:
             out.system_moved.update(ids)
     return out
+
+
+def _judge_again(
+    engine: JudgeEngine,
+    planned: Sequence[Planned],
+    skipped: dict[str, str],
+    *,
+    same_judge: bool = True,
+    fresh: bool = False,
+) -> tuple[dict[tuple[str, str], Measurement], dict[str, int]]:
+    """Judge every planned artifact again: ((item id, sha256) → its measurement, dimension → the
+    judge calls made, cache hits excluded). An item whose rejudging failed goes to ``skipped``.
+    ``fresh``: no sample from the cache (see :attr:`ItemSpec.fresh`)."""
+    jobs = [(p, sha) for p in planned for sha in p.texts]
+
+    async def judge_all() -> list[Measurement | BaseException]:
+        calls = (
+            engine.ameasure(_spec(p, sha, p.measurement.judge if same_judge else None, fresh=fresh))
+            for p, sha in jobs
+        )
+        return await asyncio.gather(*calls, return_exceptions=True)
+
+    results = engine.run(judge_all()) if jobs else []
+    rejudged: dict[tuple[str, str], Measurement] = {}
+    paid: dict[str, int] = {}
+    for (p, sha), judged in zip(jobs, results, strict=True):
+        if isinstance(judged, Measurement):
+            rejudged[(p.measurement.item_id, sha)] = judged
+            made = sum(1 for s in judged.samples if s.source == "judge")
+            paid[judged.dimension] = paid.get(judged.dimension, 0) + made
+        elif isinstance(judged, (JudgeError, NotJudged)):
+            skipped[p.measurement.item_id] = f"rejudging failed: {judged}"
+        else:
+            raise judged
+    return rejudged, paid
+
+
+def rejudge_baseline(
+    engine: JudgeEngine,
+    store: RunStore,
+    entries: Mapping[str, BaselineEntry],
+    measurements: Sequence[Measurement],
+    rubrics: Mapping[str, str],
+    *,
+    dimensions: Collection[str],
+) -> tuple[Rejudged, dict[str, str]]:
+    """The baseline's outputs of ``dimensions``' items judged again today with fresh calls, each by
+    the judge that measured the item today, to confirm a suspected drop
+    (:mod:`pytest_aimeasure.compare.confirm`): (the rejudged entries of the items whose every pooled
+    session was rejudged under today's ruler, item id → why another was not)."""
+    chosen = [m for m in measurements if m.dimension in dimensions]
+    planned, skipped = plan(store, entries, chosen, rubrics)
+    rejudged, paid = _judge_again(engine, planned, skipped, fresh=True)
+    out = Attribution()
+    _item_scores(planned, rejudged, skipped, out)
+    return Rejudged(entries=out.rejudged, calls=paid), skipped
 
 
 def _item_scores(

@@ -50,6 +50,14 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from pytest_aimeasure.compare.advice import POOL_ADVISED, Design, advise, drop_text, pooled_mde
+from pytest_aimeasure.compare.confirm import (
+    CONFIRM_PRIOR,
+    CONFIRM_SHARE,
+    Confirmation,
+    Rejudged,
+    combined_p,
+    suspected,
+)
 from pytest_aimeasure.compare.family import Group, item_level_after_dimension, reject, start_levels
 from pytest_aimeasure.measure.models import Finding, Fingerprint, Measurement
 from pytest_aimeasure.measure.stats import (
@@ -159,6 +167,15 @@ class DimensionComparison(_DriftFields):
     )
     items_new: list[str] = Field(default_factory=list)
     items_not_comparable: list[str] = Field(default_factory=list)
+    confirmation: Confirmation | None = Field(
+        default=None,
+        description="the second test, against the baseline's outputs judged again today (None: not planned)",
+    )
+
+    @property
+    def suspected(self) -> bool:
+        """Looks lower by the tolerance, not confirmed: what a planned second test is run for."""
+        return self.confirmation is not None and suspected(self.delta, self.tolerance, self.verdict)
 
 
 class Comparison(BaseModel):
@@ -183,6 +200,15 @@ class Comparison(BaseModel):
     @property
     def has_not_comparable(self) -> bool:
         return any(c.verdict == "not_comparable" for c in (*self.items.values(), *self.dimensions.values()))
+
+    def suspected(self) -> list[str]:
+        """Dimensions whose planned second test is worth running and has not run
+        (:mod:`pytest_aimeasure.compare.confirm`)."""
+        return [
+            name
+            for name, d in self.dimensions.items()
+            if d.suspected and d.confirmation is not None and not d.confirmation.ran
+        ]
 
     def moved(self) -> set[str]:
         """Item ids that changed for real (the item or its dimension regressed or improved): a baseline
@@ -356,15 +382,20 @@ class _Rule:
     """The family's one-sided level, alpha / 2."""
     history: History | None
     prior: Prior | None
+    confirmable: Collection[str] = ()
+    rejudged: Rejudged | None = None
 
 
 @dataclass
 class _Tested:
-    """One dimension's tests: its comparison, its items' drifts, its own drift (two or more items)."""
+    """One dimension's tests: its comparison, its items' drifts, its own drift (two or more items),
+    and the p-value the family tests it with (None: its own drift's)."""
 
     comparison: DimensionComparison
     items: dict[str, Drift] = field(default_factory=dict)
     own: Drift | None = None
+    p_value: float | None = None
+    second: Drift | None = None
 
 
 def _levels(groups: Sequence[Group], name: str, level: float) -> tuple[float, float]:
@@ -451,6 +482,22 @@ def _test_dimension(name: str, pairing: _Pairing, rule: _Rule, groups: Sequence[
         own = tested.own = drift(
             base_scores, new_scores, tolerance=min(tolerances), level=dimension_level, **args
         )
+    confirmation = None
+    if name in rule.confirmable and own.shared_source == "prior":
+        # The shift was assumed, and the store holds the baseline's outputs: the level is shared
+        # with a second test against those outputs judged again today.
+        own = drift(
+            base_scores,
+            new_scores,
+            tolerance=min(tolerances),
+            level=dimension_level * (1.0 - CONFIRM_SHARE),
+            **args,
+        )
+        if len(paired) > 1:
+            tested.own = own
+        level = dimension_level * CONFIRM_SHARE
+        confirmation = _second_test(tested, paired, new_scores, measured, rule, args, min(tolerances), level)
+        tested.p_value = combined_p(own.p_value, tested.second.p_value if tested.second else None)
     design = Design(
         m=len(paired),
         n=sum(len(m.samples) for m in measured) / len(measured),
@@ -465,10 +512,43 @@ def _test_dimension(name: str, pairing: _Pairing, rule: _Rule, groups: Sequence[
         baseline_sessions=design.sessions,
         advice=advise(own, design),
         mde_pooled=pooled_mde(own, design) if design.sessions < POOL_ADVISED else None,
+        confirmation=confirmation,
         **common,
         **_drift_fields(own),
     )
     return tested
+
+
+def _second_test(
+    tested: _Tested,
+    paired: Sequence[str],
+    new_scores: Sequence[Sequence[int]],
+    measured: Sequence[Measurement],
+    rule: _Rule,
+    args: Mapping[str, Any],
+    tolerance: float,
+    level: float,
+) -> Confirmation:
+    """A confirmable dimension's second test, when the baseline's outputs of every paired item were
+    judged again today (``rule.rejudged``); not run otherwise."""
+    rejudged = rule.rejudged
+    again = [rejudged.entries.get(i) for i in paired] if rejudged is not None else []
+    if rejudged is None or any(e is None for e in again):
+        return Confirmation(level=level)
+    entries = [e for e in again if e is not None]
+    second = drift(
+        [e.scores for e in entries],
+        new_scores,
+        tolerance=tolerance,
+        var_floor=args["var_floor"],
+        base_sessions=[e.pooled for e in entries],
+        history=args["history"],
+        generations=_generations(entries, measured),
+        prior=CONFIRM_PRIOR,
+        level=level,
+    )
+    tested.second = second
+    return Confirmation.of(level, second, rejudged.calls.get(measured[0].dimension, 0))
 
 
 def _apply_family(
@@ -481,13 +561,15 @@ def _apply_family(
         t = tested[g.name]
         own = t.own if t.own is not None else next(iter(t.items.values()))
         item_ps = {i: t.items[i].p_value for i in g.item_ps}
-        groups.append(Group(g.name, own.p_value if g.dimension_p is not None else None, item_ps))
+        p = t.p_value if t.p_value is not None else own.p_value
+        groups.append(Group(g.name, p if g.dimension_p is not None else None, item_ps))
     rejected = reject(groups, level)
     for g in groups:
         decided: list[_DriftFields] = []
         if g.dimension_p is not None:
             dimension = tested[g.name].comparison
             dimension.rejected = g.name in rejected.dimensions
+            _confirm(dimension, tested[g.name].second)
             decided.append(dimension)
             if not g.item_ps:  # one item: the same test
                 (only,) = tested[g.name].items
@@ -500,6 +582,17 @@ def _apply_family(
             if c.verdict == "regressed" and not c.rejected:
                 c.verdict = "inconclusive"
                 c.demoted = True
+
+
+def _confirm(dimension: DimensionComparison, second: Drift | None) -> None:
+    """A drop the second test found (its own verdict regressed) and the family rejected is the
+    dimension's regression, whatever the first test's verdict said."""
+    c = dimension.confirmation
+    if c is None or second is None or not dimension.rejected or second.verdict != "regressed":
+        return
+    dimension.confirmation = c.model_copy(update={"confirmed": True})
+    if dimension.verdict != "regressed":
+        dimension.verdict = "regressed"
 
 
 def _missing(
@@ -560,11 +653,16 @@ def compare(
     var_floors: Mapping[str, float] | None = None,
     history: History | None = None,
     prior: Prior | None = CONSERVATIVE_PRIOR,
+    confirmable: Collection[str] = (),
+    rejudged: Rejudged | None = None,
 ) -> Comparison:
     """Compare the session's measurements with the baseline; see the module docstring for the rules.
     ``var_floors``: a calibrated dimension's measured noise floor instead of ``var_floor``.
     ``history`` None: the sessions the baseline pools (:func:`baseline_history`). ``prior``: what a
-    one-session baseline assumes about between-session movement (None: nothing)."""
+    one-session baseline assumes about between-session movement (None: nothing). ``confirmable``:
+    dimensions whose baseline outputs the store holds, each given a second test where the shift is
+    assumed; ``rejudged``: those outputs judged again today, for the dimensions
+    :meth:`Comparison.suspected` named (:mod:`pytest_aimeasure.compare.confirm`)."""
     # Tens of thousands of small objects are made here while the session's whole heap (every
     # measurement, sample and rationale) is alive: the cyclic collector would rescan that heap over
     # and over, which cost more than the comparison itself at 10,000 items. Nothing made here forms
@@ -573,7 +671,7 @@ def compare(
     gc.disable()
     try:
         pairing = _pair_items(baseline, measurements)
-        rule = _Rule(var_floor, var_floors or {}, alpha / 2, history, prior)
+        rule = _Rule(var_floor, var_floors or {}, alpha / 2, history, prior, frozenset(confirmable), rejudged)
         shape = _family_shape(pairing)
         tested = {name: _test_dimension(name, pairing, rule, shape) for name in sorted(pairing.by_dimension)}
         for t in tested.values():
@@ -656,13 +754,22 @@ def _decided_finding(
     """A regression or an improvement, reported once at the level that decided it."""
     label = f"dimension {subject!r}" if nodeid is None else subject
     detail = _numbers(c) | ({"items": dict(moved)} if moved else {})
+    confirmation = c.confirmation if isinstance(c, DimensionComparison) else None
+    if confirmation is not None and confirmation.ran:
+        detail["confirmation"] = confirmation.model_dump(mode="json")
     if c.verdict == "regressed":
+        change = f"regressed: {_change_text(c)}"
+        if confirmation is not None and confirmation.confirmed:
+            change = (
+                f"regressed, confirmed by judging the baseline's outputs again today: {confirmation.text()}; "
+                f"against the scores the baseline recorded: {_change_text(c)}"
+            )
         return Finding(
             kind="regressed",
             severity="fail",
             subject=subject,
             nodeid=nodeid,
-            message=f"{label} regressed: {_change_text(c)}{_moved_text(moved)}",
+            message=f"{label} {change}{_moved_text(moved)}",
             detail=detail,
         )
     return Finding(
@@ -688,6 +795,11 @@ def _open_finding(
         return None  # one item's "can't tell" is its normal state; a dimension that did not move is quiet
     label = f"dimension {subject!r}" if nodeid is None else subject
     detail = _numbers(c)
+    confirmation = c.confirmation if isinstance(c, DimensionComparison) else None
+    checked = ""
+    if confirmation is not None and confirmation.ran:
+        detail["confirmation"] = confirmation.model_dump(mode="json")
+        checked = f"; the baseline's outputs judged again today: {confirmation.text()}, no drop confirmed"
     if c.demoted:
         detail["family"] = family
         return Finding(
@@ -698,7 +810,7 @@ def _open_finding(
             message=(
                 f"{label} looks lower, {_change_text(c)}, but the drop is not confirmed by the "
                 f"family-wise correction over the {family} regression tests of this session "
-                f"(one-sided p = {c.p_value:.2g}); not failing the run"
+                f"(one-sided p = {c.p_value:.2g}){checked}; not failing the run"
             ),
             detail=detail,
         )
@@ -708,7 +820,7 @@ def _open_finding(
         severity="warn" if c.underpowered else "info",
         subject=subject,
         nodeid=nodeid,
-        message=f"{label} inconclusive: {_change_text(c)}; it {advice or 'cannot tell'}",
+        message=f"{label} inconclusive: {_change_text(c)}{checked}; it {advice or 'cannot tell'}",
         detail=detail,
     )
 

@@ -832,7 +832,7 @@ class JudgeEngine:
     def _stored_sample(self, backend: Backend, spec: ItemSpec, key: SampleKey) -> Sample | None:
         """The sample the cache holds for ``key``; under ``--judge-cache=replay`` a miss is an error."""
         index = key[3]
-        if self.sink is not None:
+        if self.sink is not None and not spec.fresh:
             found = self.sink.lookup(key, item_id=spec.item_id, nodeid=spec.nodeid)
             if found is not None:
                 with self.spend.lock:

@@ -48,3 +48,7 @@ class ItemSpec:
     escalate: str | None = None
     """A stronger model that re-judges the item when the standing judge's samples are unsettled
     (:mod:`pytest_aimeasure.judge.escalate`)."""
+    fresh: bool = False
+    """Every sample from a call, none from the sample cache: the baseline's outputs judged again to
+    confirm a drop (:mod:`pytest_aimeasure.compare.confirm`) need today's judging, and the cache would
+    return the baseline session's own verdicts. The samples are still journaled."""

@@ -324,6 +324,7 @@ FindingKind = Literal[
     "judge_bias",
     "cache",
     "attribution",
+    "confirmation",
     "escalated",
     "usage",
 ]

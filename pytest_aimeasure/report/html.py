@@ -74,6 +74,7 @@ def _dimension_rows(report: SessionReport) -> list[dict[str, Any]]:
             "m": row.m,
             "verdict": d.verdict,
             "demoted": d.demoted,
+            "confirmed": d.confirmation is not None and d.confirmation.confirmed,
             "changed": d.changed_fields,
             "floor": row.floor,
         }

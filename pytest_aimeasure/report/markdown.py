@@ -41,6 +41,9 @@ def _dimension_line(row: DimensionRow) -> str:
     verdict_text = row.verdict.replace("_", " ")
     if row.comparison is not None and row.comparison.demoted:
         verdict_text += " (not confirmed)"
+    confirmation = row.comparison.confirmation if row.comparison is not None else None
+    if confirmation is not None and confirmation.confirmed:
+        verdict_text += " (confirmed by judging the baseline's outputs again)"
     delta = _delta(row.comparison)
     return f"| {escape(row.name)} | {now} | {base_text} | {delta} | {row.m} | **{verdict_text}** |"
 

@@ -97,6 +97,9 @@ def _verdict_text(c: ItemComparison | DimensionComparison) -> str:
     verdict = c.verdict.replace("_", " ")
     if getattr(c, "demoted", False):
         return "inconclusive (a drop the family-wise correction does not confirm)"
+    confirmation = getattr(c, "confirmation", None)
+    if c.verdict == "regressed" and confirmation is not None and confirmation.confirmed:
+        return "regressed (confirmed by judging the baseline's outputs again)"
     if c.verdict == "not_comparable" and c.changed_fields:
         return f"not comparable ({', '.join(c.changed_fields)}): re-baseline"
     advice = getattr(c, "advice", None)  # dimensions say what they can detect
@@ -494,11 +497,12 @@ def write_dry_run(
     settings: ReportSettings,
     items: list[PlannedItem],
     attribution: Mapping[str, int] | None = None,
+    confirm: Mapping[str, int] | None = None,
 ) -> None:
     """The dry run's plan: what would be judged, how many calls, what it would cost."""
     reporter = config.pluginmanager.get_plugin("terminalreporter")
     write = reporter.write_line if reporter is not None else print
-    for line in dry_run_lines(settings, items, attribution):
+    for line in dry_run_lines(settings, items, attribution, confirm):
         write(line)
 
 
@@ -550,6 +554,7 @@ def dry_run_lines(
     settings: ReportSettings,
     items: list[PlannedItem],
     attribution: Mapping[str, int] | None = None,
+    confirm: Mapping[str, int] | None = None,
 ) -> list[str]:
     """The plan: calls per dimension, and per judge model (a dimension's ``judge=``) with its cost.
     Under ``samples="auto"`` an item takes from the plan's minimum to its maximum calls: the plan
@@ -557,7 +562,9 @@ def dry_run_lines(
     worst case: every item with ``escalate=`` re-judged with its most calls again (the same fixed N,
     or the plan's maximum under ``auto``). ``attribution``: dimension -> the re-judge calls of
     ``--aimeasure-attribute`` at most, shown and priced apart (they are made only for dimensions that
-    drift or are not comparable), each at its dimension's judge's price."""
+    drift or are not comparable), each at its dimension's judge's price. ``confirm``: dimension -> the
+    calls confirming a suspected drop would make at most (a line; not in the estimate, as they are
+    made only for a dimension that looks lower by its tolerance)."""
     from pytest_aimeasure.store.cost import estimate_call_usd
 
     rejudge = dict(attribution or {})
@@ -573,6 +580,12 @@ def dry_run_lines(
         lines.append(
             f"--aimeasure-attribute: up to {sum(rejudge.values())} more calls re-judging the baseline's "
             "stored artifacts (only of dimensions that regress, improve or are not comparable)"
+        )
+    if confirm:
+        lines.append(
+            f"--aimeasure-confirm rejudge: up to {sum(confirm.values())} more calls judging the baseline's "
+            "stored outputs again, only for a dimension that looks lower by its tolerance against a "
+            "baseline of one or two sessions (not in the estimate below)"
         )
     lines += _dimension_plan(settings, plan, rejudge)
     if len(plan.per_model) > 1 or plan.escalations:

@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     from collections.abc import Collection
 
     from pytest_aimeasure.attribution.rejudge import Attribution
+    from pytest_aimeasure.compare.confirm import Rejudged
     from pytest_aimeasure.compare.drift import Comparison, DimensionComparison
     from pytest_aimeasure.report.model import SessionReport
     from pytest_aimeasure.report.results import SessionResults
@@ -277,20 +278,84 @@ class _SessionEnd:
             return []
         from pytest_aimeasure.compare.drift import compare
 
-        self.outcome.comparison = compare(
-            state.baseline,
-            self.measurements,
-            whole_suite=self.whole,
-            gone_ids=self.outcome.gone,
-            var_floor=s.var_floor,
-            var_floors=state.var_floors(self.measurements),  # dimensions whose noise a calibration measured
-        )
+        arguments: dict[str, Any] = {
+            "whole_suite": self.whole,
+            "gone_ids": self.outcome.gone,
+            "var_floor": s.var_floor,
+            # Dimensions whose noise a calibration measured.
+            "var_floors": state.var_floors(self.measurements),
+        }
+        planned = self.confirmable()
+        comparison = compare(state.baseline, self.measurements, confirmable=planned, **arguments)
+        suspects = comparison.suspected() if planned else []
+        not_confirmed: list[Finding] = []
+        if suspects:
+            rejudged, not_confirmed = self.rejudge_baseline(suspects)
+            if rejudged.entries:
+                comparison = compare(
+                    state.baseline, self.measurements, confirmable=planned, rejudged=rejudged, **arguments
+                )
+        self.outcome.comparison = comparison
         findings = drift_severities(
-            self.outcome.comparison.findings, drift=s.drift, update_baseline=s.update_baseline
+            comparison.findings + not_confirmed, drift=s.drift, update_baseline=s.update_baseline
         )
         if s.attribute and state.recording is not None and state.baseline is not None:
             findings = self.attribute(findings)
         return findings
+
+    def confirmable(self) -> Collection[str]:
+        """Dimensions whose suspected drop this session may confirm by judging the baseline's stored
+        outputs again (``--aimeasure-confirm rejudge``, a judging session that records, and a baseline
+        whose outputs the store holds); none when the session cannot make fresh judge calls."""
+        state, s = self.state, self.state.settings
+        if (
+            s.confirm != "rejudge"
+            or state.recording is None
+            or state.baseline is None
+            or s.dry_run
+            or s.cache == "replay"
+            or not s.judging
+        ):
+            return ()
+        from pytest_aimeasure.attribution.rejudge import confirmable, rubrics_of
+
+        return confirmable(
+            state.kept_outputs,
+            state.baseline.entries,
+            self.measurements,
+            rubrics_of(state.results.values()),
+        )
+
+    def rejudge_baseline(self, dimensions: Collection[str]) -> tuple[Rejudged, list[Finding]]:
+        """The baseline's outputs of the suspected ``dimensions`` judged again today, and an info
+        finding for each dimension that could not be (its drop stays unconfirmed)."""
+        from pytest_aimeasure.attribution.rejudge import rejudge_baseline, rubrics_of
+
+        state = self.state
+        assert state.recording is not None and state.baseline is not None
+        rejudged, skipped = rejudge_baseline(
+            state.engine(),
+            state.recording.store,
+            state.baseline.entries,
+            self.measurements,
+            rubrics_of(state.results.values()),
+            dimensions=dimensions,
+        )
+        findings = []
+        for name in sorted(dimensions):
+            why = {i: reason for i, reason in skipped.items() if i.split("::", 1)[0] == name}
+            if why:
+                findings.append(
+                    Finding(
+                        kind="confirmation",
+                        severity="info",
+                        subject=name,
+                        message=f"dimension {name!r} looks lower, and its baseline's outputs could not "
+                        f"be judged again to confirm it: {sorted(set(why.values()))[0]} ({len(why)} item(s))",
+                        detail={"skipped": why},
+                    )
+                )
+        return rejudged, findings
 
     def attribute(self, drift_findings: list[Finding]) -> list[Finding]:
         """``--aimeasure-attribute``: the judge's part and the system's part of each change."""

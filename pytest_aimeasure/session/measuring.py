@@ -162,9 +162,9 @@ class MeasurePlugin:
         if self.state.dry_run:
             from pytest_aimeasure.report.terminal import write_dry_run
 
-            attribution = self.state.dry_run_attribution_calls()
+            attribution, confirm = self.state.dry_run_rejudge_calls()
             plan = self.state.dimension_items
-            write_dry_run(self.config, self.state.settings.for_reports(), plan, attribution)
+            write_dry_run(self.config, self.state.settings.for_reports(), plan, attribution, confirm)
             return True
         return None
 

@@ -374,6 +374,18 @@ OPTIONS: tuple[Option, ...] = (
         flag_only=True,
     ),
     Option(
+        "--aimeasure-confirm",
+        "confirm",
+        "A dimension that looks lower against a baseline of one or two sessions: judge the baseline's "
+        "stored outputs again (fresh calls) and test today's against them, where a shift of the whole "
+        "session cancels: rejudge (default), off (no extra calls; the drift rule alone, with the "
+        "whole level).",
+        choice("rejudge", "off"),
+        "rejudge",
+        "aimeasure_confirm",
+        metavar="rejudge|off",
+    ),
+    Option(
         "--aimeasure-drift",
         "drift",
         "What a regression against the baseline does: fail (default), warn, off.",

@@ -97,6 +97,7 @@ class Settings:
     min_kappa: float
     max_abs_bias: float
     attribute: bool
+    confirm: str  # "rejudge" or "off" (--aimeasure-confirm)
     sample_plan: SamplePlan
     """The looks of ``samples="auto"`` (--judge-samples-min/-max/-step)."""
     pipeline: int  # dimension tests whose verdicts may be pending at once (--judge-pipeline)

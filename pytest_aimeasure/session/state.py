@@ -78,6 +78,9 @@ class SessionState:
         self._model_problems: dict[str, str | None] = {}
         self.judges: dict[str, str] = {}
         """Dimension -> its own judge model (``judge=``), for the dimensions collected."""
+        self.kept_outputs: frozenset[str] = frozenset()
+        """Baseline items whose outputs the store held at the session's start (a suspected drop may
+        be confirmed by judging them again; :mod:`pytest_aimeasure.compare.confirm`)."""
 
     @property
     def artifacts(self) -> ArtifactRegistry:
@@ -154,6 +157,10 @@ class SessionState:
             self.artifacts.recorder = self.recording
             self.artifacts.rejudge_run = self.recording.rejudge_run_id
             self.artifacts.resuming = self.recording.resuming
+            if self.baseline is not None and self.settings.confirm == "rejudge":
+                from pytest_aimeasure.attribution.rejudge import kept_outputs
+
+                self.kept_outputs = kept_outputs(self.recording.store, self.baseline.entries)
 
     def sampling(self, item_id: str, samples: Any = None) -> dict[str, Any]:
         """The :class:`~pytest_aimeasure.judge.engine.ItemSpec` fields that say how an item is sampled,
@@ -498,11 +505,13 @@ class SessionState:
                     PlannedItem(f"anchors::{t.dimension}", t.dimension, n, n, t.judge)
                 ] * items_of_t
 
-    def dry_run_attribution_calls(self) -> dict[str, int]:
-        """Dimension → re-judge calls ``--aimeasure-attribute`` would make at most (``--judge-dry-run``)."""
-        if not (self.dry_run and self.settings.attribute):
-            return {}
-        from pytest_aimeasure.attribution.rejudge import planned_calls
+    def dry_run_rejudge_calls(self) -> tuple[dict[str, int], dict[str, int]]:
+        """Dimension → judge calls re-judging the baseline's stored outputs would make at most
+        (``--judge-dry-run``): (``--aimeasure-attribute``'s, confirming a suspected drop's)."""
+        confirm = self.settings.confirm == "rejudge" and self.settings.cache != "replay"
+        if not (self.dry_run and (self.settings.attribute or confirm)):
+            return {}, {}
+        from pytest_aimeasure.attribution.rejudge import kept_outputs, planned_calls
         from pytest_aimeasure.store.baseline import BaselineError, load_baseline
         from pytest_aimeasure.store.runs import RunStore
 
@@ -511,8 +520,16 @@ class SessionState:
         except BaselineError as exc:
             raise pytest.UsageError(str(exc)) from None
         if baseline is None:
-            return {}
-        return planned_calls(RunStore(self.settings.store), baseline.entries, self.dimension_items)
+            return {}, {}
+        store = RunStore(self.settings.store)
+        attribution = {}
+        if self.settings.attribute:
+            attribution = planned_calls(store, baseline.entries, self.dimension_items)
+        if not confirm:
+            return attribution, {}
+        kept = kept_outputs(store, baseline.entries)
+        entries = {i: e for i, e in baseline.entries.items() if i in kept}
+        return attribution, planned_calls(store, entries, self.dimension_items)
 
     def note_worker_collection(self, ids: list[str]) -> None:
         """An xdist worker's collection (node ids after deselection): the controller collects nothing."""

@@ -1,0 +1,235 @@
+"""Confirming a suspected drop by judging the baseline's outputs again (issue 19), end to end: pytest
+sessions judging stored artifacts through the real anthropic SDK against the local provider server,
+whose scorer reads each artifact's quality (``QUALITY=n``) from the prompt and, in a lucky session,
+scores most stories a point high (a judge whose whole session ran high: the shift the drift rule
+must allow for against a one-session baseline). Calls are counted on the server, by the artifact
+they judged.
+
+The sizes are chosen so that the drift rule alone decides the other way from the rule with its
+second test: a real drop of 1 on 7 of 10 items (Δ −0.7) is inconclusive against one session and
+confirmed once the baseline's outputs are judged again; a lucky session on 8 of 10 items (Δ −0.8)
+fails an unchanged run without the second test and passes with it.
+
+Each case runs in one process and under xdist (the controller confirms after its worker measured)."""
+
+from __future__ import annotations
+
+import json
+import re
+import textwrap
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from pytest_aimeasure.testing import ProviderServer, SeenRequest
+from tests.conftest import ONE_WORKER, read_results
+
+MODEL = "anthropic/claude-sonnet-4-6"
+QUALITIES = [3, 4] * 5
+ITEMS = len(QUALITIES)
+DROPPED = 7  # items GEN_DROP lowers
+LUCKY = 8  # items a lucky session's judge scores a point high
+N = 3
+XDIST = pytest.mark.parametrize("xdist", [(), ONE_WORKER], ids=["one-process", "xdist"])
+
+# GEN_DROP lowers every artifact's quality: a real change of the system under test.
+TEST_MODULE = f"""
+    import os
+    import pytest
+
+    QUALITIES = {QUALITIES}
+
+    @pytest.mark.parametrize("k", range(len(QUALITIES)))
+    @pytest.mark.dimension("clarity", rubric="5 = clear; 1 = muddled", floor=1.5)
+    def test_clarity(k, judge, aimeasure_artifact):
+        drop = int(os.environ.get("GEN_DROP", "0")) if k < {DROPPED} else 0
+        story = aimeasure_artifact(f"story-{{k}}", lambda: f"Story {{k}}. QUALITY={{QUALITIES[k] - drop}}")
+        judge.score(story)
+"""
+
+
+class Judge:
+    """The server's scorer: an artifact's quality, a point higher for the first LUCKY stories in a
+    lucky session."""
+
+    def __init__(self) -> None:
+        self.lucky = False
+
+    def __call__(self, seen: SeenRequest) -> int:
+        found = re.search(r"Story (\d+)\. QUALITY=(\d)", seen.prompt)
+        assert found, seen.prompt
+        story, quality = int(found.group(1)), int(found.group(2))
+        return quality + (1 if self.lucky and story < LUCKY else 0)
+
+
+@pytest.fixture
+def judge_offset() -> Judge:
+    return Judge()
+
+
+@pytest.fixture
+def server(monkeypatch: pytest.MonkeyPatch, judge_offset: Judge) -> Iterator[ProviderServer]:
+    with ProviderServer(scorer=judge_offset) as running:
+        monkeypatch.setenv("ANTHROPIC_BASE_URL", running.url)
+        monkeypatch.setenv("ANTHROPIC_API_KEY", "test-key")
+        yield running
+
+
+@pytest.fixture
+def project(pytester: pytest.Pytester) -> pytest.Pytester:
+    pytester.makepyfile(test_clarity=textwrap.dedent(TEST_MODULE))
+    return pytester
+
+
+def session(pytester: pytest.Pytester, *args: str) -> tuple[pytest.RunResult, dict[str, Any]]:
+    argv: tuple[str, ...] = (
+        "--ai-judge",
+        "--judge-model",
+        MODEL,
+        "--judge-samples",
+        str(N),
+        "--aimeasure-json",
+        "out.json",
+    )
+    if "--update-baseline" in args:
+        argv += ("--aimeasure-baseline-repeats", "1")  # one output: the store keeps one per item
+    result = pytester.runpytest(*argv, *args)
+    return result, read_results(pytester.path / "out.json")
+
+
+def judged_qualities(server: ProviderServer) -> list[int]:
+    """The quality of the artifact each judge call the server saw since its last reset judged."""
+    return sorted(int(re.search(r"QUALITY=(\d)", r.prompt).group(1)) for r in server.requests)  # type: ignore[union-attr]
+
+
+def baseline_once(project: pytest.Pytester, server: ProviderServer, judge: Judge, *, lucky: bool) -> str:
+    """One ``--update-baseline`` session (the default path's one session), with a lucky judge or not;
+    returns the baseline file's text."""
+    judge.lucky = lucky
+    result, _ = session(project, "--update-baseline")
+    assert result.ret == 0, result.stdout.str()
+    judge.lucky = False
+    server.reset_stats()
+    return (project.path / "aimeasure-baseline.json").read_text()
+
+
+@XDIST
+def test_a_real_drop_against_one_session_is_confirmed_by_judging_the_baseline_again(
+    project: pytest.Pytester,
+    server: ProviderServer,
+    judge_offset: Judge,
+    monkeypatch: pytest.MonkeyPatch,
+    xdist: tuple[str, ...],
+) -> None:
+    baseline = baseline_once(project, server, judge_offset, lucky=False)
+    monkeypatch.setenv("GEN_DROP", "1")
+
+    # The rule alone: 7 of 10 items a point lower, but against one session it must allow for a
+    # shift of the whole session, so it cannot call it.
+    result, data = session(project, "--aimeasure-confirm", "off", *xdist)
+    assert result.ret == 0, result.stdout.str()
+    clarity = data["dimensions"]["clarity"]
+    assert clarity["delta"] == pytest.approx(-0.7)
+    assert clarity["verdict"] == "inconclusive" and clarity["confirmation"] is None
+    assert clarity["shared_source"] == "prior"
+    # The dropped items' new outputs only: the others are the baseline's, served from the cache.
+    assert judged_qualities(server) == sorted(q - 1 for q in QUALITIES[:DROPPED] for _ in range(N))
+
+    # By default the baseline's stored outputs are judged again, with fresh calls although the cache
+    # holds their samples, and against them today's outputs are lower: the run fails.
+    server.reset_stats()
+    result, data = session(project, *xdist)
+    assert result.ret == 1, result.stdout.str()
+    assert (project.path / "aimeasure-baseline.json").read_text() == baseline
+    # Today's outputs from the cache (judged above), the baseline's from fresh calls.
+    assert judged_qualities(server) == sorted(q for q in QUALITIES for _ in range(N))
+    clarity = data["dimensions"]["clarity"]
+    assert clarity["verdict"] == "regressed" and clarity["rejected"] is True
+    c = clarity["confirmation"]
+    assert c["ran"] and c["confirmed"] and c["calls"] == ITEMS * N
+    assert c["delta"] == pytest.approx(-0.7) and c["delta_ci"][1] < 0
+    assert c["rejudged_mean"] == pytest.approx(sum(QUALITIES) / ITEMS)
+    (regressed,) = [f for f in data["findings"] if f["kind"] == "regressed"]
+    assert regressed["severity"] == "fail"
+    assert "regressed, confirmed by judging the baseline's outputs again today" in regressed["message"]
+    result.stdout.fnmatch_lines(
+        ["*clarity*regressed, confirmed by judging the baseline's outputs again today: 3.50 → 2.80 (Δ -0.70*"]
+    )
+
+
+@XDIST
+def test_a_lucky_first_baseline_is_not_a_drop_once_its_outputs_are_judged_again(
+    project: pytest.Pytester,
+    server: ProviderServer,
+    judge_offset: Judge,
+    xdist: tuple[str, ...],
+) -> None:
+    # The baseline's session had a judge that scored 8 of 10 outputs a point high; nothing else moved.
+    baseline_once(project, server, judge_offset, lucky=True)
+
+    # Today's outputs are the baseline's; with the cache off (the lucky session's verdicts would be
+    # served again) today's judge scores them as they are. The rule alone, at the whole level,
+    # calls the lucky session's scores a drop.
+    result, data = session(project, "--judge-cache=off", "--aimeasure-confirm", "off", *xdist)
+    assert result.ret == 1, result.stdout.str()
+    assert data["dimensions"]["clarity"]["verdict"] == "regressed"
+
+    # Judged again today, the baseline's outputs score what today's do: no drop, the run passes and
+    # the finding says what the second test saw.
+    server.reset_stats()
+    result, data = session(project, "--judge-cache=off", *xdist)
+    assert result.ret == 0, result.stdout.str()
+    assert judged_qualities(server) == sorted(2 * [q for q in QUALITIES for _ in range(N)])
+    clarity = data["dimensions"]["clarity"]
+    assert clarity["verdict"] == "inconclusive" and clarity["delta"] == pytest.approx(-0.8)
+    c = clarity["confirmation"]
+    assert c["ran"] and not c["confirmed"] and c["delta"] == pytest.approx(0.0)
+    (looks_lower,) = [f for f in data["findings"] if f["kind"] == "inconclusive"]
+    assert looks_lower["subject"] == "clarity"
+    assert "no drop confirmed" in looks_lower["message"]
+    assert looks_lower["detail"]["confirmation"]["calls"] == ITEMS * N
+
+
+def test_without_the_baselines_outputs_in_the_store_the_rule_keeps_its_whole_level(
+    project: pytest.Pytester, server: ProviderServer, judge_offset: Judge
+) -> None:
+    baseline_once(project, server, judge_offset, lucky=True)
+
+    # Another store (a fresh clone, whose store is not committed): no second test is planned, and
+    # the rule decides at the whole level, as with --aimeasure-confirm off.
+    result, data = session(project, "--aimeasure-store", "elsewhere")
+    assert result.ret == 1, result.stdout.str()
+    clarity = data["dimensions"]["clarity"]
+    assert clarity["verdict"] == "regressed" and clarity["confirmation"] is None
+    # Today's outputs once, nothing judged again.
+    assert judged_qualities(server) == sorted(q for q in QUALITIES for _ in range(N))
+
+
+def test_a_suspected_drop_costs_the_second_test_only_where_it_looks_lower(
+    project: pytest.Pytester, server: ProviderServer, judge_offset: Judge
+) -> None:
+    baseline_once(project, server, judge_offset, lucky=False)
+    result, data = session(project)
+    assert result.ret == 0, result.stdout.str()
+    clarity = data["dimensions"]["clarity"]
+    assert clarity["delta"] == pytest.approx(0.0)
+    assert clarity["confirmation"] == {**clarity["confirmation"], "ran": False, "calls": 0}
+    assert judged_qualities(server) == []
+    assert not [f for f in data["findings"] if f["subject"] == "clarity" and f["severity"] != "info"]
+    baseline = json.loads((project.path / "aimeasure-baseline.json").read_text())
+    assert len(baseline["entries"]) == ITEMS
+
+
+def test_the_dry_run_says_what_confirming_a_suspected_drop_may_cost(
+    project: pytest.Pytester, server: ProviderServer, judge_offset: Judge
+) -> None:
+    baseline_once(project, server, judge_offset, lucky=False)
+    result = project.runpytest("--judge-dry-run", "--judge-samples", str(N))
+    assert result.ret == 0, result.stdout.str()
+    result.stdout.fnmatch_lines(
+        [f"--aimeasure-confirm rejudge: up to {ITEMS * N} more calls judging the baseline's stored outputs*"]
+    )
+    assert server.requests == []
+    result = project.runpytest("--judge-dry-run", "--judge-samples", str(N), "--aimeasure-confirm", "off")
+    result.stdout.no_fnmatch_line("*--aimeasure-confirm*")

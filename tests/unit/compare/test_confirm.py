@@ -1,0 +1,100 @@
+"""The second test of a suspected drop (the baseline's outputs judged again): how its level is shared,
+when it runs, and that the shared level keeps the family-wise error."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from pytest_aimeasure.compare.confirm import CONFIRM_SHARE, Rejudged, combined_p
+from pytest_aimeasure.compare.drift import compare
+from pytest_aimeasure.store.baseline import BaselineEntry, BaselineFile, merge_entries
+from tests.unit.compare.test_drift import baseline_of, run
+
+QUALITIES = [3, 4] * 5
+TODAY = [[q - 1] * 3 if k < 7 else [q] * 3 for k, q in enumerate(QUALITIES)]  # 7 of 10 a point lower
+ONCE = [[q] * 3 for q in QUALITIES]
+
+
+def test_the_combined_p_value_is_the_weighted_bonferroni_of_both_tests() -> None:
+    assert combined_p(0.003, None) == pytest.approx(0.003 / (1 - CONFIRM_SHARE))
+    assert combined_p(0.5, 0.0007) == pytest.approx(0.0007 / CONFIRM_SHARE)
+    assert combined_p(0.9, 0.9) == 1.0
+
+
+def test_a_confirmable_dimension_shares_its_level_and_a_suspected_drop_asks_for_the_second_test() -> None:
+    baseline, today = baseline_of(run(ONCE)), run(TODAY)
+    alone = compare(baseline, today, whole_suite=True).dimensions["tone"]
+    first = compare(baseline, today, whole_suite=True, confirmable={"tone"})
+    tone = first.dimensions["tone"]
+    assert alone.confirmation is None and alone.level is not None
+    assert tone.level == pytest.approx(alone.level * (1 - CONFIRM_SHARE))
+    assert tone.confirmation is not None and not tone.confirmation.ran
+    assert tone.confirmation.level == pytest.approx(alone.level * CONFIRM_SHARE)
+    assert (alone.verdict, tone.verdict) == ("inconclusive", "inconclusive")
+    assert first.suspected() == ["tone"]
+
+    # The baseline's outputs judged again score as before: against them the drop is confirmed.
+    rejudged = Rejudged(entries=baseline.entries, calls={"tone": 30})
+    second = compare(baseline, today, whole_suite=True, confirmable={"tone"}, rejudged=rejudged)
+    tone = second.dimensions["tone"]
+    assert tone.verdict == "regressed" and tone.rejected
+    assert tone.confirmation is not None and tone.confirmation.confirmed and tone.confirmation.calls == 30
+    assert tone.delta == pytest.approx(-0.7)  # the dimension keeps the rule's own figures
+    assert second.suspected() == []
+    (finding,) = [f for f in second.findings if f.kind == "regressed"]
+    assert "confirmed by judging the baseline's outputs again today: 3.50 → 2.80" in finding.message
+
+
+def test_outputs_judged_again_that_score_as_today_confirm_nothing() -> None:
+    baseline, today = baseline_of(run(ONCE)), run(TODAY)
+    rejudged = Rejudged(entries=baseline_of(run(TODAY)).entries, calls={"tone": 30})
+    result = compare(baseline, today, whole_suite=True, confirmable={"tone"}, rejudged=rejudged)
+    tone = result.dimensions["tone"]
+    assert tone.verdict == "inconclusive" and not tone.rejected
+    assert tone.confirmation is not None and tone.confirmation.ran and not tone.confirmation.confirmed
+    assert tone.confirmation.delta == pytest.approx(0.0)
+    assert not result.has_regressions
+
+
+def test_an_item_not_judged_again_leaves_the_second_test_unrun() -> None:
+    baseline, today = baseline_of(run(ONCE)), run(TODAY)
+    partial = dict(baseline.entries)
+    partial.pop(next(iter(partial)))
+    rejudged = Rejudged(entries=partial, calls={"tone": 27})
+    result = compare(baseline, today, whole_suite=True, confirmable={"tone"}, rejudged=rejudged)
+    tone = result.dimensions["tone"]
+    assert tone.confirmation is not None and not tone.confirmation.ran and tone.verdict == "inconclusive"
+
+
+def test_no_second_test_is_planned_where_pooled_sessions_measure_the_shift() -> None:
+    entries: dict[str, BaselineEntry] = {}
+    for _ in range(3):
+        entries, _summary = merge_entries(entries, run(ONCE), whole_suite=True, prune=False, pool=10)
+    baseline = BaselineFile(entries=entries)
+    assert {e.pooled for e in entries.values()} == {3}
+    tone = compare(baseline, run(TODAY), whole_suite=True, confirmable={"tone"}).dimensions["tone"]
+    assert tone.confirmation is None and tone.shared_source != "prior"
+
+
+def test_the_shared_level_keeps_unchanged_runs_under_the_familys_rate() -> None:
+    # Independent judge noise, one-session baselines, ten items: each run is tested by the rule and,
+    # when suspected, by a second test against a fresh judging of the baseline's outputs (the same
+    # truth judged again). The rate of runs failed must stay within the family's 1%, with the
+    # simulation's error, as it does for the rule alone.
+    rng = random.Random(1919)
+    runs, failed = 600, 0
+
+    def judged(truth: list[float]) -> list[list[int]]:
+        return [[max(1, min(5, round(t + rng.gauss(0, 0.5)))) for _ in range(3)] for t in truth]
+
+    for _ in range(runs):
+        truth = [rng.uniform(2.5, 4.5) for _ in range(10)]
+        baseline, today = baseline_of(run(judged(truth))), run(judged(truth))
+        result = compare(baseline, today, whole_suite=True, confirmable={"tone"})
+        if result.suspected():
+            again = Rejudged(entries=baseline_of(run(judged(truth))).entries, calls={})
+            result = compare(baseline, today, whole_suite=True, confirmable={"tone"}, rejudged=again)
+        failed += result.has_regressions
+    assert failed / runs <= 0.01 + 3 * (0.01 * 0.99 / runs) ** 0.5
