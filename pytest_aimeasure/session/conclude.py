@@ -215,6 +215,30 @@ def _collector_paused() -> Iterator[None]:
             gc.enable()
 
 
+def _unplanned(comparison: Comparison, planned: Collection[str]) -> list[Finding]:
+    """An info finding for each dimension that looks lower against an assumed session-wide shift
+    but had no second test planned: the store did not hold the baseline's outputs at the session's
+    start, so the user learns what would let a drop be confirmed."""
+    from pytest_aimeasure.compare.confirm import suspected
+
+    out = []
+    for name, d in comparison.dimensions.items():
+        if name in planned or d.shared_source != "prior" or not suspected(d.delta, d.tolerance, d.verdict):
+            continue
+        out.append(
+            Finding(
+                kind="confirmation",
+                severity="info",
+                subject=name,
+                message=f"dimension {name!r} looks lower, and the outputs its baseline judged were not "
+                "in the store at the session's start, so the drop could not be confirmed by judging them "
+                "again: keep the store of the machine that updates the baseline (docs/howto-ci.md), or "
+                "pool sessions, which measures the shift",
+            )
+        )
+    return out
+
+
 @dataclass
 class _SessionEnd:
     """What the steps of :func:`conclude` share: the state, the outcome they fill in, and the
@@ -295,6 +319,8 @@ class _SessionEnd:
                 comparison = compare(
                     state.baseline, self.measurements, confirmable=planned, rejudged=rejudged, **arguments
                 )
+        if s.confirm == "rejudge" and s.judging and not s.dry_run and s.cache != "replay":
+            not_confirmed += _unplanned(comparison, planned)
         self.outcome.comparison = comparison
         findings = drift_severities(
             comparison.findings + not_confirmed, drift=s.drift, update_baseline=s.update_baseline

@@ -192,18 +192,25 @@ def test_a_lucky_first_baseline_is_not_a_drop_once_its_outputs_are_judged_again(
 
 
 def test_without_the_baselines_outputs_in_the_store_the_rule_keeps_its_whole_level(
-    project: pytest.Pytester, server: ProviderServer, judge_offset: Judge
+    project: pytest.Pytester, server: ProviderServer, judge_offset: Judge, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    baseline_once(project, server, judge_offset, lucky=True)
+    baseline_once(project, server, judge_offset, lucky=False)
+    monkeypatch.setenv("GEN_DROP", "1")
 
     # Another store (a fresh clone, whose store is not committed): no second test is planned, and
-    # the rule decides at the whole level, as with --aimeasure-confirm off.
+    # the rule decides at the dimension's whole level (0.9% of the family's 1%), as with
+    # --aimeasure-confirm off: the drop stays inconclusive, and the report says what would confirm it.
     result, data = session(project, "--aimeasure-store", "elsewhere")
-    assert result.ret == 1, result.stdout.str()
+    assert result.ret == 0, result.stdout.str()
     clarity = data["dimensions"]["clarity"]
-    assert clarity["verdict"] == "regressed" and clarity["confirmation"] is None
-    # Today's outputs once, nothing judged again.
-    assert judged_qualities(server) == sorted(q for q in QUALITIES for _ in range(N))
+    assert clarity["verdict"] == "inconclusive" and clarity["confirmation"] is None
+    assert clarity["level"] == pytest.approx(0.009)
+    # Today's outputs once (a new store: no sample cached), nothing judged again.
+    today = [q - 1 if k < DROPPED else q for k, q in enumerate(QUALITIES)]
+    assert judged_qualities(server) == sorted(q for q in today for _ in range(N))
+    (why,) = [f for f in data["findings"] if f["kind"] == "confirmation"]
+    assert why["subject"] == "clarity" and why["severity"] == "info"
+    assert "were not in the store at the session's start" in why["message"]
 
 
 def test_a_suspected_drop_costs_the_second_test_only_where_it_looks_lower(
