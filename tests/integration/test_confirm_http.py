@@ -22,7 +22,7 @@ from typing import Any
 
 import pytest
 
-from pytest_aimeasure.testing import ProviderServer, SeenRequest
+from pytest_aimeasure.testing import Fault, ProviderServer, SeenRequest
 from tests.conftest import ONE_WORKER, read_results
 
 MODEL = "anthropic/claude-sonnet-4-6"
@@ -55,10 +55,14 @@ class Judge:
 
     def __init__(self) -> None:
         self.lucky = False
+        self.refuse: set[str] = set()
+        """Artifacts (their text) the judge answers out of range, every time."""
 
-    def __call__(self, seen: SeenRequest) -> int:
+    def __call__(self, seen: SeenRequest) -> int | Fault:
         found = re.search(r"Story (\d+)\. QUALITY=(\d)", seen.prompt)
         assert found, seen.prompt
+        if found.group(0) in self.refuse:
+            return Fault.out_of_range()
         story, quality = int(found.group(1)), int(found.group(2))
         return quality + (1 if self.lucky and story < LUCKY else 0)
 
@@ -157,6 +161,12 @@ def test_a_real_drop_against_one_session_is_confirmed_by_judging_the_baseline_ag
         ["*clarity*regressed, confirmed by judging the baseline's outputs again today: 3.50 → 2.80 (Δ -0.70*"]
     )
 
+    # With attribution too, the confirmed drop is attributed to the system (the judge did not move).
+    result, data = session(project, "--aimeasure-attribute", *xdist)
+    assert result.ret == 1, result.stdout.str()
+    assert data["dimensions"]["clarity"]["confirmation"]["confirmed"] is True
+    assert data["attribution"]["clarity"]["moved"] == "system"
+
 
 @XDIST
 def test_a_lucky_first_baseline_is_not_a_drop_once_its_outputs_are_judged_again(
@@ -226,6 +236,25 @@ def test_a_suspected_drop_costs_the_second_test_only_where_it_looks_lower(
     assert not [f for f in data["findings"] if f["subject"] == "clarity" and f["severity"] != "info"]
     baseline = json.loads((project.path / "aimeasure-baseline.json").read_text())
     assert len(baseline["entries"]) == ITEMS
+
+
+def test_outputs_that_cannot_be_judged_again_leave_the_drop_unconfirmed_and_say_why(
+    project: pytest.Pytester, server: ProviderServer, judge_offset: Judge, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    baseline_once(project, server, judge_offset, lucky=False)
+    monkeypatch.setenv("GEN_DROP", "1")
+    # The judge never gives a valid verdict for the baseline's first story (today's is another text).
+    judge_offset.refuse = {f"Story 0. QUALITY={QUALITIES[0]}"}
+
+    result, data = session(project)
+    assert result.ret == 0, result.stdout.str()
+    clarity = data["dimensions"]["clarity"]
+    assert clarity["verdict"] == "inconclusive"
+    assert clarity["confirmation"]["ran"] is False  # planned, but one item was not judged again
+    (why,) = [f for f in data["findings"] if f["kind"] == "confirmation"]
+    assert why["subject"] == "clarity" and why["severity"] == "info"
+    assert "could not be judged again to confirm it: rejudging failed" in why["message"]
+    assert list(why["detail"]["skipped"]) == ["clarity::test_clarity.py::test_clarity[0]"]
 
 
 def test_the_dry_run_says_what_confirming_a_suspected_drop_may_cost(
