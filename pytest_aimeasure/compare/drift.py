@@ -49,7 +49,14 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from pytest_aimeasure.compare.advice import POOL_ADVISED, Design, advise, drop_text, pooled_mde
+from pytest_aimeasure.compare.advice import (
+    POOL_ADVISED,
+    Design,
+    advise,
+    drop_text,
+    pooled_mde,
+    projected_mde,
+)
 from pytest_aimeasure.compare.confirm import (
     CONFIRM_PRIOR,
     CONFIRM_SHARE,
@@ -503,6 +510,7 @@ def _test_dimension(name: str, pairing: _Pairing, rule: _Rule, groups: Sequence[
         n=sum(len(m.samples) for m in measured) / len(measured),
         k=sum(g.new for g in gens) / len(gens) if gens else 1.0,
         sessions=min(e.pooled for e in entries),
+        confirm_level=confirmation.level if confirmation is not None else None,
     )
     now = dimension_stats(new_scores, var_floor=floor)
     tested.comparison = DimensionComparison(
@@ -514,7 +522,7 @@ def _test_dimension(name: str, pairing: _Pairing, rule: _Rule, groups: Sequence[
         mde_pooled=pooled_mde(own, design) if design.sessions < POOL_ADVISED else None,
         confirmation=confirmation,
         **common,
-        **_drift_fields(own),
+        **(_drift_fields(own) | ({"mde": projected_mde(own, design)} if confirmation is not None else {})),
     )
     return tested
 

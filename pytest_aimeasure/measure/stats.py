@@ -690,6 +690,8 @@ class Drift:
     se_within: float = 0.0
     se_between: float | None = None
     """The between-session term (what moves the items independently), before the shared shift."""
+    df_between: float | None = None
+    """Its degrees of freedom (None: no between-session estimate)."""
     var_shared: float = 0.0
     """The session-wide shift's variance added to SE² (measured from history, or the prior)."""
     shared_source: Literal["history", "prior"] | None = None
@@ -1056,6 +1058,7 @@ def _drift_result(
         se_source=source,
         se_within=math.sqrt(v_within),
         se_between=None if between is None else math.sqrt(between[1]),
+        df_between=None if between is None else between[2],
         var_shared=shared.var,
         shared_source=shared.source,
     )

@@ -98,3 +98,17 @@ def test_the_shared_level_keeps_unchanged_runs_under_the_familys_rate() -> None:
             result = compare(baseline, today, whole_suite=True, confirmable={"tone"}, rejudged=again)
         failed += result.has_regressions
     assert failed / runs <= 0.01 + 3 * (0.01 * 0.99 / runs) ** 0.5
+
+
+def test_the_advice_counts_the_second_test_where_one_is_planned() -> None:
+    baseline, today = baseline_of(run(ONCE)), run(TODAY)
+    alone = compare(baseline, today, whole_suite=True).dimensions["tone"]
+    tone = compare(baseline, today, whole_suite=True, confirmable={"tone"}).dimensions["tone"]
+    assert alone.mde is not None and tone.mde is not None and tone.advice is not None
+    # Without the shift the second test sees drops the rule alone cannot: the figure says so, and
+    # pooling (which would drop the second test) is no longer offered as the way to smaller drops.
+    assert tone.mde < alone.mde - 0.2
+    assert tone.advice.startswith(f"detects a drop of {tone.mde:.2f} at 80% (judging the baseline's outputs")
+    assert "pooled" in (alone.advice or "") and "pooled" not in tone.advice
+    # A projection to a pooled baseline gives the rule back its whole level: the same figure either way.
+    assert tone.mde_pooled == pytest.approx(alone.mde_pooled)
