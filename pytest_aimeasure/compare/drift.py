@@ -31,6 +31,10 @@ Rules:
   as that item: counted once, sharing its verdict. Improvements are not corrected; they cannot fail
   the run. A regression the procedure does not confirm becomes *inconclusive* (``demoted``). Power
   figures use the level each test starts at.
+* A dimension whose session-wide shift is assumed (not measured) and whose baseline outputs the
+  store holds (``confirmable``) shares its level with a second test against those outputs judged
+  again today, run only when the first leaves it suspected (:mod:`pytest_aimeasure.compare.confirm`):
+  the family tests it with the two tests' weighted Bonferroni p-value.
 * A change is reported once, at the level where it was decided: a dimension that regressed (or
   improved) is one finding, with the items that moved with it as its detail; an item finding only
   when its dimension did not decide.
@@ -599,8 +603,7 @@ def _confirm(dimension: DimensionComparison, second: Drift | None) -> None:
     if c is None or second is None or not dimension.rejected or second.verdict != "regressed":
         return
     dimension.confirmation = c.model_copy(update={"confirmed": True})
-    if dimension.verdict != "regressed":
-        dimension.verdict = "regressed"
+    dimension.verdict = "regressed"
 
 
 def _missing(
