@@ -18,12 +18,16 @@ import json
 import re
 import textwrap
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from pytest_aimeasure.testing import Fault, ProviderServer, SeenRequest
 from tests.conftest import ONE_WORKER, read_results
+from tests.integration.test_report import browser, open_report
+
+__all__ = ["browser"]  # the real browser's fixture, shared with the report's tests
 
 MODEL = "anthropic/claude-sonnet-4-6"
 QUALITIES = [3, 4] * 5
@@ -255,6 +259,29 @@ def test_outputs_that_cannot_be_judged_again_leave_the_drop_unconfirmed_and_say_
     assert why["subject"] == "clarity" and why["severity"] == "info"
     assert "could not be judged again to confirm it: rejudging failed" in why["message"]
     assert list(why["detail"]["skipped"]) == ["clarity::test_clarity.py::test_clarity[0]"]
+
+
+def test_a_confirmed_drop_reads_so_in_the_html_report_in_a_real_browser(
+    project: pytest.Pytester,
+    server: ProviderServer,
+    judge_offset: Judge,
+    monkeypatch: pytest.MonkeyPatch,
+    browser: Any,
+) -> None:
+    baseline_once(project, server, judge_offset, lucky=False)
+    monkeypatch.setenv("GEN_DROP", "1")
+    result, _ = session(project, "--aimeasure-html", "report.html")
+    assert result.ret == 1, result.stdout.str()
+    page, problems, _requests = open_report(browser, Path(project.path / "report.html"))
+    try:
+        assert problems == []
+        row = page.locator("td.v-regressed").first
+        assert row.is_visible()
+        assert (row.text_content() or "").strip() == (
+            "regressed (confirmed by judging the baseline's outputs again)"
+        )
+    finally:
+        page.close()
 
 
 def test_the_dry_run_says_what_confirming_a_suspected_drop_may_cost(
