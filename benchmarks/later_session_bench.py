@@ -16,7 +16,11 @@ machine's load hits both alike; the load average is printed before and after.
 The table, per tree, route and session (medians over the rounds, min..max in brackets): the wall, the
 judging span as the server saw it over its floor (calls x latency / the most calls the server had in
 flight; under ``--capacity N``, / N, what the provider allows), the limit reached and the 429s our
-JSON counted. ``--capacity N`` makes the server refuse a call that arrives while N are in flight
+JSON counted, and where the span went beyond its floor, from the server's record of each call
+(``speed_bench.Phases``): the time from the first request until the server first had the most calls
+in flight (M), and the slots left empty in seconds at M, before that moment (the head: the start
+and the limit's climb), from it to the last call's arrival (slots not refilled at once), and after
+it (the tail). ``--capacity N`` makes the server refuse a call that arrives while N are in flight
 (speed_bench's ``CappedServer``). ``--workers N`` runs each session under xdist (``-n N``), the
 workload split into N modules (one a worker): each worker has its part of the limit against the one
 server, and the table adds the most calls the server had in flight. ``--rise N:M`` makes the
@@ -31,6 +35,7 @@ import argparse
 import json
 import os
 import shutil
+import statistics
 import sys
 import tempfile
 import textwrap
@@ -166,8 +171,11 @@ def main() -> None:
         f"{f' rising to {args.rise}' if args.rise else ''}; workers {args.workers or 'none'}; "
         f"{time.monotonic() - started:.0f} s in all"
     )
-    print("\n| tree | route | session | wall, s | span / floor | limit reached | 429s | most in flight |")
-    print("|---|---|---|---|---|---|---|---|")
+    print(
+        "\n| tree | route | session | wall, s | span / floor | limit reached | 429s | most in flight "
+        "| to most in flight, s | empty slots: head / steady / tail, s |"
+    )
+    print("|---|---|---|---|---|---|---|---|---|---|")
     for route in routes:
         for label in labels:
             for name in SESSIONS:
@@ -177,11 +185,17 @@ def main() -> None:
                     for r in got
                     if r.span_s
                 ]
+                phases = [r.phases for r in got if r.phases is not None]
+                lost = " / ".join(
+                    f"{statistics.median(getattr(p, part) for p in phases):.3f}" if phases else "-"
+                    for part in ("head_s", "steady_s", "tail_s")
+                )
                 print(
                     f"| {label} | {route}/ | {name} | {med([r.wall_s for r in got])} | {med(floors)} | "
                     f"{med([float(r.limit_reached or 0) for r in got])} | "
                     f"{med([float(r.rate_limited) for r in got])} | "
-                    f"{med([float(r.max_in_flight) for r in got])} |"
+                    f"{med([float(r.max_in_flight) for r in got])} | "
+                    f"{med([p.to_most_s for p in phases])} | {lost} |"
                 )
 
 

@@ -154,6 +154,55 @@ class Run:
     cpu_s: float = 0.0  # the process's CPU time, user + system
     first_cpu_s: float | None = None  # ours: the process's CPU when the first request connected
     main_cpu_s: float | None = None  # ours: its main thread's share of it
+    phases: Phases | None = None  # where the span went, as the server saw it
+
+
+@dataclass
+class Phases:
+    """Where a judging span goes beyond its floor, from the server's record of each call (when it
+    arrived, when it was answered): slots left empty, in seconds at the most calls in flight (M),
+    before the server first had M in flight (the head: the start and the limit's climb), from then
+    to the last call's arrival (slots not refilled at once), and after it (the tail: the last calls'
+    latency with fewer than M left). Their sum is the span minus calls x mean latency / M."""
+
+    to_most_s: float  # first request -> the server first had M calls in flight
+    head_s: float
+    steady_s: float
+    tail_s: float
+
+    @classmethod
+    def of(cls, seen: list[SeenRequest]) -> Phases:
+        first = min(s.started for s in seen)
+        last_start = max(s.started for s in seen)
+        events = sorted([(s.started, 1) for s in seen] + [(s.finished, -1) for s in seen])
+        most = now = 0
+        for _, step in events:
+            now += step
+            most = max(most, now)
+        reached: float | None = None
+        lost = {"head": 0.0, "steady": 0.0, "tail": 0.0}
+        now, at = 0, first
+        for when, step in events:
+            # [at, when) had `now` calls in flight: split it where M was first reached and where the
+            # last call arrived.
+            steady_from = min(reached if reached is not None else float("inf"), last_start)
+            for phase, start, end in (
+                ("head", first, steady_from),
+                ("steady", steady_from, last_start),
+                ("tail", last_start, float("inf")),
+            ):
+                lo, hi = max(at, start), min(when, end)
+                if hi > lo:
+                    lost[phase] += (most - now) * (hi - lo) / most
+            now, at = now + step, when
+            if reached is None and now == most:
+                reached = when
+        return cls(
+            to_most_s=(reached if reached is not None else first) - first,
+            head_s=lost["head"],
+            steady_s=lost["steady"],
+            tail_s=lost["tail"],
+        )
 
 
 class CappedServer(ProviderServer):
@@ -198,6 +247,7 @@ def timed(server: ProviderServer, command: list[str], cwd: Path, env: dict[str, 
         calls=len(seen),
         max_in_flight=server.max_in_flight,
         cpu_s=cpu,
+        phases=Phases.of(seen) if seen else None,
     )
 
 
