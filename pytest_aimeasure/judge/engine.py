@@ -1062,11 +1062,13 @@ class JudgeEngine:
                 limit.release()
                 raise
             else:
-                limit.release()
                 # The call's own latency, as the backend timed it: not the wait of the calls that
                 # went with the model's first call (they hold slots until it answers), which made
                 # the first round look queued and hid the latency of a call that waits for nothing.
+                # Counted before the slot is freed, as a 429 is: a limit the answer changes applies
+                # to the call that takes its slot (it starts at the new level).
                 limit.note_success(token, reply.latency_s if reply.latency_s > 0 else loop.time() - sent)
+                limit.release()
                 self._note_connection(backend, None)
                 self._noticed.pop(backend.concurrency_key, None)
                 return reply

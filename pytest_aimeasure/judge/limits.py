@@ -31,7 +31,12 @@ provider) then decides:
   so a knee found once is probed again gently: the CPU a session's tests take from its judge comes
   and goes, and so does what more calls buy. Slow start ends at the first round that did not hold,
   or earlier, at the first whose latency rose past ``NEAR_KNEE`` (1.2) times the base: calls begin
-  to queue, and a doubling from there would put twice the calls the rate needs in flight;
+  to queue, and a doubling from there would put twice the calls the rate needs in flight. The
+  first round sets the base, so once filled it holds whatever its latency (only a 429/529 stops
+  it): its doubling comes one call per answer, as TCP's slow start grows, instead of all at its
+  last answer, so the round's slowest call does not hold back the calls the others' answers earn.
+  The round is still the calls it began with (those it lets go start at a newer level, as after
+  any change of the limit), and the doubled level starts its own round at the round's last answer;
 * latency rose: the limit steps back to the calls in flight that the round's rate needs at the base
   latency (``limit * base / mean``; never below the start), and slow start ends. The next round
   checks the step: when its latency did not come down, the rise was the provider's (it got slower
@@ -141,6 +146,7 @@ class ProviderLimit:
             self.limit = min(resume, ceiling)
             self._slow_start = False
             self._floor = min(self._floor, self.limit)
+        self._round_limit = self.limit  # the limit the current level began at: a round is as many answers
         self.highest_limit = self.limit
         """The highest limit reached: the highest level whose round's latency held (a level tried past
         the knee and stepped back from does not count). Until a round holds, the limit as it stands:
@@ -165,6 +171,7 @@ class ProviderLimit:
         """When the provider's answers became nothing but 429/529 (None: its last answer was one)."""
         self._clock = clock
         self._level = 0  # bumped by every change of the limit: a call's token is the level it started at
+        self._counted = 0  # the level whose calls' answers make the round under way
         self._decreased_at = 0  # the level of the last decrease: 429s of calls started before it are old
         self._answers = 0  # answers to calls started at the current level, in the round under way
         self._latencies: list[float] = []  # their latencies
@@ -273,25 +280,43 @@ class ProviderLimit:
 
     # -- what the provider said ------------------------------------------------------------------
     def note_success(self, token: int, latency_s: float | None = None) -> None:
-        """A call that started at level ``token`` got an answer after ``latency_s`` seconds. After a
-        round (``limit`` answers to calls started at the current level, with every slot taken at
-        once) the limit may change: see the module's docstring."""
+        """A call that started at level ``token`` got an answer after ``latency_s`` seconds (call it
+        before :meth:`release`: a limit the answer changes applies to the call that takes the slot).
+        After a round (as many answers as the level began with, to calls started at it, with every
+        slot taken at once) the limit may change; in the first round each answer may add a slot:
+        see the module's docstring."""
         self._streak = 0
         self.limited_since = None
-        if token != self._level:
+        if token != self._counted:
             return  # started at another level: it says nothing about this one
         self._answers += 1
         if latency_s is not None:
             self._latencies.append(latency_s)
-        if self._answers < self.limit:
+        if self._answers < self._round_limit:
+            first_round = self._base is None and self._slow_start and self._peak >= self._round_limit
+            if first_round and latency_s is not None and latency_s > 0:
+                # The first round sets the base latency, so once filled it holds (only a 429/529
+                # stops it, and ends slow start): its doubling comes one call per answer, not all at
+                # its last answer, which waited for the round's slowest call.
+                self._grow_in_round(min(2 * self._round_limit, self.ceiling))
             return
         latencies, self._latencies, self._answers = self._latencies, [], 0
-        if self._peak < self.limit:
+        if self._peak < self._round_limit:
             return  # the session did not fill the limit: the round says nothing about the provider
         self._end_round(statistics.fmean(latencies) if latencies else None)
 
+    def _grow_in_round(self, most: int) -> None:
+        """One more call in flight within the round under way: its size and latencies stay those of
+        the calls it began with (the calls started from here carry a newer level, as after a change
+        of the limit, so that the round does not count the quickest of more calls than it began with)."""
+        if self.limit < most:
+            if self._level == self._counted:
+                self._level += 1
+            self.limit += 1
+            self._wake()
+
     def _end_round(self, mean: float | None) -> None:
-        level = self.limit
+        level = self._round_limit
         if not self._latency_rules:  # given, or after a 429/529: one more per round, to the knee
             self._held = True
             if level < (self.ceiling if self._knee is None else self._knee) and self._may_probe(level):
@@ -343,7 +368,7 @@ class ProviderLimit:
         return self._below_stop >= self._hold
 
     def _grow(self, level: int) -> None:
-        if level <= self.limit:
+        if level <= self._round_limit:  # (a first round may have grown the limit there already)
             return
         if not self._latency_rules:
             self.highest_limit = max(self.highest_limit, level)
@@ -352,8 +377,9 @@ class ProviderLimit:
 
     def _set(self, level: int) -> None:
         """A new limit: a new level, whose round starts now."""
-        self.limit = level
+        self.limit = self._round_limit = level
         self._level += 1
+        self._counted = self._level
         self._answers = 0
         self._latencies = []
         self._peak = self.in_flight

@@ -266,6 +266,72 @@ def test_the_default_limit_reaches_its_ceiling_after_one_round() -> None:
     assert round((clock.now - began) / 0.2) == 15
 
 
+def test_the_first_round_lets_one_more_call_go_per_answer_to_its_doubling() -> None:
+    # The first round sets the base latency, so it holds unless a 429/529 comes: each of its answers
+    # lets its own call's slot and one more go, so the doubling does not wait for its slowest call
+    # (before: one slot per answer, 32, until the 32nd answer, then 32 more at once).
+    limit = ProviderLimit(ADAPTIVE_CEILING, start=ADAPTIVE_START, clock=FakeClock())
+    first = [limit.try_acquire() for _ in range(ADAPTIVE_START)]
+    assert None not in first and limit.try_acquire() is None
+    added = []
+    for n, token in enumerate(first[:-1], start=1):
+        assert token is not None
+        limit.note_success(token, 0.2)  # (the engine's order: the answer counted, then its slot freed)
+        limit.release()
+        again, more = limit.try_acquire(), limit.try_acquire()  # its slot, and one more
+        assert again is not None and more is not None and limit.try_acquire() is None
+        assert limit.limit == ADAPTIVE_START + n and limit.in_flight == ADAPTIVE_START + n
+        added += [again, more]
+    assert limit.highest_limit == ADAPTIVE_START  # nothing held yet
+    # The calls the round let go are not its own: their answers neither end it nor grow the limit.
+    for token in added[:8]:
+        limit.note_success(token, 0.01)
+        limit.release()
+    assert limit.limit == 2 * ADAPTIVE_START - 1 and limit.highest_limit == ADAPTIVE_START
+    last = first[-1]
+    assert last is not None
+    limit.note_success(last, 0.2)
+    limit.release()  # the round's last call: it held at 32, its level is the ceiling
+    assert limit.limit == ADAPTIVE_CEILING and limit.highest_limit == ADAPTIVE_START
+
+
+def test_only_the_first_round_grows_per_answer_and_a_429_in_it_ends_the_growth() -> None:
+    limit = ProviderLimit(64, start=16, clock=FakeClock())
+    full_round(limit, 0.2)  # the first round: 16 -> 32
+    assert limit.limit == 32
+    tokens = [limit.try_acquire() for _ in range(32)]
+    token = tokens[0]
+    assert token is not None
+    limit.release()
+    limit.note_success(token, 0.2)  # a later round of slow start may not hold: it doubles at its end
+    assert limit.limit == 32
+    fresh = ProviderLimit(64, start=16, clock=FakeClock())
+    tokens = [fresh.try_acquire() for _ in range(16)]
+    for token in tokens[:4]:
+        assert token is not None
+        fresh.release()
+        fresh.note_success(token, 0.2)
+    assert fresh.limit == 20
+    refused = tokens[4]
+    assert refused is not None
+    fresh.release()
+    fresh.note_rate_limit(refused, retry_after=0.0)  # halves what it grew to, and slow start ends
+    assert fresh.limit == 10
+    for token in tokens[5:]:
+        assert token is not None
+        fresh.release()
+        fresh.note_success(token, 0.2)
+    assert fresh.limit == 10
+    # A first round the session does not fill grows nothing, per answer or at its end.
+    idle = ProviderLimit(64, start=16, clock=FakeClock())
+    for _ in range(20):
+        token = idle.try_acquire()
+        assert token is not None
+        idle.release()
+        idle.note_success(token, 0.2)
+    assert idle.limit == 16
+
+
 def test_cpu_bound_the_limit_stops_where_more_calls_stop_buying_answers() -> None:
     # This process needs 6.7 ms of CPU per answer: at most 150 answers per second, which 30 calls in
     # flight at 0.2 s already give. More calls only wait for the CPU (the rule before, an answer
