@@ -42,7 +42,7 @@ from pytest_aimeasure.store.baseline import BaselineFile, merge_entries
 
 DROP = 0.75
 RUNS_PER_BASELINE = 4
-N = 3
+N = 3  # judge samples an output, unless a case says otherwise
 
 
 @dataclass(frozen=True)
@@ -56,6 +56,7 @@ class Case:
     shift_sd: float = 0.0  # every session shifted by N(0, sd^2)
     shift_in: str = "judge"  # where that shift lives: "judge" or "generator"
     bound: float | None = 0.01  # the issue's bound on unchanged runs failed (None: not bounded)
+    n: int = N  # judge samples an output
 
 
 CASES = (
@@ -63,8 +64,10 @@ CASES = (
     Case("moving, one update (3 outputs), m=10", "moving", 10, 3),
     Case("moving, one update (3 outputs), m=20", "moving", 20, 3),
     Case("moving, repeats=3 every session, m=5", "moving", 5, 3, now_outputs=3),
+    Case("moving, one update (3 outputs), N=5, m=5", "moving", 5, 3, n=5),
     Case("moving, one session (1 output), m=5", "moving", 5, 1),
     Case("independent, one session, m=5", "independent", 5, 1),
+    Case("independent, one session, N=5, m=5", "independent", 5, 1, n=5),
     Case("judge shift sd 0.2, one update, m=5", "moving", 5, 3, shift_sd=0.2, bound=None),
     Case("judge shift sd 0.2, one update, m=10", "moving", 10, 3, shift_sd=0.2, bound=None),
     Case("generator shift sd 0.2, one update, m=5", "moving", 5, 3, 1, 0.0, 0.2, "generator", None),
@@ -86,9 +89,9 @@ def judge(rng: np.random.Generator, quality: np.ndarray, shift: float, case: Cas
     """The judge's N scores of each output, with this session's judge shift."""
     items, outputs = quality.shape
     if case.noise == "moving":  # a temperature-0 judge: an output's N samples agree
-        raw = np.repeat((quality + shift)[:, :, None], N, axis=2)
+        raw = np.repeat((quality + shift)[:, :, None], case.n, axis=2)
     else:
-        raw = (quality + shift)[:, :, None] + rng.normal(0.0, SPREAD, size=(items, outputs, N))
+        raw = (quality + shift)[:, :, None] + rng.normal(0.0, SPREAD, size=(items, outputs, case.n))
     return np.clip(np.floor(raw + 0.5), 1, 5).astype(int).tolist()  # type: ignore[no-any-return]
 
 
@@ -134,7 +137,7 @@ def run(case: Case, sessions: int, seed: int) -> Tally:
             first = compare(baseline, now, whole_suite=True)
             both = compare(baseline, now, whole_suite=True, confirmable={DIMENSION})
             if both.suspected():
-                calls = case.items * case.base_outputs * N
+                calls = case.items * case.base_outputs * case.n
                 if drop == 0.0:
                     tally.rejudged_aa, tally.calls_aa = tally.rejudged_aa + 1, tally.calls_aa + calls
                 else:
@@ -169,7 +172,8 @@ def main() -> int:
     parser.add_argument("--seed", type=int, default=100)
     parser.add_argument("--only", default="", help="run the cases whose name holds this text")
     args = parser.parse_args()
-    print(f"tolerance {TOLERANCE}, drop {DROP}, N = {N}, {args.sessions} runs a case of each kind")
+    runs = f"{args.sessions} runs a case of each kind"
+    print(f"tolerance {TOLERANCE}, drop {DROP}, N = {N} unless said, {runs}")
     print(
         "| case | unchanged failed: first test only | with the second test | drops caught: first test "
         "only | with the second test | limit | x limit | runs rejudged: unchanged, dropped | calls an item: "
