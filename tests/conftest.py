@@ -19,7 +19,7 @@ import pytest
 
 if TYPE_CHECKING:
     from pytest_aimeasure.store.runs import RunStore
-    from pytest_aimeasure.testing import ProviderServer, SeenRequest
+    from pytest_aimeasure.testing import Outcome, ProviderServer, SeenRequest
 
 pytest_plugins = ["pytester"]
 
@@ -251,7 +251,7 @@ def store(tmp_path: Path) -> RunStore:
 @pytest.fixture
 def serve(
     monkeypatch: pytest.MonkeyPatch,
-) -> Iterator[Callable[[Callable[[SeenRequest], int]], ProviderServer]]:
+) -> Iterator[Callable[[Callable[[SeenRequest], Outcome]], ProviderServer]]:
     """Start local provider servers with a scorer; the anthropic SDK is pointed at the last one::
 
     def test_it(serve, pytester):
@@ -263,7 +263,7 @@ def serve(
 
     servers: list[ProviderServer] = []
 
-    def start(scorer: Callable[[SeenRequest], int]) -> ProviderServer:
+    def start(scorer: Callable[[SeenRequest], Outcome]) -> ProviderServer:
         server = ProviderServer(scorer=scorer).start()
         servers.append(server)
         monkeypatch.setenv("ANTHROPIC_BASE_URL", server.url)

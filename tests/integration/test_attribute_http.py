@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import re
 import textwrap
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -48,11 +48,8 @@ def scorer(seen: SeenRequest) -> int:
 
 
 @pytest.fixture
-def server(monkeypatch: pytest.MonkeyPatch) -> Iterator[ProviderServer]:
-    with ProviderServer(scorer=scorer) as running:
-        monkeypatch.setenv("ANTHROPIC_BASE_URL", running.url)
-        monkeypatch.setenv("ANTHROPIC_API_KEY", "test-key")
-        yield running
+def server(serve: Callable[[Callable[[SeenRequest], int]], ProviderServer]) -> ProviderServer:
+    return serve(scorer)
 
 
 @pytest.fixture

@@ -17,7 +17,7 @@ from __future__ import annotations
 import json
 import re
 import textwrap
-from collections.abc import Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -77,11 +77,8 @@ def judge_offset() -> Judge:
 
 
 @pytest.fixture
-def server(monkeypatch: pytest.MonkeyPatch, judge_offset: Judge) -> Iterator[ProviderServer]:
-    with ProviderServer(scorer=judge_offset) as running:
-        monkeypatch.setenv("ANTHROPIC_BASE_URL", running.url)
-        monkeypatch.setenv("ANTHROPIC_API_KEY", "test-key")
-        yield running
+def server(serve: Callable[[Judge], ProviderServer], judge_offset: Judge) -> ProviderServer:
+    return serve(judge_offset)
 
 
 @pytest.fixture
