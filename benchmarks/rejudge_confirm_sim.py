@@ -21,6 +21,12 @@ it. "runs rejudged" is the share of unchanged and of dropped runs whose baseline
 again, "calls an item" the mean fresh judge calls an item that took, over each kind of run (today's
 own measurement takes N = 3 an output).
 
+Pooled cases (``pool`` > 1) build the baseline as noise_model_sim.py does, ``merge_entries(pool=...)``
+over that many sessions, each with its own outputs and its own shift; a second test judges every
+pooled session's kept outputs again (as ``attribution.rejudge.rejudge_baseline`` does), and its calls
+count all of them. Where the plugin plans no second test for a baseline (from ten pooled sessions;
+from three in the plugin before pooled baselines had one) the two columns agree.
+
 Run:  python benchmarks/rejudge_confirm_sim.py [--sessions 2000] [--seed 100] [--only TEXT]
       (about 5 minutes; exit status 1 when an unchanged case the issue bounds fails more than 1% of
       runs with the second test, or a lucky first baseline more than 2%)
@@ -57,6 +63,7 @@ class Case:
     shift_in: str = "judge"  # where that shift lives: "judge" or "generator"
     bound: float | None = 0.01  # the issue's bound on unchanged runs failed (None: not bounded)
     n: int = N  # judge samples an output
+    pool: int = 1  # sessions the baseline pools (--update-baseline on unchanged runs), each its own shift
 
 
 CASES = (
@@ -75,6 +82,32 @@ CASES = (
     Case("lucky +0.4, independent, one session, m=5", "independent", 5, 1, lucky=0.4, bound=0.02),
     Case("lucky +0.4, moving, one update, m=5", "moving", 5, 3, lucky=0.4, bound=0.02),
     Case("lucky +0.4, moving, one update, m=10", "moving", 10, 3, lucky=0.4, bound=0.02),
+    # Pooled baselines (built as noise_model_sim.py builds them: merge_entries(pool=...)), every pooled
+    # session's outputs kept, so that all of them can be judged again.
+    *(
+        Case(f"moving, pooled {p} (1 output), m={m}", "moving", m, 1, pool=p)
+        for p in (3, 5)
+        for m in (5, 10, 20)
+    ),
+    Case("moving, pooled 9 (1 output), m=10", "moving", 10, 1, pool=9),
+    *(Case(f"moving, pooled 10 (1 output), m={m}", "moving", m, 1, pool=10) for m in (5, 10)),
+    Case("moving, pooled 5 of 3 outputs, m=5", "moving", 5, 3, pool=5),
+    Case("moving, pooled 5 (1 output), N=5, m=5", "moving", 5, 1, n=5, pool=5),
+    Case("independent, pooled 5, m=5", "independent", 5, 1, pool=5),
+    Case("judge shift sd 0.2, pooled 3, m=10", "moving", 10, 1, shift_sd=0.2, bound=None, pool=3),
+    *(
+        Case(f"judge shift sd 0.2, pooled 5, m={m}", "moving", m, 1, shift_sd=0.2, bound=None, pool=5)
+        for m in (5, 10)
+    ),
+    Case("judge shift sd 0.2, pooled 9, m=10", "moving", 10, 1, shift_sd=0.2, bound=None, pool=9),
+    Case("generator shift sd 0.2, pooled 3, m=10", "moving", 10, 1, 1, 0.0, 0.2, "generator", None, pool=3),
+    *(
+        Case(
+            f"generator shift sd 0.2, pooled 5, m={m}", "moving", m, 1, 1, 0.0, 0.2, "generator", None, pool=5
+        )
+        for m in (5, 10)
+    ),
+    Case("generator shift sd 0.2, pooled 9, m=10", "moving", 10, 1, 1, 0.0, 0.2, "generator", None, pool=9),
 )
 
 
@@ -100,6 +133,32 @@ def one_session_baseline(scores: list) -> BaselineFile:
     return BaselineFile(entries=entries)
 
 
+def pooled_baseline(sessions: list) -> BaselineFile:
+    """The sessions' scores pooled, oldest first, as successive --update-baseline runs pool them."""
+    entries: dict = {}
+    for scores in sessions:
+        entries, _ = merge_entries(
+            entries, measurements(scores), whole_suite=True, prune=False, pool=len(sessions)
+        )
+    return BaselineFile(entries=entries)
+
+
+def baseline_sessions(rng: np.random.Generator, truth: np.ndarray, case: Case) -> tuple[list, BaselineFile]:
+    """Each pooled session's kept outputs (with its generator-side shift), and the baseline their
+    judging (with its judge-side shift) pooled into."""
+    kept_all, scores = [], []
+    for _ in range(case.pool):
+        kept = generate(rng, truth, case.base_outputs, case)
+        shift = float(rng.normal(0.0, case.shift_sd)) if case.shift_sd else 0.0
+        if case.shift_in == "generator":
+            kept, judged_shift = kept + shift, case.lucky
+        else:
+            judged_shift = shift + case.lucky
+        kept_all.append(kept)
+        scores.append(judge(rng, kept, judged_shift, case))
+    return kept_all, pooled_baseline(scores)
+
+
 @dataclass
 class Tally:
     aa_first: int = 0
@@ -120,13 +179,17 @@ def run(case: Case, sessions: int, seed: int) -> Tally:
     tally = Tally(aa_deltas=[], drop_deltas=[])
     for _ in range(max(1, sessions // RUNS_PER_BASELINE)):
         truth = rng.uniform(2.5, 4.5, size=case.items)
-        kept = generate(rng, truth, case.base_outputs, case)  # the outputs the run store keeps
-        shift = float(rng.normal(0.0, case.shift_sd)) if case.shift_sd else 0.0
-        if case.shift_in == "generator":
-            kept, judged_shift = kept + shift, case.lucky
+        if case.pool > 1:
+            kept_all, baseline = baseline_sessions(rng, truth, case)
         else:
-            judged_shift = shift + case.lucky
-        baseline = one_session_baseline(judge(rng, kept, judged_shift, case))
+            kept = generate(rng, truth, case.base_outputs, case)  # the outputs the run store keeps
+            shift = float(rng.normal(0.0, case.shift_sd)) if case.shift_sd else 0.0
+            if case.shift_in == "generator":
+                kept, judged_shift = kept + shift, case.lucky
+            else:
+                judged_shift = shift + case.lucky
+            baseline = one_session_baseline(judge(rng, kept, judged_shift, case))
+            kept_all = [kept]
         for drop in (0.0, -DROP) * RUNS_PER_BASELINE:
             today = float(rng.normal(0.0, case.shift_sd)) if case.shift_sd else 0.0
             outputs = generate(rng, truth + drop, case.now_outputs, case)
@@ -137,12 +200,12 @@ def run(case: Case, sessions: int, seed: int) -> Tally:
             first = compare(baseline, now, whole_suite=True)
             both = compare(baseline, now, whole_suite=True, confirmable={DIMENSION})
             if both.suspected():
-                calls = case.items * case.base_outputs * case.n
+                calls = case.pool * case.items * case.base_outputs * case.n  # every pooled session's
                 if drop == 0.0:
                     tally.rejudged_aa, tally.calls_aa = tally.rejudged_aa + 1, tally.calls_aa + calls
                 else:
                     tally.rejudged_drop, tally.calls_drop = tally.rejudged_drop + 1, tally.calls_drop + calls
-                again = one_session_baseline(judge(rng, kept, judge_today, case))
+                again = pooled_baseline([judge(rng, kept, judge_today, case) for kept in kept_all])
                 rejudged = Rejudged(entries=again.entries, calls={DIMENSION: calls})
                 both = compare(baseline, now, whole_suite=True, confirmable={DIMENSION}, rejudged=rejudged)
             delta = first.dimensions[DIMENSION].delta
