@@ -28,14 +28,14 @@ from pytest_aimeasure.attribution.split import (
     settle,
     split,
 )
-from pytest_aimeasure.compare.confirm import Rejudged
+from pytest_aimeasure.compare.confirm import CONFIRM_MAX_SESSIONS, Rejudged
 from pytest_aimeasure.compare.drift import Comparison, History, baseline_history
 from pytest_aimeasure.judge.engine import JudgeEngine
 from pytest_aimeasure.judge.errors import JudgeError, NotJudged
 from pytest_aimeasure.judge.item import ItemSpec
 from pytest_aimeasure.measure.models import Finding, ItemResult, Measurement, item_id
 from pytest_aimeasure.measure.sampling import PlannedItem
-from pytest_aimeasure.measure.stats import SHARED_MIN_SESSIONS, VAR_FLOOR_DEFAULT, session_history
+from pytest_aimeasure.measure.stats import VAR_FLOOR_DEFAULT, session_history
 from pytest_aimeasure.store.baseline import BaselineEntry, BaselineFile, EntrySource
 from pytest_aimeasure.store.runs import RunStore, StoreError
 
@@ -194,13 +194,13 @@ def stored_artifacts(store: RunStore, entry: BaselineEntry) -> set[str]:
 
 
 def kept_outputs(store: RunStore, entries: Mapping[str, BaselineEntry]) -> frozenset[str]:
-    """Item ids whose baseline entry assumes the session-wide shift (fewer than SHARED_MIN_SESSIONS
-    pooled sessions) and whose every judged artifact the store holds: read at the session's start,
-    before today's outputs are stored (a deterministic generator stores the very same files), so
-    that which dimensions get a second test does not depend on today's data."""
+    """Item ids whose baseline entry assumes the session-wide shift or measures it with few df (at most
+    CONFIRM_MAX_SESSIONS pooled sessions) and whose every judged artifact the store holds: read at the
+    session's start, before today's outputs are stored (a deterministic generator stores the very
+    same files), so that which dimensions get a second test does not depend on today's data."""
     out = set()
     for key, entry in entries.items():
-        if entry.pooled >= SHARED_MIN_SESSIONS or entry.sources is None:
+        if entry.pooled > CONFIRM_MAX_SESSIONS or entry.sources is None:
             continue
         wanted = {sha for source in entry.session_sources() for sha in source.artifacts()}
         if wanted and stored_artifacts(store, entry) == wanted:

@@ -24,6 +24,7 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from pytest_aimeasure.compare.confirm import CONFIRM_MAX_SESSIONS
 from pytest_aimeasure.measure.stats import (
     CONSERVATIVE_PRIOR,
     SCALE,
@@ -82,10 +83,10 @@ def projected_mde(
     se = math.sqrt(tau2 * (1.0 + 1.0 / p2) / m2 + shared)
     same = (m2, k2, p2) == (design.m, design.k, design.sessions)
     df = result.df if same else float(max(m2 - 1, 1) * max(1, math.floor(k2)))
-    second = design.confirm_level if p2 < SHARED_MIN_SESSIONS else None
+    second = design.confirm_level if p2 <= CONFIRM_MAX_SESSIONS else None
     level = result.level
     if design.confirm_level is not None and second is None:
-        level += design.confirm_level  # pooled sessions measure the shift: no second test, whole level
+        level += design.confirm_level  # ten pooled sessions: no second test, the whole level
     mde = regression_power(se, df, result.tolerance, level=level).mde
     if second is None:
         return mde
@@ -128,7 +129,7 @@ def advise(result: Drift, design: Design) -> str:
     nearly always, so the second runs)."""
     mde = projected_mde(result, design)
     now = f"detects a drop of {drop_text(mde)} at 80%"
-    if mde < result.mde - 1e-9 and design.sessions < SHARED_MIN_SESSIONS:
+    if mde < result.mde - 1e-9 and design.sessions <= CONFIRM_MAX_SESSIONS:
         now += " (judging the baseline's outputs again when it looks lower)"
     goal = GOAL_FACTOR * result.tolerance
     if mde <= goal + 1e-9:

@@ -62,6 +62,7 @@ from pytest_aimeasure.compare.advice import (
     projected_mde,
 )
 from pytest_aimeasure.compare.confirm import (
+    CONFIRM_MAX_SESSIONS,
     CONFIRM_PRIOR,
     CONFIRM_SHARE,
     Confirmation,
@@ -73,6 +74,7 @@ from pytest_aimeasure.compare.family import Group, item_level_after_dimension, r
 from pytest_aimeasure.measure.models import Finding, Fingerprint, Measurement
 from pytest_aimeasure.measure.stats import (
     CONSERVATIVE_PRIOR,
+    SHARED_MIN_SESSIONS,
     VAR_FLOOR_DEFAULT,
     Drift,
     Generations,
@@ -494,9 +496,13 @@ def _test_dimension(name: str, pairing: _Pairing, rule: _Rule, groups: Sequence[
             base_scores, new_scores, tolerance=min(tolerances), level=dimension_level, **args
         )
     confirmation = None
-    if name in rule.confirmable and own.shared_source == "prior":
-        # The shift was assumed, and the store holds the baseline's outputs: the level is shared
-        # with a second test against those outputs judged again today.
+    if (
+        name in rule.confirmable
+        and own.shared_source is not None
+        and min(e.pooled for e in entries) <= CONFIRM_MAX_SESSIONS
+    ):
+        # The shift was assumed or measured with few df, and the store holds the baseline's outputs:
+        # the level is shared with a second test against those outputs judged again today.
         own = drift(
             base_scores,
             new_scores,
@@ -548,13 +554,19 @@ def _second_test(
     if rejudged is None or any(e is None for e in again):
         return Confirmation(level=level)
     entries = [e for e in again if e is not None]
+    history = args["history"]
+    if min(e.pooled for e in entries) >= SHARED_MIN_SESSIONS:
+        # Every pooled session judged today: their spread holds no judge-side shift, a
+        # generator-side one it does.
+        rows = baseline_history(dict(zip(paired, entries, strict=True)))
+        history = _history_of(paired, rows) if rows else None
     second = drift(
         [e.scores for e in entries],
         new_scores,
         tolerance=tolerance,
         var_floor=args["var_floor"],
         base_sessions=[e.pooled for e in entries],
-        history=args["history"],
+        history=history,
         generations=_generations(entries, measured),
         prior=CONFIRM_PRIOR,
         level=level,

@@ -59,6 +59,7 @@ class Judge:
 
     def __init__(self) -> None:
         self.lucky = False
+        self.lucky_items = LUCKY
         self.refuse: set[str] = set()
         """Artifacts (their text) the judge answers out of range, every time."""
 
@@ -68,7 +69,7 @@ class Judge:
         if found.group(0) in self.refuse:
             return Fault.out_of_range()
         story, quality = int(found.group(1)), int(found.group(2))
-        return quality + (1 if self.lucky and story < LUCKY else 0)
+        return quality + (1 if self.lucky and story < self.lucky_items else 0)
 
 
 @pytest.fixture
@@ -167,6 +168,48 @@ def test_a_real_drop_against_one_session_is_confirmed_by_judging_the_baseline_ag
     assert result.ret == 1, result.stdout.str()
     assert data["dimensions"]["clarity"]["confirmation"]["confirmed"] is True
     assert data["attribution"]["clarity"]["moved"] == "system"
+
+
+@XDIST
+def test_a_real_drop_against_three_pooled_sessions_is_confirmed_by_judging_every_session_again(
+    project: pytest.Pytester,
+    server: ProviderServer,
+    judge_offset: Judge,
+    monkeypatch: pytest.MonkeyPatch,
+    xdist: tuple[str, ...],
+) -> None:
+    # Three updates, the second's judge a point high on 6 of 10 stories (too few to count as an
+    # improvement, so the three sessions pool): the rule measures that shift with 2 df.
+    judge_offset.lucky_items = 6
+    for lucky in (False, True, False):
+        judge_offset.lucky = lucky
+        result, _ = session(project, "--update-baseline", "--judge-cache=off")
+        assert result.ret == 0, result.stdout.str()
+    judge_offset.lucky = False
+    baseline = (project.path / "aimeasure-baseline.json").read_text()
+    assert {len(e["sessions"]) for e in json.loads(baseline)["entries"].values()} == {3}
+    monkeypatch.setenv("GEN_DROP", "1")
+
+    # The rule alone leaves the drop inconclusive.
+    server.reset_stats()
+    result, data = session(project, "--aimeasure-confirm", "off", *xdist)
+    assert result.ret == 0, result.stdout.str()
+    clarity = data["dimensions"]["clarity"]
+    assert clarity["verdict"] == "inconclusive" and clarity["confirmation"] is None
+    assert clarity["shared_source"] == "history" and clarity["baseline_sessions"] == 3
+
+    # By default every pooled session's outputs are judged again today (the three sessions stored
+    # the same story, judged once with fresh calls); they score alike, and the drop is confirmed.
+    server.reset_stats()
+    result, data = session(project, *xdist)
+    assert result.ret == 1, result.stdout.str()
+    assert (project.path / "aimeasure-baseline.json").read_text() == baseline
+    assert judged_qualities(server) == sorted(q for q in QUALITIES for _ in range(N))
+    clarity = data["dimensions"]["clarity"]
+    assert clarity["verdict"] == "regressed" and clarity["rejected"] is True
+    c = clarity["confirmation"]
+    assert c["ran"] and c["confirmed"] and c["calls"] == ITEMS * N
+    assert c["delta"] == pytest.approx(-0.7) and c["rejudged_mean"] == pytest.approx(sum(QUALITIES) / ITEMS)
 
 
 @XDIST
