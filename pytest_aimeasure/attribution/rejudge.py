@@ -15,6 +15,8 @@ sample. The split itself is :mod:`pytest_aimeasure.attribution.split`.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import os
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -198,14 +200,19 @@ def kept_outputs(store: RunStore, entries: Mapping[str, BaselineEntry]) -> froze
     CONFIRM_MAX_SESSIONS pooled sessions) and whose every judged artifact the store holds: read at the
     session's start, before today's outputs are stored (a deterministic generator stores the very
     same files), so that which dimensions get a second test does not depend on today's data."""
-    out = set()
+    wanted: dict[str, set[str]] = {}
     for key, entry in entries.items():
-        if entry.pooled > CONFIRM_MAX_SESSIONS or entry.sources is None:
-            continue
-        wanted = {sha for source in entry.session_sources() for sha in source.artifacts()}
-        if wanted and stored_artifacts(store, entry) == wanted:
-            out.add(key)
-    return frozenset(out)
+        if entry.pooled <= CONFIRM_MAX_SESSIONS and entry.sources is not None:
+            shas = {sha for source in entry.session_sources() for sha in source.artifacts()}
+            if shas:
+                wanted[key] = shas
+    # One listing a shard folder the entries need, not a stat an artifact: at 10,000 entries the
+    # stats took 0.16 s of the session's start.
+    stored: set[str] = set()
+    for shard in {sha[:2] for shas in wanted.values() for sha in shas}:
+        with contextlib.suppress(OSError):
+            stored.update(os.listdir(store.artifacts_dir / shard))
+    return frozenset(key for key, shas in wanted.items() if shas <= stored)
 
 
 def confirmable(
