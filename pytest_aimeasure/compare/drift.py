@@ -496,11 +496,7 @@ def _test_dimension(name: str, pairing: _Pairing, rule: _Rule, groups: Sequence[
             base_scores, new_scores, tolerance=min(tolerances), level=dimension_level, **args
         )
     confirmation = None
-    if (
-        name in rule.confirmable
-        and own.shared_source is not None
-        and min(e.pooled for e in entries) <= CONFIRM_MAX_SESSIONS
-    ):
+    if name in rule.confirmable and _shift_held(own, entries):
         # The shift was assumed or measured with few df, and the store holds the baseline's outputs:
         # the level is shared with a second test against those outputs judged again today.
         own = drift(
@@ -512,9 +508,7 @@ def _test_dimension(name: str, pairing: _Pairing, rule: _Rule, groups: Sequence[
         )
         if len(paired) > 1:
             tested.own = own
-        level = dimension_level * CONFIRM_SHARE
-        confirmation = _second_test(tested, paired, new_scores, measured, rule, args, min(tolerances), level)
-        tested.p_value = combined_p(own.p_value, tested.second.p_value if tested.second else None)
+        confirmation = _second_test(tested, own, paired, new_scores, measured, rule, args, dimension_level)
     design = Design(
         m=len(paired),
         n=sum(len(m.samples) for m in measured) / len(measured),
@@ -537,18 +531,27 @@ def _test_dimension(name: str, pairing: _Pairing, rule: _Rule, groups: Sequence[
     return tested
 
 
+def _shift_held(first: Drift, entries: Sequence[BaselineEntry]) -> bool:
+    """The rule holds a session-wide shift it assumed or measured from at most CONFIRM_MAX_SESSIONS
+    pooled sessions: where a second test is worth its share of the level."""
+    return first.shared_source is not None and min(e.pooled for e in entries) <= CONFIRM_MAX_SESSIONS
+
+
 def _second_test(
     tested: _Tested,
+    first: Drift,
     paired: Sequence[str],
     new_scores: Sequence[Sequence[int]],
     measured: Sequence[Measurement],
     rule: _Rule,
     args: Mapping[str, Any],
-    tolerance: float,
-    level: float,
+    dimension_level: float,
 ) -> Confirmation:
-    """A confirmable dimension's second test, when the baseline's outputs of every paired item were
-    judged again today (``rule.rejudged``); not run otherwise."""
+    """A confirmable dimension's second test, at its share of the level, when the baseline's outputs
+    of every paired item were judged again today (``rule.rejudged``; not run otherwise), and the
+    p-value the family tests the dimension with: both tests' combined (``first`` at the rest)."""
+    level = dimension_level * CONFIRM_SHARE
+    tested.p_value = combined_p(first.p_value, None)
     rejudged = rule.rejudged
     again = [rejudged.entries.get(i) for i in paired] if rejudged is not None else []
     if rejudged is None or any(e is None for e in again):
@@ -563,7 +566,7 @@ def _second_test(
     second = drift(
         [e.scores for e in entries],
         new_scores,
-        tolerance=tolerance,
+        tolerance=first.tolerance,
         var_floor=args["var_floor"],
         base_sessions=[e.pooled for e in entries],
         history=history,
@@ -572,6 +575,7 @@ def _second_test(
         level=level,
     )
     tested.second = second
+    tested.p_value = combined_p(first.p_value, second.p_value)
     return Confirmation.of(level, second, rejudged.calls.get(measured[0].dimension, 0))
 
 

@@ -120,6 +120,26 @@ def baseline_once(project: pytest.Pytester, server: ProviderServer, judge: Judge
     return (project.path / "aimeasure-baseline.json").read_text()
 
 
+def confirmed_drop(
+    project: pytest.Pytester, server: ProviderServer, baseline: str, xdist: tuple[str, ...]
+) -> tuple[pytest.RunResult, dict[str, Any]]:
+    """A session after GEN_DROP whose second test confirms the drop: the run fails, the baseline file
+    is left as it was, and the server judged the baseline's stored outputs (each story once, N
+    times, with fresh calls) and nothing else (today's outputs come from the cache)."""
+    server.reset_stats()
+    result, data = session(project, *xdist)
+    assert result.ret == 1, result.stdout.str()
+    assert (project.path / "aimeasure-baseline.json").read_text() == baseline
+    assert judged_qualities(server) == sorted(q for q in QUALITIES for _ in range(N))
+    clarity = data["dimensions"]["clarity"]
+    assert clarity["verdict"] == "regressed" and clarity["rejected"] is True
+    c = clarity["confirmation"]
+    assert c["ran"] and c["confirmed"] and c["calls"] == ITEMS * N
+    assert c["delta"] == pytest.approx(-0.7)
+    assert c["rejudged_mean"] == pytest.approx(sum(QUALITIES) / ITEMS)
+    return result, data
+
+
 @XDIST
 def test_a_real_drop_against_one_session_is_confirmed_by_judging_the_baseline_again(
     project: pytest.Pytester,
@@ -144,18 +164,8 @@ def test_a_real_drop_against_one_session_is_confirmed_by_judging_the_baseline_ag
 
     # By default the baseline's stored outputs are judged again, with fresh calls although the cache
     # holds their samples, and against them today's outputs are lower: the run fails.
-    server.reset_stats()
-    result, data = session(project, *xdist)
-    assert result.ret == 1, result.stdout.str()
-    assert (project.path / "aimeasure-baseline.json").read_text() == baseline
-    # Today's outputs from the cache (judged above), the baseline's from fresh calls.
-    assert judged_qualities(server) == sorted(q for q in QUALITIES for _ in range(N))
-    clarity = data["dimensions"]["clarity"]
-    assert clarity["verdict"] == "regressed" and clarity["rejected"] is True
-    c = clarity["confirmation"]
-    assert c["ran"] and c["confirmed"] and c["calls"] == ITEMS * N
-    assert c["delta"] == pytest.approx(-0.7) and c["delta_ci"][1] < 0
-    assert c["rejudged_mean"] == pytest.approx(sum(QUALITIES) / ITEMS)
+    result, data = confirmed_drop(project, server, baseline, xdist)
+    assert data["dimensions"]["clarity"]["confirmation"]["delta_ci"][1] < 0
     (regressed,) = [f for f in data["findings"] if f["kind"] == "regressed"]
     assert regressed["severity"] == "fail"
     assert "regressed, confirmed by judging the baseline's outputs again today" in regressed["message"]
@@ -200,16 +210,7 @@ def test_a_real_drop_against_three_pooled_sessions_is_confirmed_by_judging_every
 
     # By default every pooled session's outputs are judged again today (the three sessions stored
     # the same story, judged once with fresh calls); they score alike, and the drop is confirmed.
-    server.reset_stats()
-    result, data = session(project, *xdist)
-    assert result.ret == 1, result.stdout.str()
-    assert (project.path / "aimeasure-baseline.json").read_text() == baseline
-    assert judged_qualities(server) == sorted(q for q in QUALITIES for _ in range(N))
-    clarity = data["dimensions"]["clarity"]
-    assert clarity["verdict"] == "regressed" and clarity["rejected"] is True
-    c = clarity["confirmation"]
-    assert c["ran"] and c["confirmed"] and c["calls"] == ITEMS * N
-    assert c["delta"] == pytest.approx(-0.7) and c["rejudged_mean"] == pytest.approx(sum(QUALITIES) / ITEMS)
+    confirmed_drop(project, server, baseline, xdist)
 
 
 @XDIST
