@@ -216,14 +216,16 @@ def _collector_paused() -> Iterator[None]:
 
 
 def _unplanned(comparison: Comparison, planned: Collection[str]) -> list[Finding]:
-    """An info finding for each dimension that looks lower against an assumed session-wide shift
-    but had no second test planned: the store did not hold the baseline's outputs at the session's
-    start, so the user learns what would let a drop be confirmed."""
-    from pytest_aimeasure.compare.confirm import suspected
+    """An info finding for each dimension that looks lower against a session-wide shift the rule
+    assumed or measured from at most CONFIRM_MAX_SESSIONS pooled sessions, but had no second test
+    planned: the store did not hold the baseline's outputs at the session's start, so the user
+    learns what would let a drop be confirmed."""
+    from pytest_aimeasure.compare.confirm import CONFIRM_MAX_SESSIONS, suspected
 
     out = []
     for name, d in comparison.dimensions.items():
-        if name in planned or d.shared_source != "prior" or not suspected(d.delta, d.tolerance, d.verdict):
+        held = d.shared_source is not None and (d.baseline_sessions or 0) <= CONFIRM_MAX_SESSIONS
+        if name in planned or not held or not suspected(d.delta, d.tolerance, d.verdict):
             continue
         out.append(
             Finding(
@@ -233,7 +235,7 @@ def _unplanned(comparison: Comparison, planned: Collection[str]) -> list[Finding
                 message=f"dimension {name!r} looks lower, and the outputs its baseline judged were not "
                 "in the store at the session's start, so the drop could not be confirmed by judging them "
                 "again: keep the store of the machine that updates the baseline (docs/howto-ci.md), or "
-                "pool sessions, which measures the shift",
+                f"pool {CONFIRM_MAX_SESSIONS + 1} sessions, which measure the shift",
             )
         )
     return out

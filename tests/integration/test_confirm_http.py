@@ -208,6 +208,13 @@ def test_a_real_drop_against_three_pooled_sessions_is_confirmed_by_judging_every
     assert clarity["verdict"] == "inconclusive" and clarity["confirmation"] is None
     assert clarity["shared_source"] == "history" and clarity["baseline_sessions"] == 3
 
+    # Another store (its outputs are not there): nothing is planned, and the report says so.
+    result, data = session(project, "--aimeasure-store", "elsewhere", *xdist)
+    assert result.ret == 0, result.stdout.str()
+    assert data["dimensions"]["clarity"]["confirmation"] is None
+    (why,) = [f for f in data["findings"] if f["kind"] == "confirmation"]
+    assert why["subject"] == "clarity" and "pool 10 sessions, which measure the shift" in why["message"]
+
     # By default every pooled session's outputs are judged again today (the three sessions stored
     # the same story, judged once with fresh calls); they score alike, and the drop is confirmed.
     confirmed_drop(project, server, baseline, xdist)
