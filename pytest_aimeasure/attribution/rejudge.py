@@ -299,7 +299,7 @@ def attribute(
     before = engine.spend.calls
     rejudged, paid = _judge_again(engine, planned, skipped, same_judge=same_judge)
     out = Attribution(calls=engine.spend.calls - before, skipped=skipped)
-    by_dimension = _item_scores(planned, rejudged, skipped, out)
+    by_dimension = _item_scores(planned, rejudged, skipped, out.rejudged)
     floors = var_floors or {}
     for name in sorted({m.dimension for m in chosen}):
         items = by_dimension.get(name, [])
@@ -371,20 +371,20 @@ def rejudge_baseline(
     chosen = [m for m in measurements if m.dimension in dimensions]
     planned, skipped = plan(store, entries, chosen, rubrics)
     rejudged, paid = _judge_again(engine, planned, skipped, fresh=True)
-    out = Attribution()
-    _item_scores(planned, rejudged, skipped, out)
-    return Rejudged(entries=out.rejudged, calls=paid), skipped
+    entries_again: dict[str, BaselineEntry] = {}
+    _item_scores(planned, rejudged, skipped, entries_again)
+    return Rejudged(entries=entries_again, calls=paid), skipped
 
 
 def _item_scores(
     planned: Sequence[Planned],
     rejudged: Mapping[tuple[str, str], Measurement],
     skipped: dict[str, str],
-    out: Attribution,
+    whole: dict[str, BaselineEntry],
 ) -> dict[str, list[ItemScores]]:
     """Each planned item's three measurements (baseline, baseline rejudged, now), by dimension; an
     item whose rejudged ruler differs from today's is skipped. A fully rejudged entry goes to
-    ``out.rejudged``."""
+    ``whole``."""
     by_dimension: dict[str, list[ItemScores]] = {}
     for p in planned:
         m = p.measurement
@@ -405,7 +405,7 @@ def _item_scores(
             )
         )
         if len(p.sessions) == p.entry.pooled:
-            out.rejudged[m.item_id] = _rejudged_entry(p.entry, again)
+            whole[m.item_id] = _rejudged_entry(p.entry, again)
     return by_dimension
 
 

@@ -185,11 +185,6 @@ class DimensionComparison(_DriftFields):
         description="the second test, against the baseline's outputs judged again today (None: not planned)",
     )
 
-    @property
-    def suspected(self) -> bool:
-        """Looks lower by the tolerance, not confirmed: what a planned second test is run for."""
-        return self.confirmation is not None and suspected(self.delta, self.tolerance, self.verdict)
-
 
 class Comparison(BaseModel):
     model_config = ConfigDict(extra="forbid", defer_build=True)
@@ -220,7 +215,9 @@ class Comparison(BaseModel):
         return [
             name
             for name, d in self.dimensions.items()
-            if d.suspected and d.confirmation is not None and not d.confirmation.ran
+            if d.confirmation is not None
+            and not d.confirmation.ran
+            and suspected(d.delta, d.tolerance, d.verdict)
         ]
 
     def moved(self) -> set[str]:
