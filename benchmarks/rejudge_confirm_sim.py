@@ -24,12 +24,13 @@ own measurement takes N = 3 an output).
 Pooled cases (``pool`` > 1) build the baseline as noise_model_sim.py does, ``merge_entries(pool=...)``
 over that many sessions, each with its own outputs and its own shift; a second test judges every
 pooled session's kept outputs again (as ``attribution.rejudge.rejudge_baseline`` does), and its calls
-count all of them. Where the plugin plans no second test for a baseline (from ten pooled sessions;
-from three in the plugin before pooled baselines had one) the two columns agree.
+count all of them. Where the plugin plans no second test for a baseline (from more than ten pooled
+sessions) the two columns agree.
 
-Run:  python benchmarks/rejudge_confirm_sim.py [--sessions 2000] [--seed 100] [--only TEXT]
-      (about 5 minutes; exit status 1 when an unchanged case the issue bounds fails more than 1% of
-      runs with the second test, or a lucky first baseline more than 2%)
+Run:  python benchmarks/rejudge_confirm_sim.py [--sessions 2000] [--seed 100] [--only TEXT] [--part I/K]
+      (about 25 minutes on one core; ``--part 1/2`` and ``--part 2/2`` side by side on two; exit
+      status 1 when an unchanged case the issue bounds fails more than 1% of runs with the second
+      test, or a lucky first baseline more than 2%)
 """
 
 from __future__ import annotations
@@ -108,6 +109,22 @@ CASES = (
         for m in (5, 10)
     ),
     Case("generator shift sd 0.2, pooled 9, m=10", "moving", 10, 1, 1, 0.0, 0.2, "generator", None, pool=9),
+    # Ten pooled sessions (the default pool) have a second test too, without the session-level test.
+    *(Case(f"moving, pooled 10 of 3 outputs, m={m}", "moving", m, 3, pool=10) for m in (5, 10)),
+    Case("judge shift sd 0.2, pooled 10, m=10", "moving", 10, 1, shift_sd=0.2, bound=None, pool=10),
+    *(
+        Case(
+            f"generator shift sd 0.2, pooled 10, m={m}",
+            "moving",
+            m,
+            1,
+            shift_sd=0.2,
+            shift_in="generator",
+            bound=None,
+            pool=10,
+        )
+        for m in (5, 10)
+    ),
 )
 
 
@@ -234,7 +251,15 @@ def main() -> int:
     parser.add_argument("--sessions", type=int, default=2000, help="unchanged and dropped runs, each, a case")
     parser.add_argument("--seed", type=int, default=100)
     parser.add_argument("--only", default="", help="run the cases whose name holds this text")
+    parser.add_argument(
+        "--part",
+        default="1/1",
+        metavar="I/K",
+        help="run every K-th case from the I-th (1-based), each with its own seed as in a whole run: "
+        "K processes side by side cover the table",
+    )
     args = parser.parse_args()
+    part, parts = (int(x) for x in args.part.split("/"))
     runs = f"{args.sessions} runs a case of each kind"
     print(f"tolerance {TOLERANCE}, drop {DROP}, N = {N} unless said, {runs}")
     print(
@@ -245,7 +270,7 @@ def main() -> int:
     print("|---|---|---|---|---|---|---|---|---|")
     over = []
     for k, case in enumerate(CASES):
-        if args.only not in case.name:
+        if args.only not in case.name or k % parts != part - 1:
             continue
         t = run(case, args.sessions, args.seed + k)
         n = t.runs

@@ -86,7 +86,7 @@ def projected_mde(
     second = design.confirm_level if p2 <= CONFIRM_MAX_SESSIONS else None
     level = result.level
     if design.confirm_level is not None and second is None:
-        level += design.confirm_level  # ten pooled sessions: no second test, the whole level
+        level += design.confirm_level  # over ten pooled sessions: no second test, the whole level
     mde = regression_power(se, df, result.tolerance, level=level).mde
     if second is None:
         return mde

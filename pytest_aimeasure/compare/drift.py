@@ -557,7 +557,8 @@ def _second_test(
     history = args["history"]
     if min(e.pooled for e in entries) >= SHARED_MIN_SESSIONS:
         # Every pooled session judged today: their spread holds no judge-side shift, a
-        # generator-side one it does.
+        # generator-side one it does (weighed against a prior of none, as three to nine sessions
+        # weigh it: from ten the session-level test's 9 df cost more detection than they hold).
         rows = baseline_history(dict(zip(paired, entries, strict=True)))
         history = _history_of(paired, rows) if rows else None
     second = drift(
@@ -570,6 +571,7 @@ def _second_test(
         generations=_generations(entries, measured),
         prior=CONFIRM_PRIOR,
         level=level,
+        session_test=False,
     )
     tested.second = second
     tested.p_value = combined_p(first.p_value, second.p_value)

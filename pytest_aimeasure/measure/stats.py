@@ -754,20 +754,23 @@ class _Shared:
     source: Literal["history", "prior"] | None
 
 
-def _shared(history: SessionHistory | None, pooled: float, prior: Prior | None) -> _Shared:
+def _shared(
+    history: SessionHistory | None, pooled: float, prior: Prior | None, session_test: bool = True
+) -> _Shared:
     """The session-wide shift's variance in D: assumed by the prior for a baseline of fewer than
-    SHARED_MIN_SESSIONS pooled sessions; from there to SESSION_TEST_SESSIONS the prior updated by the
-    history's measure of it (:attr:`Prior.shared_df`); from there measured alone (added when its F
-    test sees a shift), the session-level test holding a shift the F test misses. Generation
-    repeats do not measure it: every repeat of a session shares that session's shift, so a lucky
-    one-session baseline is as lucky with repeats as without."""
+    SHARED_MIN_SESSIONS pooled sessions; from there to SESSION_TEST_SESSIONS (without
+    ``session_test``: from there on) the prior updated by the history's measure of it
+    (:attr:`Prior.shared_df`); from there measured alone (added when its F test sees a shift), the
+    session-level test holding a shift the F test misses. Generation repeats do not measure it:
+    every repeat of a session shares that session's shift, so a lucky one-session baseline is as
+    lucky with repeats as without."""
     factor = 1.0 + 1.0 / pooled
     if (
         history is not None
         and history.df_shared is not None
         and (prior is None or history.df_shared >= SHARED_MIN_SESSIONS - 1)
     ):
-        if prior is not None and not _session_tested(history):
+        if prior is not None and not (session_test and _session_tested(history)):
             # Few sessions: the prior updated by what they measured, weighed by degrees of freedom.
             df = prior.shared_df + history.df_shared
             blend = (prior.shared_df * prior.shared_var + history.df_shared * history.var_shared) / df
@@ -925,6 +928,7 @@ def drift(
     generations: Sequence[Generations] | None = None,
     prior: Prior | None = None,
     level: float = 0.025,
+    session_test: bool = True,
 ) -> Drift:
     """Paired drift of a dimension: ``new`` against ``base`` (item i of one pairs with item i of the other).
 
@@ -944,7 +948,10 @@ def drift(
 
     From SESSION_TEST_SESSIONS history sessions whose F test leaves room for a shift, D is also
     tested against the spread of the baseline's session means (exact under any shift, P − 1 df), and
-    the more cautious of the two tests decides (SESSION_PRETEST).
+    the more cautious of the two tests decides (SESSION_PRETEST). ``session_test`` False leaves it
+    out, and the prior is then updated by the history however many sessions it holds: the second
+    test of :mod:`pytest_aimeasure.compare.confirm`, whose history was judged in today's session, so
+    that a judge-side shift is gone from it.
 
     P is the number of sessions the baseline pools (the fewest over the items; ``base_sessions`` gives
     it per item, default 1). Without ``prior`` nothing is assumed (a rule for two measurements of the
@@ -969,13 +976,13 @@ def drift(
     between = _pool(_dimension_estimates(diffs, gen, generations, history, pooled, correction))
     if between is None and prior is not None:
         between = ("prior", prior.item_var * (1.0 + 1.0 / pooled) / m, df_w)
-    shared = _shared(history, pooled, prior)
+    shared = _shared(history, pooled, prior, session_test)
     decided, source = _settle(
         math.fsum(diffs) / m,
         (v_within, df_w),
         between,
         shared,
-        _session_level(history, m, pooled, correction, v_within),
+        _session_level(history, m, pooled, correction, v_within) if session_test else None,
         tolerance=tolerance,
         level=level,
     )

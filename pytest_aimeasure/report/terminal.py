@@ -585,7 +585,7 @@ def dry_run_lines(
         lines.append(
             f"--aimeasure-confirm rejudge: up to {sum(confirm.values())} more calls judging the baseline's "
             "stored outputs again, only for a dimension that looks lower by its tolerance against a "
-            "baseline of up to nine pooled sessions (not in the estimate below)"
+            "baseline of up to ten pooled sessions (not in the estimate below)"
         )
     lines += _dimension_plan(settings, plan, rejudge)
     if len(plan.per_model) > 1 or plan.escalations:

@@ -221,12 +221,19 @@ def _unplanned(comparison: Comparison, planned: Collection[str]) -> list[Finding
     planned: the store did not hold the baseline's outputs at the session's start, so the user
     learns what would let a drop be confirmed."""
     from pytest_aimeasure.compare.confirm import CONFIRM_MAX_SESSIONS, suspected
+    from pytest_aimeasure.measure.stats import SESSION_TEST_SESSIONS
 
     out = []
     for name, d in comparison.dimensions.items():
-        held = d.shared_source is not None and (d.baseline_sessions or 0) <= CONFIRM_MAX_SESSIONS
+        sessions = d.baseline_sessions or 0
+        held = d.shared_source is not None and sessions <= CONFIRM_MAX_SESSIONS
         if name in planned or not held or not suspected(d.delta, d.tolerance, d.verdict):
             continue
+        pool = (
+            f", or pool {SESSION_TEST_SESSIONS} sessions, which measure the shift"
+            if sessions < SESSION_TEST_SESSIONS
+            else ""
+        )
         out.append(
             Finding(
                 kind="confirmation",
@@ -234,8 +241,7 @@ def _unplanned(comparison: Comparison, planned: Collection[str]) -> list[Finding
                 subject=name,
                 message=f"dimension {name!r} looks lower, and the outputs its baseline judged were not "
                 "in the store at the session's start, so the drop could not be confirmed by judging them "
-                "again: keep the store of the machine that updates the baseline (docs/howto-ci.md), or "
-                f"pool {CONFIRM_MAX_SESSIONS + 1} sessions, which measure the shift",
+                f"again: keep the store of the machine that updates the baseline (docs/howto-ci.md){pool}",
             )
         )
     return out

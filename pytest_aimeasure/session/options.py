@@ -376,7 +376,7 @@ OPTIONS: tuple[Option, ...] = (
     Option(
         "--aimeasure-confirm",
         "confirm",
-        "A dimension that looks lower against a baseline of up to nine pooled sessions: judge the baseline's "
+        "A dimension that looks lower against a baseline of up to ten pooled sessions: judge the baseline's "
         "stored outputs again (fresh calls) and test today's against them, where a shift of the whole "
         "session cancels: rejudge (default), off (no extra calls; the drift rule alone, with the "
         "whole level).",

@@ -3,7 +3,9 @@ when it runs, and that the shared level keeps the family-wise error."""
 
 from __future__ import annotations
 
+import hashlib
 import random
+from pathlib import Path
 
 import pytest
 
@@ -68,10 +70,10 @@ def test_an_item_not_judged_again_leaves_the_second_test_unrun() -> None:
     assert tone.confirmation is not None and not tone.confirmation.ran and tone.verdict == "inconclusive"
 
 
-def pooled(*sessions: list[list[int]]) -> dict[str, BaselineEntry]:
+def pooled(*sessions: list[list[int]], pool: int = 10) -> dict[str, BaselineEntry]:
     entries: dict[str, BaselineEntry] = {}
     for scores in sessions:
-        entries, _summary = merge_entries(entries, run(scores), whole_suite=True, prune=False, pool=10)
+        entries, _summary = merge_entries(entries, run(scores), whole_suite=True, prune=False, pool=pool)
     return entries
 
 
@@ -100,9 +102,26 @@ def test_a_baseline_of_three_pooled_sessions_confirms_a_drop_against_every_sessi
     assert tone.confirmation.se is not None and alone.se is not None and tone.confirmation.se < alone.se / 4
 
 
-def test_no_second_test_is_planned_from_ten_pooled_sessions() -> None:
-    baseline = BaselineFile(entries=pooled(*[ONCE] * 10))
+def test_ten_pooled_sessions_confirm_a_drop_without_the_session_level_test() -> None:
+    # Ten pooled sessions, two of whose judges scored 8 of 10 items a point high: the rule measures
+    # that shift from the ten sessions (9 df) and leaves a drop of 0.7 inconclusive. Judged again
+    # today the ten sessions score alike (the judge-side shift is gone), and the drop is confirmed.
+    # Before, nothing was planned from ten sessions.
+    lucky = [[min(5, q + 1)] * 3 if k < 8 else [q] * 3 for k, q in enumerate(QUALITIES)]
+    baseline = BaselineFile(entries=pooled(*[ONCE] * 4, lucky, *[ONCE] * 4, lucky))
     assert {e.pooled for e in baseline.entries.values()} == {10}
+    alone = compare(baseline, run(TODAY), whole_suite=True).dimensions["tone"]
+    assert alone.verdict == "inconclusive" and alone.shared_source == "history"
+    rejudged = Rejudged(entries=pooled(*[ONCE] * 10), calls={"tone": 300})
+    both = compare(baseline, run(TODAY), whole_suite=True, confirmable={"tone"}, rejudged=rejudged)
+    tone = both.dimensions["tone"]
+    assert tone.verdict == "regressed" and tone.confirmation is not None and tone.confirmation.confirmed
+    assert tone.confirmation.calls == 300 and tone.confirmation.delta == pytest.approx(-0.7)
+
+
+def test_no_second_test_is_planned_from_more_than_ten_pooled_sessions() -> None:
+    baseline = BaselineFile(entries=pooled(*[ONCE] * 11, pool=11))
+    assert {e.pooled for e in baseline.entries.values()} == {11}
     tone = compare(baseline, run(TODAY), whole_suite=True, confirmable={"tone"}).dimensions["tone"]
     assert tone.confirmation is None and tone.shared_source == "history"
 
@@ -142,3 +161,45 @@ def test_the_advice_counts_the_second_test_where_one_is_planned() -> None:
     # Pooled from five sessions the second test is still planned: the projection counts it.
     assert tone.mde_pooled is not None and alone.mde_pooled is not None
     assert tone.mde_pooled < alone.mde_pooled
+
+
+def test_a_drop_not_confirmable_for_want_of_outputs_says_what_would_confirm_it() -> None:
+    from pytest_aimeasure.session.conclude import _unplanned
+
+    # Three pooled sessions without their outputs in the store: keep the store, or pool ten. Ten
+    # without them: keeping the store is the way (ten sessions have a second test too).
+    lucky = [[min(5, q + 1)] * 3 if k < 8 else [q] * 3 for k, q in enumerate(QUALITIES)]
+    for sessions, pool_advice in (
+        ([ONCE, lucky, ONCE], True),
+        ([*[ONCE] * 4, lucky, *[ONCE] * 4, lucky], False),
+    ):
+        comparison = compare(BaselineFile(entries=pooled(*sessions)), run(TODAY), whole_suite=True)
+        assert comparison.dimensions["tone"].verdict == "inconclusive"
+        (finding,) = _unplanned(comparison, planned=set())
+        assert finding.kind == "confirmation" and "keep the store" in finding.message
+        assert ("pool 10 sessions" in finding.message) is pool_advice
+        assert _unplanned(comparison, planned={"tone"}) == []
+
+
+def test_the_session_plans_a_second_test_from_up_to_ten_pooled_sessions_whose_outputs_it_keeps(
+    tmp_path: Path,
+) -> None:
+    from pytest_aimeasure.attribution.rejudge import kept_outputs
+    from pytest_aimeasure.store.baseline import EntrySource
+    from pytest_aimeasure.store.runs import RunStore
+
+    store = RunStore(tmp_path)
+
+    def kept(sessions: int, name: str) -> BaselineEntry:
+        entry = next(iter(pooled(*[ONCE] * sessions, pool=sessions).values()))
+        shas = [hashlib.sha256(f"{name}-{k}".encode()).hexdigest() for k in range(sessions)]
+        for sha in shas:
+            store.artifact_path(sha).parent.mkdir(parents=True, exist_ok=True)
+            store.artifact_path(sha).write_text(name)
+        return entry.model_copy(update={"sources": [EntrySource(artifact_sha256=s) for s in shas]})
+
+    entries = {"ten": kept(10, "ten"), "eleven": kept(11, "eleven"), "three": kept(3, "three")}
+    assert kept_outputs(store, entries) == {"ten", "three"}
+    # One output of the ten gone from the store: nothing to judge again for that item.
+    store.artifact_path(entries["ten"].session_sources()[4].artifacts()[0]).unlink()
+    assert kept_outputs(store, entries) == {"three"}

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import pytest
 
@@ -520,6 +521,23 @@ def test_a_pooled_baseline_whose_sessions_may_shift_is_tested_on_its_session_mea
     own, own_df = history.item_spread[0]  # type: ignore[misc]
     assert first.se_source == "sessions" and first.df == own_df == 9
     assert first.se == pytest.approx(math.sqrt(own * (1 + 1 / 10)))
+
+
+def test_without_the_session_level_test_ten_sessions_update_the_prior_as_nine_do() -> None:
+    # The second test of compare.confirm: its history was judged in today's session, so it leaves the
+    # session-level test out and weighs the shift its sessions measure against the prior (9 df).
+    history = session_history([[[x] * 3 for x in row] for row in SHIFTED])
+    assert history is not None and history.df_shared == 9
+    base = [[row[i] for row in SHIFTED for _ in range(3)] for i in range(5)]
+    now = [[2] * 3, [3] * 3, [2] * 3, [2] * 3, [2] * 3]
+    args: dict[str, Any] = {"tolerance": 0.5, "base_sessions": [10] * 5, "history": history}
+    none = Prior(shared_var=0.0)
+    with_it = drift(base, now, prior=none, **args)
+    assert with_it.se_source == "sessions"
+    d = drift(base, now, prior=none, session_test=False, **args)
+    blend = (4 * 0.0 + 9 * history.var_shared) / 13
+    assert d.se_source == "history" and d.var_shared == pytest.approx(blend * (1 + 1 / 10))
+    assert d.se < with_it.se and d.p_value < with_it.p_value
 
 
 def test_the_session_level_test_joins_only_from_ten_sessions_with_room_for_a_shift() -> None:
