@@ -221,6 +221,44 @@ def test_a_real_drop_against_three_pooled_sessions_is_confirmed_by_judging_every
 
 
 @XDIST
+def test_a_real_drop_against_ten_pooled_sessions_is_confirmed_by_judging_every_session_again(
+    project: pytest.Pytester,
+    server: ProviderServer,
+    judge_offset: Judge,
+    monkeypatch: pytest.MonkeyPatch,
+    xdist: tuple[str, ...],
+) -> None:
+    # Ten updates (the default pool), every other one's judge a point high on 6 of 10 stories: the
+    # baseline reads 0.3 high, and its sessions' spread is a session-wide shift the rule measures
+    # from the ten (9 df).
+    judge_offset.lucky_items = 6
+    for k in range(10):
+        judge_offset.lucky = k % 2 == 0
+        result, _ = session(project, "--update-baseline", "--judge-cache=off")
+        assert result.ret == 0, result.stdout.str()
+    judge_offset.lucky = False
+    baseline = (project.path / "aimeasure-baseline.json").read_text()
+    assert {len(e["sessions"]) for e in json.loads(baseline)["entries"].values()} == {10}
+    monkeypatch.setenv("GEN_DROP", "1")
+
+    # The rule alone measures the drop against the lucky sessions' scores: Δ −1.0, not the −0.7 it is.
+    result, data = session(project, "--aimeasure-confirm", "off", *xdist)
+    clarity = data["dimensions"]["clarity"]
+    assert clarity["shared_source"] == "history" and clarity["baseline_sessions"] == 10
+    assert clarity["delta"] == pytest.approx(-1.0) and clarity["confirmation"] is None
+
+    assert clarity["verdict"] == "regressed" and result.ret == 1
+    # Another store: nothing to judge again, and the rule keeps its whole level.
+    result, data = session(project, "--aimeasure-store", "elsewhere", *xdist)
+    assert data["dimensions"]["clarity"]["confirmation"] is None and result.ret == 1
+
+    # By default, with the rule at its share, the ten sessions' outputs are judged again today (the
+    # same stories: each once, N times): they score what the unlucky judge scores, and the drop
+    # confirmed is the −0.7 it is. Before, ten sessions planned no second test.
+    confirmed_drop(project, server, baseline, xdist)
+
+
+@XDIST
 def test_a_lucky_first_baseline_is_not_a_drop_once_its_outputs_are_judged_again(
     project: pytest.Pytester,
     server: ProviderServer,
