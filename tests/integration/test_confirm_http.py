@@ -246,7 +246,6 @@ def test_a_real_drop_against_ten_pooled_sessions_is_confirmed_by_judging_every_s
     clarity = data["dimensions"]["clarity"]
     assert clarity["shared_source"] == "history" and clarity["baseline_sessions"] == 10
     assert clarity["delta"] == pytest.approx(-1.0) and clarity["confirmation"] is None
-
     assert clarity["verdict"] == "regressed" and result.ret == 1
     # Another store: nothing to judge again, and the rule keeps its whole level.
     result, data = session(project, "--aimeasure-store", "elsewhere", *xdist)

@@ -9,9 +9,12 @@ from pathlib import Path
 
 import pytest
 
+from pytest_aimeasure.attribution.rejudge import kept_outputs
 from pytest_aimeasure.compare.confirm import CONFIRM_SHARE, Rejudged, combined_p
 from pytest_aimeasure.compare.drift import compare
-from pytest_aimeasure.store.baseline import BaselineEntry, BaselineFile, merge_entries
+from pytest_aimeasure.session.conclude import _unplanned
+from pytest_aimeasure.store.baseline import BaselineEntry, BaselineFile, EntrySource, merge_entries
+from pytest_aimeasure.store.runs import RunStore
 from tests.unit.compare.test_drift import baseline_of, run
 
 QUALITIES = [3, 4] * 5
@@ -164,8 +167,6 @@ def test_the_advice_counts_the_second_test_where_one_is_planned() -> None:
 
 
 def test_a_drop_not_confirmable_for_want_of_outputs_says_what_would_confirm_it() -> None:
-    from pytest_aimeasure.session.conclude import _unplanned
-
     # Three pooled sessions without their outputs in the store: keep the store, or pool ten. Ten
     # without them: keeping the store is the way (ten sessions have a second test too).
     lucky = [[min(5, q + 1)] * 3 if k < 8 else [q] * 3 for k, q in enumerate(QUALITIES)]
@@ -184,10 +185,6 @@ def test_a_drop_not_confirmable_for_want_of_outputs_says_what_would_confirm_it()
 def test_the_session_plans_a_second_test_from_up_to_ten_pooled_sessions_whose_outputs_it_keeps(
     tmp_path: Path,
 ) -> None:
-    from pytest_aimeasure.attribution.rejudge import kept_outputs
-    from pytest_aimeasure.store.baseline import EntrySource
-    from pytest_aimeasure.store.runs import RunStore
-
     store = RunStore(tmp_path)
 
     def kept(sessions: int, name: str) -> BaselineEntry:
