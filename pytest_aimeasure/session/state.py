@@ -578,7 +578,7 @@ class SessionState:
             result.outcome = "failed" if report.when == "call" else "error"
             crash = getattr(report.longrepr, "reprcrash", None)
             message = getattr(crash, "message", None)
-            result.message = _first_line(message if isinstance(message, str) else report.longreprtext)
+            result.message = _failure_line(message if isinstance(message, str) else report.longreprtext)
         elif report.skipped and result.outcome == "passed":
             result.outcome = "skipped"
             longrepr = report.longrepr
@@ -780,6 +780,28 @@ def _first_line(text: str) -> str:
         if line.strip():
             return line.strip()[:300]
     return ""
+
+
+FAILURE_LINE_CHARS = 500
+"""The most of a failure's message an item's line (and a failed gate's finding) keeps."""
+
+
+def _failure_line(text: str) -> str:
+    """A failure's message on one line: its first line, and when that ends with a colon the rest of
+    its paragraph too (up to the first blank line). A line ending with a colon announces what
+    follows, e.g. a walker gate's "1 of 6 walks failed on seed5:" and each failed walk below it:
+    alone it tells the reader that something failed, not what."""
+    lines = text.strip().splitlines()
+    if not lines:
+        return ""
+    kept = [lines[0].strip()]
+    if kept[0].endswith(":"):
+        for line in lines[1:]:
+            if not line.strip():
+                break
+            kept.append(line.strip())
+    joined = " ".join(kept)
+    return joined if len(joined) <= FAILURE_LINE_CHARS else joined[: FAILURE_LINE_CHARS - 1] + "…"
 
 
 def _without_group(nodeid: str) -> str:

@@ -36,6 +36,57 @@ def test_a_failed_gate_is_a_fail_finding_and_no_baseline_is_one_line(pytester: p
     result.stdout.fnmatch_lines(["*[[]fail[]] gate failed: test_subject.py::test_gate", "*1 of 6 walks*"])
 
 
+WALKS = """
+import pytest
+
+WALKS_FAILED = (
+    "2 of 6 walks failed on seed5:\\n"
+    "  - worst: loop: revisited budget-freeze after 5 turns\\n"
+    "  - random(seed=1): dead end at town-hall\\n"
+    "\\n"
+    "strategy  result  path\\n"
+    "best      ok      kickoff -> go-live"
+)
+
+@pytest.mark.gate
+def test_walks():
+    raise AssertionError(WALKS_FAILED)
+
+@pytest.mark.gate
+def test_schema():
+    assert 1 + 1 == 3, "the reply is not JSON"
+"""
+
+
+@pytest.mark.parametrize("mode", [pytest.param((), id="plain"), pytest.param(("-n", "2"), id="xdist")])
+def test_a_failed_gate_whose_message_ends_with_a_colon_shows_what_follows_it(
+    pytester: pytest.Pytester, mode: tuple[str, ...]
+) -> None:
+    # The walker gate's first line says that walks failed; the lines after the colon say which and
+    # how, and the table after the blank line is for the test's own report.
+    pytester.makeconftest(scores_conftest(default=[4, 4, 4]))
+    (pytester.path / "scores.json").write_text("{}")
+    pytester.makepyfile(test_walks=WALKS)
+    result = pytester.runpytest(*SCRIPTED_ARGS, *mode, "--aimeasure-json", "out.json")
+    result.assert_outcomes(failed=2)
+    data = read_results(pytester.path / "out.json")
+    gates = {
+        f["subject"]: f["message"]
+        for f in data["findings"]
+        if f["kind"] == "gate_failed" and f["severity"] == "fail"
+    }
+    assert gates["test_walks.py::test_walks"] == (
+        "gate failed: AssertionError: 2 of 6 walks failed on seed5: - worst: loop: revisited "
+        "budget-freeze after 5 turns - random(seed=1): dead end at town-hall"
+    )
+    # A first line without a colon is the whole summary (pytest's explanation of the assert stays
+    # in pytest's own report).
+    assert gates["test_walks.py::test_schema"] == "gate failed: AssertionError: the reply is not JSON"
+    result.stdout.fnmatch_lines(
+        ["*[[]fail[]] gate failed: test_walks.py::test_walks", "*- worst: loop: revisited budget-freeze*"]
+    )
+
+
 def test_the_run_that_writes_the_baseline_lists_no_new_finding(pytester: pytest.Pytester) -> None:
     pytester.makeconftest(scores_conftest(default=[4, 4, 4]))
     pytester.makepyfile(test_subject=TESTS.split("@pytest.mark.gate")[0] + "def test_ok():\n    pass\n")
