@@ -204,13 +204,20 @@ def _finding_block(f: Finding, *, full: bool = True) -> list[str]:
     headline = f"  [{f.severity}] {f.kind.replace('_', ' ')}: {f.subject}"
     lines: list[str] = [
         Styled(headline, colour) if colour else headline,
-        *textwrap.wrap(f.message, 110, initial_indent="      ", subsequent_indent="      "),
+        # (Not at hyphens: a scene, node or test name such as budget-freeze stays whole.)
+        *textwrap.wrap(
+            f.message, 110, initial_indent="      ", subsequent_indent="      ", break_on_hyphens=False
+        ),
     ]
     if not full:
         return lines
     if f.rationale:
         lines += textwrap.wrap(
-            "judge: " + f.rationale, 110, initial_indent="      ", subsequent_indent="        "
+            "judge: " + f.rationale,
+            110,
+            initial_indent="      ",
+            subsequent_indent="        ",
+            break_on_hyphens=False,
         )
     if f.excerpt:
         lines.append("      artifact:")

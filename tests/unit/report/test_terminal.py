@@ -1,9 +1,11 @@
-"""The terminal summary's spend line: one count per fact (issue 22.6), so its figures add up."""
+"""The terminal summary's spend line: one count per fact (issue 22.6), so its figures add up; and a
+finding's lines."""
 
 from __future__ import annotations
 
 from typing import Any
 
+from pytest_aimeasure.measure.models import Finding
 from pytest_aimeasure.report.model import SessionReport
 from pytest_aimeasure.report.results import SessionResults
 from pytest_aimeasure.report.terminal import summary_lines
@@ -61,3 +63,25 @@ def test_a_stored_run_without_the_transport_figures_reads_its_retries() -> None:
     )
     (line,) = [line for line in summary_lines(SessionReport(results=results)) if " calls, " in line]
     assert "0 retries, 1,200 tokens in" in line
+
+
+def test_a_finding_wraps_between_words_not_inside_a_hyphenated_name() -> None:
+    # "budget-freeze" and "town-hall" straddle the 110th column: wrapped at a hyphen, a line would
+    # end in "budget-" or "town-".
+    message = (
+        "gate failed: AssertionError: 1 of 6 walks failed on adventure-seed5: - worst: loop: revisited "
+        + ("budget-freeze in the same state after 5 turns")
+    )
+    rationale = "x" * 90 + " town-hall is a dead end"
+    finding = Finding(kind="gate_failed", severity="fail", subject="t", message=message, rationale=rationale)
+    results = SessionResults(
+        run_id="r",
+        judge_model="scripted",
+        passed=False,
+        exit_status=1,
+        items=[],
+        findings=[finding],
+        spend=SPEND,
+    )
+    text = "\n".join(str(line) for line in summary_lines(SessionReport(results=results)))
+    assert "budget-freeze" in text and "town-hall" in text
