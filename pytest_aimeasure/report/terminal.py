@@ -104,7 +104,7 @@ def _verdict_text(c: ItemComparison | DimensionComparison) -> str:
         return f"not comparable ({', '.join(c.changed_fields)}): re-baseline"
     advice = getattr(c, "advice", None)  # dimensions say what they can detect
     if c.verdict == "inconclusive" and advice:
-        return f"inconclusive ({advice})"
+        return f"inconclusive: {advice}"  # (the advice has parentheses of its own)
     if c.verdict == "inconclusive" and c.mde is not None:
         from pytest_aimeasure.compare.advice import drop_text
 

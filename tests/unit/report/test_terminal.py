@@ -5,10 +5,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from pytest_aimeasure.compare.drift import DimensionComparison
 from pytest_aimeasure.measure.models import Finding
 from pytest_aimeasure.report.model import SessionReport
 from pytest_aimeasure.report.results import SessionResults
-from pytest_aimeasure.report.terminal import summary_lines
+from pytest_aimeasure.report.terminal import _verdict_text, summary_lines
 
 SPEND: dict[str, Any] = {
     "calls": 12,
@@ -85,3 +86,11 @@ def test_a_finding_wraps_between_words_not_inside_a_hyphenated_name() -> None:
     )
     text = "\n".join(str(line) for line in summary_lines(SessionReport(results=results)))
     assert "budget-freeze" in text and "town-hall" in text
+
+
+def test_an_inconclusive_dimension_reads_its_advice_after_a_colon_not_in_nested_parentheses() -> None:
+    advice = "detects a drop of 0.73 at 80% (judging the baseline's outputs again when it looks lower)"
+    tone = DimensionComparison(
+        dimension="tone", verdict="inconclusive", delta=-0.1, tolerance=0.5, advice=advice
+    )
+    assert _verdict_text(tone) == f"inconclusive: {advice}"
