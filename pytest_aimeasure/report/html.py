@@ -17,6 +17,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from pytest_aimeasure.compare.advice import MAX_DROP
 from pytest_aimeasure.measure.version import __version__
 from pytest_aimeasure.report import charts
 from pytest_aimeasure.report.advice import next_command
@@ -71,6 +72,8 @@ def _dimension_rows(report: SessionReport) -> list[dict[str, Any]]:
             "delta": d.delta,
             "delta_ci": d.delta_ci,
             "mde": d.mde,
+            # (No drop of a mean of 1-5 scores goes past MAX_DROP: "4.44" would read as one.)
+            "mde_beyond": d.mde is not None and d.mde > MAX_DROP,
             "m": row.m,
             "verdict": d.verdict,
             "demoted": d.demoted,
@@ -206,6 +209,7 @@ def render_html(
             clip=_clip,
             interval=interval_text,
             version=__version__,
+            max_drop=f"{MAX_DROP:g}",
         )
     )
 

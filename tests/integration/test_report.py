@@ -413,3 +413,43 @@ def test_the_report_a_user_believes_in_a_real_browser(
         assert page.locator("#findings").inner_text().lower().count("no baseline") <= 1
     finally:
         page.close()
+
+
+def test_a_drop_no_mean_of_scores_can_make_reads_as_none_in_a_real_browser(
+    pytester: pytest.Pytester, browser: Any
+) -> None:
+    # One item whose samples disagree: its test detects only a drop past the whole scale.
+    pytester.makeconftest(scores_conftest(default=[4, 4, 4]))
+    (pytester.path / "scores.json").write_text('{"test_helpful": [2, 5, 3]}')
+    pytester.makepyfile(
+        test_one="""
+import pytest
+
+@pytest.mark.dimension("helpfulness", rubric="5 = helpful", floor=3.0)
+def test_helpful(judge):
+    judge.score("a helpful answer")
+
+@pytest.mark.dimension("tone", rubric="5 = right tone", floor=3.0)
+@pytest.mark.parametrize("case", range(8))
+def test_tone(case, judge):
+    judge.score(f"a reply {case}")
+"""
+    )
+    pytester.runpytest(*SCRIPTED_ARGS, "--update-baseline").assert_outcomes(passed=9)
+    pytester.runpytest(*SCRIPTED_ARGS, "--aimeasure-html", "report.html", "--aimeasure-json", "out.json")
+    dimensions = json.loads((pytester.path / "out.json").read_text())["dimensions"]
+    assert dimensions["helpfulness"]["mde"] > 4 >= dimensions["tone"]["mde"]
+    page, problems, _ = open_report(browser, pytester.path / "report.html")
+    try:
+        assert problems == []
+
+        def mde_cell(name: str) -> Any:
+            row = page.locator("#dimensions tr", has=page.locator("td", has_text=name)).first
+            return row.locator("td.num").nth(3)
+
+        assert mde_cell("helpfulness").inner_text() == "> 4"
+        title = mde_cell("helpfulness").locator("span").get_attribute("title")
+        assert title == f"a drop of {dimensions['helpfulness']['mde']:.2f}: none on the 1–5 scale"
+        assert mde_cell("tone").inner_text() == f"{dimensions['tone']['mde']:.2f}"
+    finally:
+        page.close()
