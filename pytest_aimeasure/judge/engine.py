@@ -216,7 +216,7 @@ class Spend:
             "cost_usd": None if self.cost_unknown else round(self.cost_usd, 6),
             "judge_errors": self.judge_errors,
             "max_in_flight": max((limit.max_in_flight for limit in limits), default=0),
-            "limit_reached": max((limit.highest_limit for limit in limits), default=0),
+            "limit_reached": max((limit.reached for limit in limits), default=0),
             "rate_limited": sum(limit.rate_limited for limit in limits),
             "rate_limit_wait_s": round(sum(limit.waited_s for limit in limits), 3),
         }

@@ -208,6 +208,14 @@ class ProviderLimit:
         return max(1, level)
 
     @property
+    def reached(self) -> int:
+        """The limit reached as the reports say it: :attr:`highest_limit` once a round filled the
+        limit and held, or a 429/529 said where the provider stops; 0 before. A session that never
+        had the limit's calls to make at once (the scripted judge answers each call at once: one in
+        flight) tried nothing: "limit reached 32" beside "at most 1 in flight" would be false."""
+        return self.highest_limit if self._held or self._refused is not None else 0
+
+    @property
     def refused_at(self) -> int | None:
         """The fewest calls in flight a 429/529 came at this session (None: none came)."""
         return self._refused

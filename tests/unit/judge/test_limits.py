@@ -469,6 +469,27 @@ def test_the_limit_reached_is_where_rounds_held_not_a_start_the_provider_refused
     assert given.limit == 4 and given.highest_limit == 8
 
 
+def test_a_limit_no_round_filled_is_not_reached() -> None:
+    # A session whose calls come one at a time (the scripted judge) never fills the start: the
+    # report must not say "limit reached 32" beside "at most 1 in flight".
+    limit = ProviderLimit(64, start=32, clock=FakeClock())
+    for _ in range(100):
+        token = limit.try_acquire()
+        assert token is not None
+        limit.release()
+        limit.note_success(token, 0.2)
+    assert limit.highest_limit == 32 and limit.max_in_flight == 1
+    assert limit.reached == 0
+    full_round(limit, 0.2)  # 32 at once, and they held
+    assert limit.reached == 32
+    refused = ProviderLimit(64, start=32, clock=FakeClock())  # a 429 before any round: the provider spoke
+    token = refused.try_acquire()
+    assert token is not None
+    refused.release()
+    refused.note_rate_limit(token, retry_after=0.0)
+    assert refused.reached == refused.highest_limit == 16
+
+
 def test_a_given_limit_starts_there_and_is_the_ceiling() -> None:
     limit = ProviderLimit(8, clock=FakeClock())
     assert limit.limit == 8
