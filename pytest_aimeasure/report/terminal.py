@@ -471,7 +471,8 @@ def phase_lines(summary: SessionReport) -> list[str]:
             dim = row.comparison
             verdict = _verdict_text(dim) if dim is not None else "not compared"
             if row.breaches:
-                verdict = f"below the floor ({row.breaches} items); {verdict}"
+                items = "item" if row.breaches == 1 else "items"
+                verdict = f"below the floor ({row.breaches} {items}); {verdict}"
             now = _fmt_ci(row.now_mean, row.now_ci)
             rows.append([row.name, str(row.measured), now, str(row.breaches), verdict])
         if rows:

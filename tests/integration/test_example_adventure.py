@@ -109,6 +109,18 @@ def test_exactly_the_two_deliberate_failures_fail_the_run(example: ExampleRun) -
 
 
 # -- self-healing: the orphan seed ----------------------------------------------------------------------
+def test_the_readme_shows_the_aimeasure_section_as_a_first_run_prints_it(example: ExampleRun) -> None:
+    readme = (EXAMPLE / "README.md").read_text()
+    start = readme.index("```text\n=====") + len("```text\n")
+    shown = readme[start : readme.index("```", start)].splitlines()
+    printed = iter(line.rstrip() for line in example.stdout.splitlines())
+    for line in shown:
+        if line.startswith("  ...") or not line:  # the README's own elision; blank lines
+            continue
+        # In order: each shown line is a printed one after the one before it.
+        assert any(out == line.rstrip() for out in printed), f"not printed (in this order): {line!r}"
+
+
 def test_orphan_scene_is_repaired_and_reported(example: ExampleRun) -> None:
     repairs = example.findings("repair")
     assert [(f["subject"], f["severity"]) for f in repairs] == [("adventure-seed3", "warn")]
