@@ -290,7 +290,7 @@ def _run_show(args: argparse.Namespace, ctx: CliContext) -> int:
     measured = [i for i in items if i.kind == "dimension" or "suite" in i.extra]
     _show_dimensions(ctx, measured)
     _show_gates(ctx, [i for i in items if i not in measured])
-    _show_findings(ctx, items)
+    _show_findings(ctx, run, items)
     _show_record(ctx, run, items, item_problems)
     return EXIT_OK
 
@@ -326,14 +326,29 @@ def _show_gates(ctx: CliContext, items: list[ItemResult]) -> None:
     ctx.print(_table(rows, ["test", "kind", "outcome", "message"]))
 
 
-def _show_findings(ctx: CliContext, items: list[ItemResult]) -> None:
-    findings = [f for item in items for f in item.findings]
-    if not findings:
-        return
-    order = {"fail": 0, "warn": 1, "info": 2}
-    ctx.print("\nfindings")
-    for f in sorted(findings, key=lambda f: order[f.severity]):
-        ctx.print(f"  {f.severity:4} {f.kind}  {f.subject}: {_one_line(f.message, 160)}")
+def _show_findings(ctx: CliContext, run: Run, items: list[ItemResult]) -> None:
+    """The session's findings (its ``results.json``: a floor breach, a failed gate and a drift are the
+    session's, not an item's): each red whole, with the judge's rationale and the artifact excerpt
+    (what the session's "Next:" sends the reader here for), the rest a line each. A run that did
+    not reach its end has its items' own findings."""
+    from pytest_aimeasure.report.terminal import finding_lines
+    from pytest_aimeasure.report.trends import results_of_run
+
+    try:
+        findings = results_of_run(run).findings
+    except StoreError as exc:
+        ctx.print(f"\n{exc}: the findings below are the items' own")
+        findings = [f for item in items for f in item.findings]
+    reds = [f for f in findings if f.severity == "fail"]
+    if reds:
+        ctx.print("\nreds: read the artifact, not the score")
+        for f in reds:
+            ctx.print("\n".join(finding_lines(f)))
+    rest = sorted((f for f in findings if f.severity != "fail"), key=lambda f: f.severity != "warn")
+    if rest:
+        ctx.print("\nfindings")
+        for f in rest:
+            ctx.print(f"  {f.severity:4} {f.kind}  {f.subject}: {_one_line(f.message, 160)}")
 
 
 def _show_record(ctx: CliContext, run: Run, items: list[ItemResult], problems: list[str]) -> None:

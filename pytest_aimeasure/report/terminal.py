@@ -197,7 +197,7 @@ def _indent(text: str, prefix: str = "      ") -> list[str]:
     return [prefix + line for line in shown]
 
 
-def _finding_block(f: Finding, *, full: bool = True) -> list[str]:
+def finding_lines(f: Finding, *, full: bool = True) -> list[str]:
     """A finding: its headline (coloured by severity), message, and with ``full`` the judge's
     rationale and the artifact excerpt behind it."""
     colour = SEVERITY_COLOUR.get(f.severity)
@@ -362,7 +362,7 @@ def summary_lines(summary: SessionReport, verbosity: int = 0) -> list[str]:
         )
         order = {"fail": 0, "warn": 1, "info": 2}
         for f in sorted(detail, key=lambda f: (order[f.severity], f.kind, f.subject)):
-            lines += _finding_block(f)
+            lines += finding_lines(f)
     lines += _closing_lines(summary)
     lines += next_steps(summary, new_count)
     return lines
@@ -429,7 +429,7 @@ def quiet_summary(summary: SessionReport) -> list[str]:
     else:
         lines = [Styled(quiet_line(summary, summary.new_count), "green")]
     for f in sorted(failing, key=lambda f: (f.kind, f.subject)):
-        lines += _finding_block(f, full=False)
+        lines += finding_lines(f, full=False)
     resume = resume_step(summary)
     if resume is not None:
         lines.append(resume)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pytest
 
+from pytest_aimeasure.cli import main as cli
 from tests.conftest import read_results
 from tests.scripted import RED_FIRST_TESTS, SCRIPTED_ARGS, scores_conftest
 
@@ -107,3 +108,28 @@ def test_a_collection_error_is_neither_fine_nor_interrupted(pytester: pytest.Pyt
     assert "error" in text.lower()
     assert "nothing needs a look" not in text
     assert "--aimeasure-resume" not in text and "interrupted: continue" not in text
+
+
+def test_show_reads_each_red_whole_with_its_rationale_and_artifact(
+    pytester: pytest.Pytester, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # The session's "Next:" sends the reader to `aimeasure show` for the artifacts and rationales
+    # behind the reds: a floor breach and a failed gate are the session's findings, not an item's.
+    pytester.makeconftest(scores_conftest(default=[4, 4, 4], rationale=": the reply rambles"))
+    (pytester.path / "scores.json").write_text('{"test_wit": [2, 2, 2]}')
+    pytester.makepyfile(test_subject=TESTS)
+    result = pytester.runpytest(*SCRIPTED_ARGS, "--aimeasure-json", "out.json")
+    result.assert_outcomes(passed=2, failed=2)
+    run_id = read_results(pytester.path / "out.json")["run_id"]
+    capsys.readouterr()
+    assert cli.main(["--store", str(pytester.path / ".aimeasure"), "show", run_id]) == 0
+    out = capsys.readouterr().out
+    reds = out.split("reds: read the artifact, not the score\n")[1].split("\nfindings\n")[0]
+    assert "[fail] gate failed: test_subject.py::test_gate" in reds
+    assert "gate failed: AssertionError: 1 of 6 walks failed on seed5" in reds
+    assert "[fail] floor breach: wit::test_subject.py::test_wit" in reds
+    assert "judge: #0 scored 2: scripted test_wit #0: the reply rambles" in reds
+    assert "artifact:" in reds
+    # The rest stays a line each, after the reds.
+    rest = out.split("\nfindings\n")[1]
+    assert "info new" in rest and "info new" not in reds and "[fail]" not in rest

@@ -181,7 +181,8 @@ def test_show_a_run(store: RunStore, capsys: pytest.CaptureFixture[str]) -> None
     assert "2.33 ± 0.40 (n=3)" in out
     assert "2: score 2 because reasons" in out and "…" in out  # the lowest sample, truncated
     assert "t.py::test_reachable" in out and "scene s4 is unreachable" in out
-    assert "fail floor_breach  tone/s1: mean 2.33 is below the floor 3.0" in out
+    reds = out.split("reds: read the artifact, not the score\n")[1]
+    assert reds.startswith("  [fail] floor breach: tone/s1\n      mean 2.33 is below the floor 3.0\n")
     assert "1 item(s) have journaled samples but no result" in out
 
 
