@@ -64,8 +64,12 @@ class SessionState:
         self._warm_started = False
         self._warm_at_first_test = False
         self._sigterm_installed = False
+        self._sigint_noted: Any = None  # the SIGINT handler this session installed (see _on_sigint)
         self._unraisable_hooks: tuple[Any, Any] | None = None  # (ours, the one it wraps)
         self._interrupt_lost = False
+        """A Ctrl-C or SIGTERM came (or Python dropped a KeyboardInterrupt): the session goes no
+        further than its next step (:meth:`raise_lost_interrupt`), which a KeyboardInterrupt on its
+        way up never reaches."""
         self.console: Console | None = None  # the terminal, for the judge's notices (judging only)
         # Calibration: anchor references (markers; workers hand theirs over), the stored calibration,
         # the measured variance floors it gives, and this session's findings from it.
@@ -144,6 +148,7 @@ class SessionState:
         if self.judging:
             self.console = Console()  # now, before pytest captures a test's output
             self._on_sigterm()
+            self._on_sigint()
             self._on_lost_interrupt()
             self._load_calibration()
             self.warm_up()
@@ -675,10 +680,33 @@ class SessionState:
             return
 
         def interrupt(signum: int, frame: Any) -> None:
+            self._interrupt_lost = True  # (see _on_sigint)
             raise KeyboardInterrupt(f"signal {signal.Signals(signum).name}")
 
         signal.signal(signal.SIGTERM, interrupt)
         self._sigterm_installed = True
+
+    def _on_sigint(self) -> None:
+        """Python can lose a Ctrl-C without a trace: CPython's ``int()`` of an invalid literal runs a
+        pending SIGINT's handler inside itself (``repr()`` of the literal, for its error message,
+        checks for signals) and then replaces the KeyboardInterrupt with its own ValueError, which its
+        caller may suppress. pytest-rerunfailures does so at every test's teardown
+        (``int(config.getini("reruns"))`` of ``""``): once in about 2,000 signalled sessions the
+        session ran to its end, "finished", exit 0, and Python reported nothing. Python's own SIGINT
+        handler is wrapped to note the signal before it raises; a Ctrl-C whose KeyboardInterrupt
+        never reached the session is raised again at its next step (:meth:`raise_lost_interrupt`).
+        A handler someone else installed is left alone."""
+        if threading.current_thread() is not threading.main_thread():
+            return
+        if signal.getsignal(signal.SIGINT) is not signal.default_int_handler:
+            return
+
+        def noted(signum: int, frame: Any) -> None:
+            self._interrupt_lost = True
+            signal.default_int_handler(signum, frame)
+
+        signal.signal(signal.SIGINT, noted)
+        self._sigint_noted = noted
 
     def _on_lost_interrupt(self) -> None:
         """A Ctrl-C (or a SIGTERM, raised as one) that Python raises inside a weakref callback, a
@@ -698,7 +726,9 @@ class SessionState:
         self._unraisable_hooks = (hook, previous)
 
     def raise_lost_interrupt(self) -> None:
-        """Raise the KeyboardInterrupt Python dropped in a callback since the last call, if it did."""
+        """Raise a KeyboardInterrupt when a Ctrl-C or SIGTERM came, or Python dropped one in a
+        callback, since the last call. Called only at the session's steps (an item's start or end,
+        after the last verdicts' wait), which an interrupt on its way up never reaches."""
         if self._interrupt_lost:
             self._interrupt_lost = False
             raise KeyboardInterrupt
@@ -713,6 +743,10 @@ class SessionState:
             self._sigterm_installed = False
             if threading.current_thread() is threading.main_thread():
                 signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        noted, self._sigint_noted = self._sigint_noted, None
+        main = threading.current_thread() is threading.main_thread()
+        if noted is not None and main and signal.getsignal(signal.SIGINT) is noted:
+            signal.signal(signal.SIGINT, signal.default_int_handler)
         for thread in self._background:
             # Never leave an import half done behind a short session: whatever runs next (pytester
             # restoring sys.modules, an embedding program) would find a partial module.
