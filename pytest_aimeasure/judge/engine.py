@@ -34,7 +34,7 @@ import json
 import math
 import threading
 from collections import Counter
-from collections.abc import Callable, Coroutine, Mapping
+from collections.abc import Callable, Coroutine, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol, TypeVar
@@ -63,7 +63,7 @@ from pytest_aimeasure.judge.errors import (
 )
 from pytest_aimeasure.judge.escalate import with_escalation
 from pytest_aimeasure.judge.item import ItemSpec
-from pytest_aimeasure.judge.limits import MAX_COOLDOWN_S, ProviderLimit, backoff_s
+from pytest_aimeasure.judge.limits import MAX_COOLDOWN_S, ProviderLimit, at_once, backoff_s
 from pytest_aimeasure.judge.prompt import (
     JudgePrompt,
     render_user_parts,
@@ -220,6 +220,24 @@ class Spend:
             "rate_limited": sum(limit.rate_limited for limit in limits),
             "rate_limit_wait_s": round(sum(limit.waited_s for limit in limits), 3),
         }
+
+    def timelines(self) -> dict[str, dict[str, Any]]:
+        """Each provider's :meth:`~pytest_aimeasure.judge.limits.ProviderLimit.timeline` (what a
+        worker hands the controller, for :func:`limits_at_once`)."""
+        return {key: limit.timeline() for key, limit in self.limits.items()}
+
+
+def limits_at_once(processes: Sequence[Mapping[str, Mapping[str, Any]]]) -> dict[str, int]:
+    """``max_in_flight`` and ``limit_reached`` of processes that called the providers at once (a
+    session's controller and xdist workers: each's :meth:`Spend.timelines`), as the most they had
+    together at one time (:func:`~pytest_aimeasure.judge.limits.at_once`), the busiest provider's."""
+    providers = {key for process in processes for key in process}
+    figures = {"max_in_flight": 0, "limit_reached": 0}
+    for key in providers:
+        lines = [process[key] for process in processes if key in process]
+        figures["max_in_flight"] = max(figures["max_in_flight"], at_once(lines, "most"))
+        figures["limit_reached"] = max(figures["limit_reached"], at_once(lines, "reached"))
+    return figures
 
 
 _LIMITS = frozenset({"max_in_flight", "limit_reached"})

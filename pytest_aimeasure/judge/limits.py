@@ -63,7 +63,9 @@ level learned for the next session is lowered below it. ``--judge-concurrency`` 
 
 Under xdist every figure here is one worker's: the session's settings give each its
 :func:`~pytest_aimeasure.judge.concurrency.share` of the start, the ceiling, ``--judge-concurrency``
-and the level resumed at, so that the provider sees the session's total.
+and the level resumed at, so that the provider sees the session's total. Each worker's limit over
+time (:meth:`ProviderLimit.timeline`) goes to the controller, which reports what the workers had at
+one time (:func:`at_once`), not their highs added up.
 
 The limiter runs on the judge engine's event loop; it is not thread-safe. The clock is injectable so
 the adaptive rule can be tested without waiting.
@@ -75,7 +77,8 @@ import asyncio
 import statistics
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 from pytest_aimeasure.judge.concurrency import ADAPTIVE_CEILING, ADAPTIVE_START, NEAR_KNEE, PAYS_WITHIN
 
@@ -86,6 +89,7 @@ __all__ = [
     "PROBE_HOLD_MAX_ROUNDS",
     "PROBE_HOLD_ROUNDS",
     "ProviderLimit",
+    "at_once",
     "backoff_s",
 ]
 
@@ -161,6 +165,11 @@ class ProviderLimit:
         self._below_stop = 0  # rounds held just below _stop so far
         self.in_flight = 0
         self.max_in_flight = 0
+        self.levels: list[tuple[float, int]] = []
+        """(clock time, limit) from the first call on, at each change of the limit: with
+        :attr:`last_at`, the limit over time that :func:`at_once` adds up with other processes'."""
+        self.last_at: float | None = None
+        """When the last call ended (its slot was freed)."""
         self.cooldown_until = float("-inf")
         self.rate_limited = 0
         """429/529 responses seen."""
@@ -236,6 +245,8 @@ class ProviderLimit:
         return self.in_flight < self.limit and not self.cooling
 
     def _start(self) -> int:
+        if not self.levels:
+            self.levels.append((self._clock(), self.limit))
         self.in_flight += 1
         self.max_in_flight = max(self.max_in_flight, self.in_flight)
         self._peak = max(self._peak, self.in_flight)
@@ -268,6 +279,7 @@ class ProviderLimit:
     def release(self) -> None:
         """Free a slot (after the call, whatever its outcome)."""
         self.in_flight -= 1
+        self.last_at = self._clock()
         self._wake()
 
     def _wake(self) -> None:
@@ -321,6 +333,7 @@ class ProviderLimit:
             if self._level == self._counted:
                 self._level += 1
             self.limit += 1
+            self._changed()
             self._wake()
 
     def _end_round(self, mean: float | None) -> None:
@@ -386,11 +399,26 @@ class ProviderLimit:
     def _set(self, level: int) -> None:
         """A new limit: a new level, whose round starts now."""
         self.limit = self._round_limit = level
+        self._changed()
         self._level += 1
         self._counted = self._level
         self._answers = 0
         self._latencies = []
         self._peak = self.in_flight
+
+    def _changed(self) -> None:
+        if self.levels:  # (before the first call the first call records the limit)
+            self.levels.append((self._clock(), self.limit))
+
+    def timeline(self) -> dict[str, Any]:
+        """What :func:`at_once` adds up across processes (JSON, for a worker's output): the limit
+        over time, when the last call ended, and the caps, :attr:`reached` and :attr:`max_in_flight`."""
+        return {
+            "levels": [list(step) for step in self.levels],
+            "until": self.last_at,
+            "reached": self.reached,
+            "most": self.max_in_flight,
+        }
 
     def note_rate_limit(self, token: int, retry_after: float | None) -> float:
         """A call that started at level ``token`` got a 429/529. Halves the limit (once per window),
@@ -431,3 +459,29 @@ class ProviderLimit:
             if self._waiters:  # they wait for the new end now
                 self._wake()
         return pause
+
+
+def at_once(timelines: Sequence[Mapping[str, Any]], cap: str) -> int:
+    """The most the processes calling one provider at once (an xdist session's workers) had together
+    at one time, each counted at its limit over time up to its own ``cap`` (a :meth:`ProviderLimit.
+    timeline`'s ``reached`` or ``most``), from its first call to its last. Their highs added up
+    would count levels that need not have come at the same time (one worker at 32 early, the other
+    at 32 after a 429 had halved the first). For one process it is its ``cap``. The times are each
+    process's monotonic clock, which is the machine's: workers on other machines are not comparable,
+    and their figures come out between the highest and the sum."""
+    events: list[tuple[float, int, int]] = []
+    for i, line in enumerate(timelines):
+        most = int(line.get(cap) or 0)
+        if not most or not line.get("levels"):
+            continue
+        events += [(float(t), i, min(int(level), most)) for t, level in line["levels"]]
+        if line.get("until") is not None:
+            events.append((float(line["until"]), i, 0))
+    events.sort(key=lambda event: event[0])  # stable: a process's own events keep their order
+    now: dict[int, int] = {}
+    total = highest = 0
+    for _, i, value in events:
+        total += value - now.get(i, 0)
+        now[i] = value
+        highest = max(highest, total)
+    return highest

@@ -51,6 +51,7 @@ class SessionState:
         self.outcome: Outcome | None = None
         self.recording: Recording | None = None
         self.worker_spend: list[dict[str, Any]] = []
+        self.worker_limits: list[dict[str, Any]] = []  # each worker's Spend.timelines()
         self.worker_quirks: list[dict[str, Any]] = []
         """What each xdist worker learned of its judges and providers (``QuirksFindings``, as JSON):
         the controller merges them and writes pytest's cache once, at its close."""
@@ -419,16 +420,22 @@ class SessionState:
         return f"{text}; {detail}" if detail else text
 
     def spend(self) -> dict[str, Any]:
-        """Judge spend of the whole session: this process plus every worker."""
-        from pytest_aimeasure.judge.engine import merge_spend
+        """Judge spend of the whole session: this process plus every worker (whose limits count
+        together at one time, not as their highs added up)."""
+        from pytest_aimeasure.judge.engine import limits_at_once, merge_spend
 
-        parts = [self._engine.spend.as_dict()] if self._engine is not None else []
-        return merge_spend(parts + self.worker_spend)
+        own = self._engine.spend if self._engine is not None else None
+        spend = merge_spend(([own.as_dict()] if own is not None else []) + self.worker_spend)
+        timelines = ([own.timelines()] if own is not None else []) + self.worker_limits
+        if self.worker_limits and any(timelines):
+            spend.update(limits_at_once(timelines))
+        return spend
 
     def merge_workeroutput(self, output: dict[str, Any]) -> None:
         spend = output.get("aimeasure_spend")
         if spend:
             self.worker_spend.append(spend)
+            self.worker_limits.append(output.get("aimeasure_limits") or {})
         quirks = output.get("aimeasure_quirks")
         if quirks:
             self.worker_quirks.append(quirks)
@@ -654,6 +661,7 @@ class SessionState:
         if self.is_worker:
             if self._engine is not None:
                 self.config.workeroutput["aimeasure_spend"] = self._engine.spend.as_dict()  # type: ignore[attr-defined]
+                self.config.workeroutput["aimeasure_limits"] = self._engine.spend.timelines()  # type: ignore[attr-defined]
                 if self._backends is not None:
                     # The controller keeps them, merged with the other workers' (see close()).
                     found = self._backends.quirks.findings(self._backends.built, self._engine.spend.limits)

@@ -686,6 +686,66 @@ def test_under_xdist_the_level_a_worker_was_refused_at_is_kept_not_the_last_work
     assert remembered_limits(pytester)[key]["level"] < 6  # below the 3 a worker in flight it came at
 
 
+EARLY_LATE = {
+    "test_early": """
+        import pytest
+
+        @pytest.mark.dimension("tone", rubric="5 = calm and precise; 1 = shouting")
+        @pytest.mark.parametrize("n", range(4))
+        def test_early(judge, n):
+            judge.score(f"EARLY-The fox apologised, then fixed fence {n}.")
+    """,
+    "test_late": """
+        import pathlib, time
+        import pytest
+
+        @pytest.fixture(scope="module", autouse=True)
+        def after_the_early_worker():
+            # Bounded: a flag the test process writes once the other worker's calls were answered.
+            deadline = time.monotonic() + 60
+            while not pathlib.Path("early-done").exists() and time.monotonic() < deadline:
+                time.sleep(0.02)
+
+        @pytest.mark.dimension("tone", rubric="5 = calm and precise; 1 = shouting")
+        @pytest.mark.parametrize("n", range(4))
+        def test_late(judge, n):
+            judge.score(f"LATE-The fox apologised, then fixed fence {n}.")
+    """,
+}
+
+
+@pytest.mark.parametrize("model", BACKENDS)
+def test_under_xdist_the_limit_reached_is_what_the_workers_had_at_one_time(
+    pytester: pytest.Pytester, provider_env: ProviderServer, model: str
+) -> None:
+    # Two workers, 2 calls in flight each (--judge-concurrency 4), one after the other: each filled
+    # its 2, but the provider never had more than 2. Before, the spend line added the workers' highs
+    # up: "at most 4 in flight (limit reached 4)".
+    server = provider_env
+    server.latency = 0.1
+    pytester.makepyfile(**{name: textwrap.dedent(text) for name, text in EARLY_LATE.items()})
+    early: list[SeenRequest] = []
+    lock = threading.Lock()
+    flag = pytester.path / "early-done"
+
+    def score(seen: SeenRequest) -> int:
+        with lock:
+            if "EARLY-" in seen.prompt:
+                early.append(seen)
+                if len(early) == 4 * 3:  # its last call: answered after the latency, then the flag
+                    threading.Timer(server.latency + 0.5, flag.touch).start()
+        return 4
+
+    server.scorer = score
+    run = ("--judge-samples", "3", "--judge-cache", "off", "--judge-concurrency", "4")
+    judged(pytester, model, *run, "-n", "2", "--dist", "loadfile").assert_outcomes(passed=8)
+    assert flag.exists() and server.max_in_flight == 2
+    late = [seen for seen in server.requests if "LATE-" in seen.prompt]
+    assert len(late) == 4 * 3 and min(s.started for s in late) > max(s.finished for s in early)
+    spend = results(pytester)["spend"]
+    assert (spend["max_in_flight"], spend["limit_reached"]) == (2, 2)
+
+
 SHARERS = {
     name: f"""
         import pytest

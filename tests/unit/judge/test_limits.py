@@ -14,6 +14,7 @@ from pytest_aimeasure.judge.limits import (
     MAX_COOLDOWN_S,
     PROBE_HOLD_ROUNDS,
     ProviderLimit,
+    at_once,
     backoff_s,
 )
 
@@ -626,3 +627,33 @@ def test_the_workers_limit_figures_add_up_and_shards_keep_the_busiest() -> None:
     assert (merged["rate_limited"], merged["rate_limit_wait_s"]) == (4, 1.5)
     apart = merge_spend([worker, other], together=False)
     assert (apart["max_in_flight"], apart["limit_reached"], apart["rate_limit_wait_s"]) == (16, 16, 1.5)
+
+
+def test_workers_limits_count_together_at_one_time_not_as_their_highs_added_up() -> None:
+    # Worker a holds 32 until a 429 halves it at t = 1; worker b starts at 16 and reaches 32 at t = 2.
+    # Each reached 32, but never at the same time: together they had 48 at most, not 64.
+    a = {"levels": [[0.0, 32], [1.0, 16]], "until": 3.0, "reached": 32, "most": 32}
+    b = {"levels": [[0.5, 16], [2.0, 32]], "until": 3.0, "reached": 32, "most": 30}
+    assert at_once([a, b], "reached") == 48
+    assert at_once([a, b], "most") == 48  # 32 + 16 before t = 1; after t = 2, 16 + 30 (b's most)
+    assert at_once([{**a, "levels": [[0.0, 16]]}, b], "most") == 46  # 16 + b's 32, counted as its 30
+    # A worker that ended counts nothing after: b's 32 came after a's last call.
+    ended = {**a, "until": 1.5}
+    assert at_once([ended, b], "reached") == 48  # 32 + 16 before t = 1
+    assert at_once([{**ended, "levels": [[0.0, 16]]}, b], "reached") == 32
+    # One process: its own figure; a limit never reached counts nothing.
+    assert at_once([a], "reached") == 32 and at_once([a], "most") == 32
+    assert at_once([{**a, "reached": 0}, b], "reached") == 32
+
+
+def test_a_limits_timeline_follows_its_changes_from_the_first_call() -> None:
+    clock = FakeClock()
+    limit = ProviderLimit(64, start=32, clock=clock)
+    assert limit.timeline() == {"levels": [], "until": None, "reached": 0, "most": 0}
+    clock.now = 101.0
+    full_round(limit, 0.2)  # the first round: one more call with each answer, up to 64
+    timeline = limit.timeline()
+    assert timeline["levels"][0] == [101.0, 32]
+    assert [level for _, level in timeline["levels"]] == list(range(32, 65))
+    assert timeline["until"] == 101.0 and timeline["reached"] == 32 and timeline["most"] == 32
+    assert at_once([timeline], "reached") == limit.reached
