@@ -391,6 +391,12 @@ class MeasurePlugin:
         # entries only say where the signal happened to land: they are left out of the report.
         excinfo.traceback = excinfo.traceback.filter(_has_line)
 
+    def pytest_exception_interact(self, node: Any, call: pytest.CallInfo[Any], report: Any) -> None:
+        # Under --pdb pytest takes a Ctrl-C in a test as that test's failure and goes on after the
+        # debugger (without --pdb it never gets here): the session does not raise it again.
+        if call.excinfo is not None and isinstance(call.excinfo.value, KeyboardInterrupt):
+            self.state.interrupt_seen()
+
     # -- session end -----------------------------------------------------------------------------
     @pytest.hookimpl(tryfirst=True)
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:

@@ -688,6 +688,7 @@ class SessionState:
             return
 
         def interrupt(signum: int, frame: Any) -> None:
+            __tracebackhide__ = True  # the report and the debugger show where the signal landed
             self._interrupt_lost = True  # (see _on_sigint)
             raise KeyboardInterrupt(f"signal {signal.Signals(signum).name}")
 
@@ -710,6 +711,7 @@ class SessionState:
             return
 
         def noted(signum: int, frame: Any) -> None:
+            __tracebackhide__ = True  # the report and the debugger show where the signal landed
             self._interrupt_lost = True
             signal.default_int_handler(signum, frame)
 
@@ -740,6 +742,11 @@ class SessionState:
         if self._interrupt_lost:
             self._interrupt_lost = False
             raise KeyboardInterrupt
+
+    def interrupt_seen(self) -> None:
+        """pytest took the interrupt itself (under --pdb, as the failure of the test it landed in,
+        and goes on): it is not raised again at the next step."""
+        self._interrupt_lost = False
 
     def close(self) -> None:
         if self._unraisable_hooks is not None:

@@ -5,8 +5,10 @@ pytest session's whole process group, as a terminal's Ctrl-C does (xdist workers
 from __future__ import annotations
 
 import contextlib
+import io
 import json
 import os
+import pdb
 import signal
 import sys
 import textwrap
@@ -303,3 +305,52 @@ def test_a_ctrl_c_that_python_replaces_with_another_exception_still_ends_the_ses
     assert code == pytest.ExitCode.INTERRUPTED, out
     run = interrupted_run(project, out)
     assert not [nodeid for nodeid in journaled_items(run) if "test_later" in nodeid]
+
+
+def test_under_pdb_a_ctrl_c_in_a_test_fails_that_test_and_the_session_goes_on_as_pytest_does(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Under --pdb pytest takes a Ctrl-C in a test as that test's failure, opens the debugger on it
+    # and goes on after "continue". The judged session notes every SIGINT (for the Ctrl-C that
+    # Python loses): one that pytest saw is not raised again at the next step.
+    pytester.makepyfile(
+        test_story="""
+        import signal
+
+        def test_ctrl_c():
+            signal.raise_signal(signal.SIGINT)
+
+        def test_after():
+            pass
+        """
+    )
+    monkeypatch.setattr(sys, "stdin", io.StringIO("continue\n"))  # what the debugger reads (-s)
+    args = ("-s", "--pdb", "--ai-judge", "--judge-model", "scripted")
+    previous = signal.getsignal(signal.SIGINT)
+    try:
+        recorded = pytester.inline_run(*args, no_reraise_ctrlc=True)
+    finally:
+        # After "continue" pdb leaves its own SIGINT handler installed (it puts back the one before
+        # at its next stop, which never comes): not for the tests after this one.
+        signal.signal(signal.SIGINT, previous)
+        pdb.Pdb._previous_sigint_handler = None  # type: ignore[attr-defined]
+    recorded.assertoutcome(failed=1, passed=1)
+    assert recorded.ret == pytest.ExitCode.TESTS_FAILED
+
+
+def test_a_ctrl_c_is_reported_where_it_landed_not_in_the_sessions_signal_handler(
+    pytester: pytest.Pytester,
+) -> None:
+    # The judged session's SIGINT handler is a Python function: the KeyboardInterrupt's traceback
+    # ends in it, and pytest reported that as where the Ctrl-C came.
+    pytester.makepyfile(
+        test_story="""
+        import signal
+
+        def test_ctrl_c():
+            signal.raise_signal(signal.SIGINT)
+        """
+    )
+    result = pytester.runpytest("--ai-judge", "--judge-model", "scripted", no_reraise_ctrlc=True)
+    assert result.ret == pytest.ExitCode.INTERRUPTED
+    result.stdout.fnmatch_lines(["*KeyboardInterrupt*", "*test_story.py:4: KeyboardInterrupt"])
