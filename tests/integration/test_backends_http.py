@@ -531,8 +531,10 @@ def test_concurrent_calls_overlap(kind: str) -> None:
         replies = judge_together(backend, n)
         assert len(replies) == n and all(r.tool_input is not None for r in replies)
         # The model's first call goes alone (its status tells what the model refuses); the others
-        # were all in flight at once after it.
-        assert server.max_in_flight == n - 1
+        # were all in flight at once after it. They go at its 200, so on a loaded machine the server
+        # may still be writing the first call's streamed events when they arrive (seen once in a
+        # whole run at load 5: one more in flight).
+        assert n - 1 <= server.max_in_flight <= n
         first, *others = sorted(server.requests, key=lambda seen: seen.started)
         assert first.streamed and all(first.accepted <= seen.started for seen in others)
 
