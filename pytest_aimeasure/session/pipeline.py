@@ -119,11 +119,20 @@ def _raiser(exc: BaseException) -> Callable[[], None]:
 class Pipeline:
     """The held items of one process, in collection order."""
 
-    def __init__(self, config: pytest.Config, depth: int, stop_calls: Callable[[], None]) -> None:
+    def __init__(
+        self,
+        config: pytest.Config,
+        depth: int,
+        stop_calls: Callable[[], None],
+        raise_lost_interrupt: Callable[[], None],
+    ) -> None:
         self.config = config
         self.depth = depth
         self.stop_calls = stop_calls
         """Ctrl-C: stop the judge from sending the calls that have not gone out yet."""
+        self.raise_lost_interrupt = raise_lost_interrupt
+        """Raises a Ctrl-C that Python lost since it was last called (before each wait for a
+        verdict: the calls the landing would free slots for must not go out first)."""
         self.queue: deque[Held] = deque()
         self.building: Held | None = None
         self._aside: tuple[pytest.Item, str] | None = None
@@ -185,6 +194,7 @@ class Pipeline:
             self._landed.clear()
             if len([h for h in self.queue if not h.done()]) < self.depth:
                 break
+            self.raise_lost_interrupt()
             self._landed.wait(ROOM_CHECK_S)
             self.flush()
         return None
@@ -236,6 +246,7 @@ class Pipeline:
             if not head.done():
                 if not wait:
                     return
+                self.raise_lost_interrupt()
                 head.wait()
             # Popped only once logged: a Ctrl-C while it is settled or logged leaves it for abandon().
             self._settle(head)

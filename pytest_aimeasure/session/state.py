@@ -126,7 +126,9 @@ class SessionState:
         if self.judging and self.settings.pipeline > 0 and not self.dry_run and not debugging:
             from pytest_aimeasure.session.pipeline import Pipeline
 
-            self.pipeline = Pipeline(self.config, self.settings.pipeline, self.stop_calls)
+            self.pipeline = Pipeline(
+                self.config, self.settings.pipeline, self.stop_calls, self.raise_lost_interrupt
+            )
         return self.pipeline
 
     def stop_calls(self) -> None:

@@ -354,3 +354,42 @@ def test_a_ctrl_c_is_reported_where_it_landed_not_in_the_sessions_signal_handler
     result = pytester.runpytest("--ai-judge", "--judge-model", "scripted", no_reraise_ctrlc=True)
     assert result.ret == pytest.ExitCode.INTERRUPTED
     result.stdout.fnmatch_lines(["*KeyboardInterrupt*", "*test_story.py:4: KeyboardInterrupt"])
+
+
+LOST_WHILE_FULL = """
+    import _thread
+    import contextlib
+    import functools
+    import time
+
+    import pytest_rerunfailures
+
+    def lose_a_ctrl_c_at_the_sixth_item(item):
+        # The pipeline asks pytest-rerunfailures about each item as it admits it, before it waits
+        # for room; there its int() lost a Ctrl-C in a signalled session (see REPLACED_INTERRUPT).
+        if item.name == "test_tone[5]":
+            with open("lost.txt", "w") as f:
+                f.write(repr(time.monotonic()))
+            calls = [functools.partial(_thread.interrupt_main), functools.partial(int, "")]
+            with contextlib.suppress(ValueError):
+                list(map(functools.partial.__call__, calls))
+        return None
+
+    pytest_rerunfailures.get_reruns_count = lose_a_ctrl_c_at_the_sixth_item
+"""
+
+
+def test_a_ctrl_c_lost_while_the_pipeline_waits_for_room_sends_no_further_call(
+    project: pytest.Pytester, server: ProviderServer
+) -> None:
+    # The pipeline holds 4 items, so it waits for room at the sixth, after the Ctrl-C was lost.
+    # Before, the lost Ctrl-C was raised only once room opened (a verdict landed): the calls that
+    # the landing freed slots for went out first. The server answers in 2 s here.
+    pytest.importorskip("pytest_rerunfailures")
+    server.latency = 2.0
+    project.makeconftest(textwrap.dedent(LOST_WHILE_FULL))
+    code, out = finish(start(project, "-q", "--judge-pipeline=4"), project)
+    assert code == pytest.ExitCode.INTERRUPTED, out
+    lost = float((project.path / "lost.txt").read_text())
+    late = [r for r in server.requests if r.started > lost + MARGIN_S]
+    assert late == [], f"{len(late)} judge call(s) started after the lost Ctrl-C"
