@@ -702,7 +702,7 @@ class SessionState:
         pending SIGINT's handler inside itself (``repr()`` of the literal, for its error message,
         checks for signals) and then replaces the KeyboardInterrupt with its own ValueError, which its
         caller may suppress. pytest-rerunfailures does so at every test's teardown
-        (``int(config.getini("reruns"))`` of ``""``): once in about 2,000 signalled sessions the
+        (``int(config.getini("reruns"))`` of ``""``): once in about 3,800 signalled sessions the
         session ran to its end, "finished", exit 0, and Python reported nothing. Python's own SIGINT
         handler is wrapped to note the signal before it raises; a Ctrl-C whose KeyboardInterrupt
         never reached the session is raised again at its next step (:meth:`raise_lost_interrupt`).

@@ -281,7 +281,7 @@ REPLACED_INTERRUPT = """
         # int() of an invalid literal starts is handled inside it (repr() of the literal, for the
         # error message, checks for signals), and int() then replaces the KeyboardInterrupt with its
         # own ValueError, which its caller suppresses. pytest-rerunfailures does that at every
-        # teardown (int(config.getini("reruns")) of ""): once in about 2,000 signalled sessions of
+        # teardown (int(config.getini("reruns")) of ""): once in about 3,800 signalled sessions of
         # the test above, the session ran to its end. map() makes the two calls from C, so no
         # check for signals comes between them; interrupt_main() is the signal's arrival.
         calls = [functools.partial(_thread.interrupt_main), functools.partial(int, "")]
