@@ -25,6 +25,12 @@ The table (medians over the rounds, min..max in brackets):
   flight at once) (target <= 1.1), and beside it the least span any schedule reaches over that
   floor: with M calls in flight, some slot makes ceil(calls / M) calls one after another (900 calls
   at 64: 15 x 0.2 s = 3.0 s, 1.067 times the floor's 2.81 s);
+* ``reference client``: the same calls from ``reference_client.py``, a client that spends nothing on a
+  call but its sockets (one request built once, raw asyncio streams, no JSON read), with our limit's
+  first-session schedule (32 at once, one more per answer up to 64), against the same server in the
+  same rounds: its span over the floor is what the server and the machine take whatever the client
+  (900 calls: about 1.08, where the least possible is 1.067), and ours over its span is what our judge
+  adds (with ``--tree``, a column of the trees' table);
 * ``start -> first request``: process start to the first request the server received, on both of
   our routes (``anthropic/`` through the anthropic SDK, ``openai/`` through litellm) (target <= 1.5 s);
 * ``W wall``: 20 items x 3 samples, whole process, anthropic route (target <= 2.5 s);
@@ -78,6 +84,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest_aimeasure
+from pytest_aimeasure.judge.concurrency import ADAPTIVE_CEILING, ADAPTIVE_START
 from pytest_aimeasure.testing import Fault, ProviderServer, SeenRequest
 from pytest_aimeasure.testing.faults import render_outcome
 from pytest_aimeasure.testing.protocols import Reply
@@ -296,6 +303,20 @@ def ours(
     return run
 
 
+def reference(server: ProviderServer, root: Path, calls: int, start: int, ceiling: int) -> Run:
+    """``reference_client.py`` (a client that spends nothing on a call but its sockets) with our
+    limit's first-session schedule, in its own process: the span the server and the machine allow."""
+    script = Path(__file__).resolve().parent / "reference_client.py"
+    command = [
+        sys.executable, str(script), "--url", server.url, "--calls", str(calls), "--start", str(start),
+        "--ceiling", str(ceiling),
+    ]  # fmt: skip
+    run = timed(server, command, root, dict(os.environ))
+    if run.calls != calls:
+        raise SystemExit(f"reference client: the server saw {run.calls} calls, expected {calls}")
+    return run
+
+
 def inspect_ai(server: ProviderServer, root: Path, items: int, epochs: int) -> Run | None:
     inspect = shutil.which("inspect", path=str(Path(sys.executable).parent)) or shutil.which("inspect")
     if inspect is None:
@@ -393,11 +414,12 @@ def main() -> None:
 
     load_before = os.getloadavg()
     root = _bench_root(args)
-    big: dict[str, list[Run]] = {"anthropic": [], "openai": [], "inspect": []}
+    big: dict[str, list[Run]] = {"anthropic": [], "openai": [], "inspect": [], "reference": []}
     small: dict[str, list[Run]] = {"anthropic": [], "openai": []}
     inert_on: list[tuple[float, float]] = []  # (wall, CPU)
     inert_off: list[tuple[float, float]] = []
     started = time.monotonic()
+    calls = args.items * args.samples
     try:
         with ProviderServer(latency=args.latency, jitter=args.jitter) as server:
             steps: list[tuple[str, Callable[[], Any]]] = []
@@ -407,6 +429,10 @@ def main() -> None:
                         ("inspect", lambda: inspect_ai(server, root, args.items, args.samples)),
                         ("anthropic", lambda: ours(server, root, "anthropic", args.items, args.samples)),
                         ("openai", lambda: ours(server, root, "openai", args.items, args.samples)),
+                        (
+                            "reference",
+                            lambda: reference(server, root, calls, ADAPTIVE_START, ADAPTIVE_CEILING),
+                        ),
                     ]
                 if n < args.small_rounds:
                     pair: list[tuple[str, Callable[[], Any]]] = [
@@ -432,8 +458,6 @@ def main() -> None:
     finally:
         shutil.rmtree(root, ignore_errors=True)
     load_after = os.getloadavg()
-
-    calls = args.items * args.samples
 
     def walls(runs: list[Run]) -> list[float]:
         return [r.wall_s for r in runs]
@@ -505,6 +529,11 @@ def main() -> None:
           f"{med(least_over_floor(big['anthropic']))}) | <= 1.1x |")  # fmt: skip
     print(f"| span / floor, openai/ | {med(span_over_floor(big['openai']))} (least possible "
           f"{med(least_over_floor(big['openai']))}) | <= 1.1x |")  # fmt: skip
+    print(f"| span / floor, reference client (spends nothing but its sockets; same schedule) | "
+          f"{med(span_over_floor(big['reference']))} | - |")  # fmt: skip
+    for route in ("anthropic", "openai"):
+        added = ratio(spans(big[route]), spans(big["reference"]))
+        print(f"| span, ours {route}/ / the reference client's | {added} | what our judge adds |")
     for i, what in ((0, "wall"), (1, "CPU")):
         on, off = [r[i] for r in inert_on], [r[i] for r in inert_off]
         print(f"| inert {what}: plugin loaded, --ai-judge off / plugin disabled, {args.inert_tests} trivial "
@@ -543,6 +572,7 @@ def _compare_trees(args: argparse.Namespace, trees: dict[str, Path]) -> None:
     runs: dict[tuple[str, str], list[Run]] = {(t, r): [] for t in trees for r in routes}
     # A small session beside each big one: the CPU a call adds is the difference over the calls'.
     small: dict[tuple[str, str], list[Run]] = {(t, r): [] for t in trees for r in routes}
+    refs: list[Run] = []  # the reference client's, a run each round (see reference_client.py)
     started = time.monotonic()
     try:
         with ProviderServer(latency=args.latency, jitter=args.jitter) as server:
@@ -560,6 +590,14 @@ def _compare_trees(args: argparse.Namespace, trees: dict[str, Path]) -> None:
                         runs[(label, route)].append(run)
                         extra = args.judge_args.split()
                         small[(label, route)].append(ours(server, root, route, 10, 1, tree, extra))
+                if not args.judge_args:  # (our limit's schedule: the reference follows the defaults')
+                    print(
+                        f"  {time.monotonic() - started:6.1f}s  reference client ...",
+                        file=sys.stderr,
+                        flush=True,
+                    )
+                    calls = args.items * args.samples
+                    refs.append(reference(server, root, calls, ADAPTIVE_START, ADAPTIVE_CEILING))
     finally:
         shutil.rmtree(root, ignore_errors=True)
     load_after = os.getloadavg()
@@ -573,9 +611,10 @@ def _compare_trees(args: argparse.Namespace, trees: dict[str, Path]) -> None:
     print(
         "\n| tree | route | wall, s | span, s | span / floor (most in flight) | span / floor (limit reached) "
         "| most in flight | limit reached "
-        "| CPU ms / call | CPU ms a call adds |"
+        "| CPU ms / call | CPU ms a call adds | span / reference client's |"
     )
-    print("|---|---|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    ref_spans = [r.span_s for r in refs if r.span_s is not None]
     for (label, route), got in runs.items():
         added = [
             1000 * (big.cpu_s - few.cpu_s) / (calls - 10)
@@ -590,7 +629,15 @@ def _compare_trees(args: argparse.Namespace, trees: dict[str, Path]) -> None:
             f"{med([r.span_s for r in got if r.span_s is not None])} | {med(floors)} | {med(at_limit)} | "
             f"{med([float(r.max_in_flight) for r in got])} | "
             f"{med([float(r.limit_reached or 0) for r in got])} | "
-            f"{med([1000 * r.cpu_s / calls for r in got])} | {med(added)} |"
+            f"{med([1000 * r.cpu_s / calls for r in got])} | {med(added)} | "
+            f"{ratio([r.span_s for r in got if r.span_s is not None], ref_spans)} |"
+        )
+    if refs:
+        floors = [r.span_s / (calls * args.latency / r.max_in_flight) for r in refs if r.span_s]
+        print(
+            f"| reference client (spends nothing but its sockets) | - | {med([r.wall_s for r in refs])} | "
+            f"{med(ref_spans)} | {med(floors)} | - | {med([float(r.max_in_flight) for r in refs])} | "
+            f"{ADAPTIVE_CEILING} | - | - | 1.00x |"
         )
 
 
