@@ -11,7 +11,7 @@ import contextlib
 import signal
 import sys
 import threading
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import pytest
 
@@ -22,6 +22,7 @@ __all__ = ["SessionState", "Settings"]
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable
+    from typing import TypeAlias
 
     from pytest_aimeasure.judge.engine import JudgeEngine
     from pytest_aimeasure.measure.artifact import ArtifactRegistry
@@ -32,6 +33,9 @@ if TYPE_CHECKING:
     from pytest_aimeasure.session.outcome import Outcome
     from pytest_aimeasure.session.pipeline import Pipeline
     from pytest_aimeasure.session.recording import Recording
+
+    _Handler: TypeAlias = Callable[[int, Any], object] | int | None
+    """A signal handler as :func:`signal.signal` takes it (SIG_DFL and SIG_IGN are ints)."""
 
 
 class SessionState:
@@ -64,8 +68,8 @@ class SessionState:
         self._background: list[threading.Thread] = []  # the warm-up's, joined at close
         self._warm_started = False
         self._warm_at_first_test = False
-        self._sigterm_installed = False
-        self._sigint_noted: Any = None  # the SIGINT handler this session installed (see _on_sigint)
+        self._signal_handlers: dict[signal.Signals, tuple[_Handler, _Handler]] = {}
+        """Per signal, the handler this session installed and the one it replaced (see _note_signal)."""
         self._unraisable_hooks: tuple[Any, Any] | None = None  # (ours, the one it wraps)
         self._interrupt_lost = False
         """A Ctrl-C or SIGTERM came (or Python dropped a KeyboardInterrupt): the session goes no
@@ -150,8 +154,8 @@ class SessionState:
                 raise pytest.UsageError(str(exc)) from None
         if self.judging:
             self.console = Console()  # now, before pytest captures a test's output
-            self._on_sigterm()
-            self._on_sigint()
+            self._note_signal(signal.SIGTERM, signal.SIG_DFL, _raise_interrupt)
+            self._note_signal(signal.SIGINT, signal.default_int_handler, signal.default_int_handler)
             self._on_lost_interrupt()
             self._load_calibration()
             self.warm_up()
@@ -679,46 +683,37 @@ class SessionState:
         if self.settings.calibrate and not session.shouldstop and not stopped:
             self.calibration_run = self.calibrate()
 
-    def _on_sigterm(self) -> None:
-        """A SIGTERM (a CI job's timeout) ends the session as Ctrl-C does: the run is recorded as
+    def _note_signal(
+        self, signum: signal.Signals, python_default: _Handler, then: Callable[[int, Any], object]
+    ) -> None:
+        """Install the session's handler for ``signum`` in place of Python's default for it: it notes
+        the interrupt, then does what ``then`` does. A handler someone else installed is left alone.
+
+        SIGTERM (a CI job's timeout) ends the session as Ctrl-C does: the run is recorded as
         interrupted, the summary and JUnit are written, and it can be resumed. Python's default would
-        end the process on the spot, leaving the run "running" and no report at all. A handler
-        someone else installed is left alone."""
+        end the process on the spot, leaving the run "running" and no report at all.
+
+        Both are noted because Python can lose a Ctrl-C (or a SIGTERM's KeyboardInterrupt) without a
+        trace: CPython's ``int()`` of an invalid literal runs a pending signal's handler inside itself
+        (``repr()`` of the literal, for its error message, checks for signals) and then replaces the
+        KeyboardInterrupt with its own ValueError, which its caller may suppress.
+        pytest-rerunfailures does so at every test's teardown (``int(config.getini("reruns"))`` of
+        ``""``): once in about 3,800 signalled sessions the session ran to its end, "finished", exit 0,
+        and Python reported nothing. So Python's own SIGINT handler is wrapped to note the signal
+        before it raises, and an interrupt whose KeyboardInterrupt never reached the session is
+        raised again at its next step (:meth:`raise_lost_interrupt`)."""
         if threading.current_thread() is not threading.main_thread():
             return
-        if signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL:
-            return
-
-        def interrupt(signum: int, frame: Any) -> None:
-            __tracebackhide__ = True  # the report and the debugger show where the signal landed
-            self._interrupt_lost = True  # (see _on_sigint)
-            raise KeyboardInterrupt(f"signal {signal.Signals(signum).name}")
-
-        signal.signal(signal.SIGTERM, interrupt)
-        self._sigterm_installed = True
-
-    def _on_sigint(self) -> None:
-        """Python can lose a Ctrl-C without a trace: CPython's ``int()`` of an invalid literal runs a
-        pending SIGINT's handler inside itself (``repr()`` of the literal, for its error message,
-        checks for signals) and then replaces the KeyboardInterrupt with its own ValueError, which its
-        caller may suppress. pytest-rerunfailures does so at every test's teardown
-        (``int(config.getini("reruns"))`` of ``""``): once in about 3,800 signalled sessions the
-        session ran to its end, "finished", exit 0, and Python reported nothing. Python's own SIGINT
-        handler is wrapped to note the signal before it raises; a Ctrl-C whose KeyboardInterrupt
-        never reached the session is raised again at its next step (:meth:`raise_lost_interrupt`).
-        A handler someone else installed is left alone."""
-        if threading.current_thread() is not threading.main_thread():
-            return
-        if signal.getsignal(signal.SIGINT) is not signal.default_int_handler:
+        if signal.getsignal(signum) is not python_default:
             return
 
         def noted(signum: int, frame: Any) -> None:
             __tracebackhide__ = True  # the report and the debugger show where the signal landed
             self._interrupt_lost = True
-            signal.default_int_handler(signum, frame)
+            then(signum, frame)
 
-        signal.signal(signal.SIGINT, noted)
-        self._sigint_noted = noted
+        signal.signal(signum, noted)
+        self._signal_handlers[signum] = (noted, python_default)
 
     def _on_lost_interrupt(self) -> None:
         """A Ctrl-C (or a SIGTERM, raised as one) that Python raises inside a weakref callback, a
@@ -756,14 +751,15 @@ class SessionState:
             self._unraisable_hooks = None
             if sys.unraisablehook is ours:
                 sys.unraisablehook = previous
-        if self._sigterm_installed:
-            self._sigterm_installed = False
-            if threading.current_thread() is threading.main_thread():
-                signal.signal(signal.SIGTERM, signal.SIG_DFL)
-        noted, self._sigint_noted = self._sigint_noted, None
+        installed, self._signal_handlers = self._signal_handlers, {}
         main = threading.current_thread() is threading.main_thread()
-        if noted is not None and main and signal.getsignal(signal.SIGINT) is noted:
-            signal.signal(signal.SIGINT, signal.default_int_handler)
+        for signum, (handler, default) in installed.items():
+            # SIGINT's default is put back only while ours is installed: a handler installed over it
+            # (pdb's, after "continue") is its installer's to put back. SIGTERM's is put back over
+            # whatever holds it, as it always was: no reason for the difference is recorded, and
+            # leaving another's SIGTERM handler alone would be a change of behaviour of its own.
+            if main and (signum == signal.SIGTERM or signal.getsignal(signum) is handler):
+                signal.signal(signum, default)
         for thread in self._background:
             # Never leave an import half done behind a short session: whatever runs next (pytester
             # restoring sys.modules, an embedding program) would find a partial module.
@@ -808,6 +804,12 @@ class SessionState:
         self.baseline = self._worker_baseline = None
         self.outcome = None
         self.dimension_items = []
+
+
+def _raise_interrupt(signum: int, frame: Any) -> NoReturn:
+    """What the session's SIGTERM handler does once it noted the signal: what Ctrl-C does."""
+    __tracebackhide__ = True  # (as the handler's)
+    raise KeyboardInterrupt(f"signal {signal.Signals(signum).name}")
 
 
 def distributes(config: pytest.Config) -> bool:
