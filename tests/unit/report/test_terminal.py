@@ -5,11 +5,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from pytest_aimeasure.compare.drift import DimensionComparison
+from pytest_aimeasure.compare.drift import Comparison, DimensionComparison
 from pytest_aimeasure.measure.models import Finding
 from pytest_aimeasure.report.model import SessionReport
 from pytest_aimeasure.report.results import SessionResults
-from pytest_aimeasure.report.terminal import _verdict_text, summary_lines
+from pytest_aimeasure.report.terminal import summary_lines
 
 SPEND: dict[str, Any] = {
     "calls": 12,
@@ -90,7 +90,13 @@ def test_a_finding_wraps_between_words_not_inside_a_hyphenated_name() -> None:
 
 def test_an_inconclusive_dimension_reads_its_advice_after_a_colon_not_in_nested_parentheses() -> None:
     advice = "detects a drop of 0.73 at 80% (judging the baseline's outputs again when it looks lower)"
+    # It moved by more than its tolerance: a dimension that did not is not in the drift table.
     tone = DimensionComparison(
-        dimension="tone", verdict="inconclusive", delta=-0.1, tolerance=0.5, advice=advice
+        dimension="tone", verdict="inconclusive", delta=-0.6, tolerance=0.5, advice=advice
     )
-    assert _verdict_text(tone) == f"inconclusive: {advice}"
+    results = SessionResults(
+        run_id="r", judge_model="scripted", passed=True, exit_status=0, items=[], findings=[], spend=SPEND
+    )
+    summary = SessionReport(results=results, comparison=Comparison(dimensions={"tone": tone}))
+    (row,) = [line for line in summary_lines(summary) if line.startswith("tone (dimension")]
+    assert row.rstrip().endswith(f"inconclusive: {advice}")
