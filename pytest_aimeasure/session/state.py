@@ -754,11 +754,7 @@ class SessionState:
         installed, self._signal_handlers = self._signal_handlers, {}
         main = threading.current_thread() is threading.main_thread()
         for signum, (handler, default) in installed.items():
-            # SIGINT's default is put back only while ours is installed: a handler installed over it
-            # (pdb's, after "continue") is its installer's to put back. SIGTERM's is put back over
-            # whatever holds it, as it always was: no reason for the difference is recorded, and
-            # leaving another's SIGTERM handler alone would be a change of behaviour of its own.
-            if main and (signum == signal.SIGTERM or signal.getsignal(signum) is handler):
+            if main and signal.getsignal(signum) is handler:
                 signal.signal(signum, default)
         for thread in self._background:
             # Never leave an import half done behind a short session: whatever runs next (pytester

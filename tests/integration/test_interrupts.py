@@ -393,3 +393,53 @@ def test_a_ctrl_c_lost_while_the_pipeline_waits_for_room_sends_no_further_call(
     lost = float((project.path / "lost.txt").read_text())
     late = [r for r in server.requests if r.started > lost + MARGIN_S]
     assert late == [], f"{len(late)} judge call(s) started after the lost Ctrl-C"
+
+
+OWN_SIGTERM = """
+    import signal
+
+    def own_sigterm(signum, frame):
+        pass
+
+    def test_installs_its_own_sigterm_handler():
+        # Over the session's (a judged session installs one over Python's default).
+        assert signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL
+        signal.signal(signal.SIGTERM, own_sigterm)
+"""
+
+SESSIONS_SIGTERM = """
+    import signal
+
+    def test_leaves_the_sessions_sigterm_handler():
+        assert signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL
+"""
+
+
+@pytest.mark.parametrize(
+    ("story", "after"),
+    [(OWN_SIGTERM, "own_sigterm"), (SESSIONS_SIGTERM, None)],
+    ids=["a-tests-own-handler", "only-the-sessions"],
+)
+def test_a_judged_session_puts_back_python_sigterm_default_only_over_its_own_handler(
+    pytester: pytest.Pytester, story: str, after: str | None
+) -> None:
+    # An in-process session (pytest.main() in a program, a plugin's pytester test) in which something
+    # installs its own SIGTERM handler over the session's keeps it after the session, as SIGINT's is
+    # kept. Before, the session put Python's default back over it: SIGTERM then ended the program.
+    pytester.makepyfile(test_story=textwrap.dedent(story))
+    previous = {sig: signal.getsignal(sig) for sig in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)  # what the session installs its own over
+        recorded = pytester.inline_run("--ai-judge", "--judge-model", "scripted")
+        held = signal.getsignal(signal.SIGTERM)
+    finally:
+        # This process is the suite's own: its handlers are put back whatever the session did.
+        for sig, handler in previous.items():
+            if handler is not None:
+                signal.signal(sig, handler)
+    recorded.assertoutcome(passed=1)
+    if after is None:
+        assert held is signal.SIG_DFL
+    else:
+        assert getattr(held, "__qualname__", held) == after
+        assert getattr(held, "__module__", None) == "test_story"
