@@ -298,8 +298,12 @@ class Pipeline:
             for report in held.reports:
                 call = held.calls.get(report.when)
                 if report.when == "call" and verdict is not None:
-                    # What judge.score would have raised, had it waited: it decides the test.
-                    call = pytest.CallInfo.from_call(_raiser(verdict), when="call")
+                    # What judge.score would have raised, had it waited: it decides the test. A
+                    # Ctrl-C (or pytest.exit) landing meanwhile is the session's, as pytest's own
+                    # call phase lets it through (the pipeline is off under --pdb), not the test's.
+                    call = pytest.CallInfo.from_call(
+                        _raiser(verdict), when="call", reraise=(KeyboardInterrupt, pytest.exit.Exception)
+                    )
                 if report.when not in ("call", "teardown") or call is None:
                     reports.append(report)
                     continue

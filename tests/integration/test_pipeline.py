@@ -17,6 +17,7 @@ import pytest
 
 from pytest_aimeasure.report.results import SessionResults
 from pytest_aimeasure.report.trends import results_of_run
+from pytest_aimeasure.session import pipeline
 from pytest_aimeasure.store.runs import RunStore
 from tests.conftest import ONE_WORKER, read_results, run_session
 
@@ -413,6 +414,52 @@ def test_ctrl_c_logs_what_landed_gives_up_the_rest_and_the_run_says_interrupted(
     data = read_results(project.path / "out.json")
     judged = [i["nodeid"].split("::")[-1] for i in data["items"] if i["outcome"] != "skipped"]
     assert judged == ["test_first"]
+
+
+def test_a_ctrl_c_while_a_landed_verdict_decides_its_test_interrupts_the_run_not_fails_the_test(
+    project: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    project.makepyfile(
+        """
+        import pytest
+
+        @pytest.mark.dimension("tone", floor=3.0, rubric="5 = right tone")
+        def test_first(judge):
+            judge.score("artifact first")
+
+        def test_after():
+            pass
+        """
+    )
+    (project.path / "scores.json").write_text(json.dumps({"test_first": 1}))
+
+    real = pipeline._raiser
+    signalled: list[BaseException] = []
+
+    def interrupted(verdict: BaseException) -> Any:
+        if signalled:
+            return real(verdict)
+        signalled.append(verdict)
+
+        def call() -> None:
+            raise KeyboardInterrupt  # the Ctrl-C, landing while the breach is made the test's call
+
+        return call
+
+    # (in-process: the session's pipeline is this module)
+    monkeypatch.setattr(pipeline, "_raiser", interrupted)
+    result = project.runpytest(*BASE, "--judge-samples", "1", no_reraise_ctrlc=True)
+    assert signalled, "the landed breach was made the test's call"
+    # As anywhere in pytest's own protocol the interrupt is the session's, not test_first's failure:
+    # the run ends interrupted, and test_first, whose verdict had landed, is logged with it (as on
+    # any Ctrl-C) and fails by its breach. (Before, it failed by the KeyboardInterrupt, and the run
+    # went on to its end as if no Ctrl-C had come.)
+    assert result.ret == pytest.ExitCode.INTERRUPTED, result.stdout.str()
+    result.stdout.fnmatch_lines(["*KeyboardInterrupt*"])
+    reports = json.loads((project.path / "reports.json").read_text())
+    calls = {r[0].split("::")[-1]: r for r in reports if r[1] == "call"}
+    assert calls["test_first"][2] == "failed" and "KeyboardInterrupt" not in calls["test_first"][3]
+    assert "below the floor" in calls["test_first"][3], calls["test_first"][3]
 
 
 @XDIST
