@@ -338,22 +338,30 @@ def test_under_pdb_a_ctrl_c_in_a_test_fails_that_test_and_the_session_goes_on_as
     assert recorded.ret == pytest.ExitCode.TESTS_FAILED
 
 
+@pytest.mark.parametrize("name", ["SIGINT", "SIGTERM"])
 def test_a_ctrl_c_is_reported_where_it_landed_not_in_the_sessions_signal_handler(
-    pytester: pytest.Pytester,
+    pytester: pytest.Pytester, name: str
 ) -> None:
-    # The judged session's SIGINT handler is a Python function: the KeyboardInterrupt's traceback
-    # ends in it, and pytest reported that as where the Ctrl-C came.
+    # The judged session's SIGINT and SIGTERM handlers are Python functions: the KeyboardInterrupt's
+    # traceback ends in them, and pytest reported that as where the signal came.
     pytester.makepyfile(
-        test_story="""
+        test_story=f"""
         import signal
 
-        def test_ctrl_c():
-            signal.raise_signal(signal.SIGINT)
+        def test_signalled():
+            signal.raise_signal(signal.{name})
         """
     )
-    result = pytester.runpytest("--ai-judge", "--judge-model", "scripted", no_reraise_ctrlc=True)
+    # The session installs its SIGTERM handler only over Python's default (this process may run
+    # under a runner that holds SIGTERM): without it the signal would end this process.
+    previous = signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    try:
+        result = pytester.runpytest("--ai-judge", "--judge-model", "scripted", no_reraise_ctrlc=True)
+    finally:
+        signal.signal(signal.SIGTERM, previous)
     assert result.ret == pytest.ExitCode.INTERRUPTED
-    result.stdout.fnmatch_lines(["*KeyboardInterrupt*", "*test_story.py:4: KeyboardInterrupt"])
+    result.stdout.fnmatch_lines(["*KeyboardInterrupt*", "*test_story.py:4: KeyboardInterrupt*"])
+    result.stdout.no_fnmatch_line("*state.py*")
 
 
 LOST_WHILE_FULL = """
