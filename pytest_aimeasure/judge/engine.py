@@ -43,6 +43,7 @@ from pydantic import ValidationError
 
 from pytest_aimeasure.judge.adaptive import ItemRule, sample_adaptively
 from pytest_aimeasure.judge.backends.base import (
+    ANSWERED,
     Backend,
     BackendError,
     JudgeReply,
@@ -63,7 +64,7 @@ from pytest_aimeasure.judge.errors import (
 )
 from pytest_aimeasure.judge.escalate import with_escalation
 from pytest_aimeasure.judge.item import ItemSpec
-from pytest_aimeasure.judge.limits import MAX_COOLDOWN_S, ProviderLimit, at_once, backoff_s
+from pytest_aimeasure.judge.limits import MAX_COOLDOWN_S, ProviderLimit, Slot, at_once, backoff_s
 from pytest_aimeasure.judge.prompt import (
     JudgePrompt,
     render_user_parts,
@@ -1054,30 +1055,35 @@ class JudgeEngine:
             if isinstance(quirks, Quirks) and not quirks.known:
                 await quirks.first_call_ended()  # without a slot: see Quirks.first_call_ended
             token = await limit.acquire()
+            slot = Slot(limit, token, loop.time)
             pause = 0.0
             try:
                 # Checked again once a slot is free: calls queued behind the failing ones (or queued
                 # when the session was interrupted) never go out.
                 self._check_running()
                 self._check_reachable(backend)
-                sent = loop.time()
-                reply = await backend.judge(request)
+                slot.sent = loop.time()
+                answered = ANSWERED.set(slot.answered)
+                try:
+                    reply = await backend.judge(request)
+                finally:
+                    ANSWERED.reset(answered)
             except RateLimited as exc:
                 # The cooldown is set before the slot is freed, so no waiter slips in ahead of it.
                 limit.note_rate_limit(token, exc.retry_after)
-                limit.release()
+                slot.free()
                 self._note_connection(backend, None)  # it answered: it is there
                 self._note_starving(backend, limit)
                 error: BackendError = exc
             except BackendError as exc:
-                limit.release()
+                slot.free()
                 self._note_connection(backend, exc)
                 error = exc
                 failures += 1
                 asked = exc.retry_after if isinstance(exc, ProviderRejection) else None
                 pause = min(asked, MAX_COOLDOWN_S) if asked is not None else backoff_s(failures)
             except BaseException:
-                limit.release()
+                slot.free()
                 raise
             else:
                 # The call's own latency, as the backend timed it: not the wait of the calls that
@@ -1085,8 +1091,7 @@ class JudgeEngine:
                 # the first round look queued and hid the latency of a call that waits for nothing.
                 # Counted before the slot is freed, as a 429 is: a limit the answer changes applies
                 # to the call that takes its slot (it starts at the new level).
-                limit.note_success(token, reply.latency_s if reply.latency_s > 0 else loop.time() - sent)
-                limit.release()
+                slot.answered(reply.latency_s if reply.latency_s > 0 else None)
                 self._note_connection(backend, None)
                 self._noticed.pop(backend.concurrency_key, None)
                 return reply

@@ -89,6 +89,7 @@ __all__ = [
     "PROBE_HOLD_MAX_ROUNDS",
     "PROBE_HOLD_ROUNDS",
     "ProviderLimit",
+    "Slot",
     "at_once",
     "backoff_s",
 ]
@@ -459,6 +460,39 @@ class ProviderLimit:
             if self._waiters:  # they wait for the new end now
                 self._wake()
         return pause
+
+
+class Slot:
+    """One call's slot of a :class:`ProviderLimit` (``token`` from :meth:`ProviderLimit.acquire`),
+    freed once: by the call's answer (:meth:`answered`, which counts it first, so that a limit the
+    answer changes applies to the call that takes the slot) or otherwise (:meth:`free`). The answer
+    may come from the transport's callback, as soon as the reply is in
+    (:data:`~pytest_aimeasure.judge.backends.base.ANSWERED`), before the reply is read."""
+
+    __slots__ = ("_clock", "_held", "_limit", "_token", "sent")
+
+    def __init__(self, limit: ProviderLimit, token: int, clock: Callable[[], float]) -> None:
+        self._limit = limit
+        self._token = token
+        self._clock = clock
+        self._held = True
+        self.sent = clock()
+        """When the call was made (the latency counted when the answer does not say its own)."""
+
+    def answered(self, latency_s: float | None = None) -> None:
+        """The call got an answer, after ``latency_s`` (None: since :attr:`sent`): count it, free the slot."""
+        if self._held:
+            self._held = False
+            self._limit.note_success(
+                self._token, latency_s if latency_s is not None else self._clock() - self.sent
+            )
+            self._limit.release()
+
+    def free(self) -> None:
+        """Free the slot without an answer to count (a failure: the caller noted what it was)."""
+        if self._held:
+            self._held = False
+            self._limit.release()
 
 
 def at_once(timelines: Sequence[Mapping[str, Any]], cap: str) -> int:

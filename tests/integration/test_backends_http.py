@@ -118,13 +118,15 @@ def _isolated_env(monkeypatch: pytest.MonkeyPatch) -> None:
         monkeypatch.delenv(name, raising=False)
 
 
-@pytest.fixture(autouse=True, params=["aiohttp", "httpx"])
+@pytest.fixture(autouse=True, params=["wire", "aiohttp", "httpx"])
 def transport(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
-    """The native routes' transport: aiohttp (the default when installed), or httpx (without it, or
-    behind a proxy)."""
+    """The native routes' transport of unstreamed calls: the wire (the default without a proxy),
+    aiohttp (when installed, for streams), or httpx (without it, or behind a proxy)."""
+    if request.param != "wire":
+        monkeypatch.setattr(http, "USE_WIRE", False)
     if request.param == "aiohttp":
         pytest.importorskip("aiohttp")
-    else:
+    if request.param == "httpx":
         monkeypatch.setattr(http, "USE_AIOHTTP", False)
     return str(request.param)
 

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from pytest_aimeasure.judge.backends.base import Backend
+from pytest_aimeasure.judge.backends.base import Backend, Quirks
 from pytest_aimeasure.judge.engine import JudgeEngine, JudgeSettings
 from pytest_aimeasure.judge.item import ItemSpec
 from pytest_aimeasure.judge.resolve import build_backend
@@ -250,6 +250,42 @@ def test_a_later_session_follows_the_price_map_on_prompt_caching_after_its_first
 
 
 @pytest.mark.parametrize("kind", KINDS)
+def test_the_call_waiting_for_a_slot_is_sent_before_the_answer_that_freed_it_is_read(
+    kind: str, server: ProviderServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The slot goes to the next call the moment the answer is in, from the transport's callback
+    # (base.ANSWERED), not once the answer has been read and handed back: between the two lay
+    # three turns of the event loop, each behind the other answers that came meanwhile, and every
+    # round of a session paid them again. One call at a time, in a later session (no first call
+    # streamed alone): the second request is written before the first reply is decoded.
+    from pytest_aimeasure.judge.backends import http, wire
+
+    events: list[str] = []
+    post, decoded = wire.Wire.post, http._decoded
+
+    async def sending(self: wire.Wire, *args: Any, **kwargs: Any) -> wire.Reply:
+        events.append("send")
+        return await post(self, *args, **kwargs)
+
+    def reading(response: Any) -> Any:
+        events.append("read")
+        return decoded(response)
+
+    monkeypatch.setattr(wire.Wire, "post", sending)
+    monkeypatch.setattr(http, "_decoded", reading)
+    engine = engine_for(kind, server, monkeypatch, concurrency=1)
+    made = engine.backend()
+    assert isinstance(made.quirks, Quirks)
+    made.quirks.remember({})  # an earlier session's answers: nothing refused, no first call
+    try:
+        measure_all(engine, [spec(0, samples=2)])
+    finally:
+        engine.close()
+    assert events == ["send", "send", "read", "read"]
+    assert server.max_in_flight == 1
+
+
+@pytest.mark.parametrize("kind", KINDS)
 def test_the_calls_sent_with_a_first_call_that_got_a_429_wait_out_its_cooldown_at_the_halved_limit(
     kind: str, server: ProviderServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -338,7 +374,7 @@ def test_a_refused_forced_tool_is_learned_once_a_session_and_said_once(
     assert "refuses forced tool use (HTTP 400 on tool_choice)" in line
 
 
-@pytest.mark.parametrize("transport", ["aiohttp", "httpx"])
+@pytest.mark.parametrize("transport", ["wire", "aiohttp", "httpx"])
 @pytest.mark.parametrize("kind", KINDS)
 def test_a_call_in_flight_when_the_engine_closes_is_cancelled_not_failed_by_its_closed_client(
     kind: str, transport: str, server: ProviderServer, monkeypatch: pytest.MonkeyPatch
@@ -349,9 +385,11 @@ def test_a_call_in_flight_when_the_engine_closes_is_cancelled_not_failed_by_its_
     transport retry counted with them) before the cancel reached it."""
     from pytest_aimeasure.judge.backends import http
 
+    if transport != "wire":
+        monkeypatch.setattr(http, "USE_WIRE", False)
     if transport == "aiohttp":
         pytest.importorskip("aiohttp")
-    else:
+    if transport == "httpx":
         monkeypatch.setattr(http, "USE_AIOHTTP", False)
     server.latency = 30.0  # (cut short when the server stops)
     engine = engine_for(kind, server, monkeypatch, concurrency=2, retries=0)

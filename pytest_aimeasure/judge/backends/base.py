@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
+import contextvars
 import datetime
 import email.utils
 import math
@@ -147,6 +148,17 @@ class Backend(Protocol):
     async def generate(self, request: GenerateRequest) -> GenerateReply: ...
 
     async def aclose(self) -> None: ...
+
+
+ANSWERED: contextvars.ContextVar[Callable[[float], None] | None] = contextvars.ContextVar(
+    "aimeasure_answered", default=None
+)
+"""Set by the engine around each call that holds a slot of its provider's limit. A backend whose
+transport sees the provider's 2xx reply arrive whole may call it then, with the seconds since its
+request went out, before the reply is read: the slot goes to the next call at once. The slot is
+freed once, whether this is called or not. The native routes' transport calls it
+(:mod:`~pytest_aimeasure.judge.backends.wire`); with a backend that does not, the slot is held until
+:meth:`Backend.judge` returns, as before."""
 
 
 # -- shared by the HTTP backends ---------------------------------------------------------------------
@@ -617,6 +629,17 @@ async def call_judge(
     first = not batched and await quirks.first_call()
     accepted = quirks.first_call_done if first else None
     learned: list[str] = []
+    freed = ANSWERED.get()
+    heard = None
+    if freed is not None:
+
+        def answered(latency_s: float, freed: Callable[[float], None] = freed) -> None:
+            # A 2xx is in: the model took the switches as they stand. Noted before the slot goes
+            # to the next call, which is built at once and reads them (and what they decide).
+            quirks.note_answer()
+            freed(latency_s)
+
+        heard = ANSWERED.set(answered)
     try:
         for _ in range(5):
             send_temperature = request.temperature is not None and quirks.sends_temperature
@@ -653,6 +676,8 @@ async def call_judge(
             return JudgeAttempt(response, latency, mode, temperature, tuple(learned))
         raise BackendError(f"{who} kept rejecting the judge call for {model}", status=400)
     finally:
+        if heard is not None:
+            ANSWERED.reset(heard)
         if first:
             quirks.first_call_done()
 

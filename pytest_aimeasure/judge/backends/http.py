@@ -1,14 +1,16 @@
 """JSON over HTTP for the judge's native routes: the Messages API (``anthropic/``) and Chat
-Completions (``openai/``), spoken through aiohttp when it is installed (the ``litellm`` extra brings
-it) and through httpx otherwise, rather than through an SDK.
+Completions (``openai/``), rather than through an SDK. The unstreamed calls (all but a model's
+first) are written straight to kept-alive connections (:mod:`~pytest_aimeasure.judge.backends.wire`,
+which says why); a streamed call is spoken through aiohttp when it is installed (the ``litellm`` extra
+brings it) and through httpx otherwise, and every call through httpx when a proxy applies.
 
-Why aiohttp first: its HTTP parser and connection pool are C and plain dictionaries, where httpx's
-are pure Python (httpcore, h11, anyio): the judge's loop thread spent 0.65-0.71 ms of CPU per call in
-httpx against 0.31-0.34 ms in aiohttp (900 calls, 64 in flight, against the local server). At 64 calls
-in flight that CPU is a fifth of each 0.2 s round, and calls waited for the loop rather than for the
-provider. httpx stays a core dependency (aiohttp is not one), and it still carries the calls when the
-environment names a proxy (``HTTP_PROXY``, ``HTTPS_PROXY``, ``ALL_PROXY``: httpx's rules for them,
-SOCKS included, stay the ones that apply). Either way the callers see httpx's exceptions.
+Why aiohttp before httpx for streams (and for every call with :data:`USE_WIRE` off): its HTTP parser
+and connection pool are C and plain dictionaries, where httpx's are pure Python (httpcore, h11,
+anyio): the judge's loop thread spent 0.65-0.71 ms of CPU per call in httpx against 0.31-0.34 ms in
+aiohttp (900 calls, 64 in flight, against the local server). httpx stays a core dependency (aiohttp
+is not one), and it carries every call when the environment names a proxy (``HTTP_PROXY``,
+``HTTPS_PROXY``, ``ALL_PROXY``: httpx's rules for them, SOCKS included, stay the ones that apply).
+Whichever path a call takes, the callers see httpx's exceptions.
 
 Why not the SDKs: a judge call is one POST and one JSON reply, while ``import anthropic`` costs about
 2 s of CPU and ``import litellm`` about 6 s (thousands of pydantic models, a price map), all of it
@@ -36,7 +38,7 @@ import urllib.request
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from pytest_aimeasure.judge.backends.base import built_from_environ, parse_retry_after
+from pytest_aimeasure.judge.backends.base import ANSWERED, built_from_environ, parse_retry_after
 from pytest_aimeasure.judge.backends.streams import StreamCut, StreamFailed, StreamReader
 
 __all__ = [
@@ -67,6 +69,10 @@ HTTPX_CLI = "httpx._main"
 USE_AIOHTTP = True
 """Send through aiohttp when it is installed and no proxy applies; False sends through httpx always
 (the tests run both paths)."""
+
+USE_WIRE = True
+"""Send the unstreamed calls through :mod:`~pytest_aimeasure.judge.backends.wire` when no proxy
+applies; False sends them as the streamed ones go, through aiohttp or httpx (the tests run every path)."""
 
 
 def import_aiohttp() -> Any | None:
@@ -218,6 +224,7 @@ class JsonApi:
         self._session: Any = None  # aiohttp's, when it carries the calls (see _ready)
         self._session_timeouts: dict[float, Any] = {}  # seconds -> aiohttp's ClientTimeout
         self._first_trace: Any = None  # aiohttp's trace of the first request (after_first_request)
+        self._wire: Any = None  # the unstreamed calls' transport, when no proxy applies (see _ready)
 
     def _ready(self) -> None:
         """The clients for the running loop: one aiohttp session (:func:`import_aiohttp`, no proxy),
@@ -226,8 +233,15 @@ class JsonApi:
         if self._loop is loop and (self._session is not None or self._clients):
             return
         self._drop()
+        proxied = _proxied()
+        if USE_WIRE and not proxied:
+            from pytest_aimeasure.judge.backends.wire import Wire
+
+            self._wire = Wire(
+                self.base_url, self.headers, tls_context() if self.base_url.startswith("https:") else None
+            )
         aiohttp = import_aiohttp()
-        if aiohttp is not None and not _proxied():
+        if aiohttp is not None and not proxied:
             self._session = self._aiohttp_session(aiohttp)
             self._loop = loop
         else:
@@ -249,15 +263,16 @@ class JsonApi:
 
     async def _first_sent(self, session: Any, context: Any, params: Any) -> None:
         # aiohttp's trace of the first request: its headers are out, its body goes with them.
-        if self._after_first_request is not None:
-            then, self._after_first_request = self._after_first_request, None
-            then()
+        self._first_written()
         configs = getattr(session, "_trace_configs", None)
         if isinstance(configs, list) and self._first_trace in configs:
             configs.remove(self._first_trace)  # the later requests skip tracing (a private list)
 
     def _drop(self) -> None:
         """Forget clients opened on another loop (they cannot be closed from this one)."""
+        wire, self._wire = self._wire, None
+        if wire is not None:
+            wire.forget()
         session, self._session = self._session, None
         if session is not None and not session.closed:
             session.detach()  # closed from here on (no warning for it); its loop took its sockets
@@ -312,6 +327,8 @@ class JsonApi:
             try:
                 if stream is not None:
                     response = await self._stream(session, shard, path, content, seconds, stream)
+                elif self._wire is not None:
+                    response = await self._send_wire(self._wire, path, content, seconds)
                 elif session is not None:
                     response = await self._send_aiohttp(session, path, content, seconds)
                 else:
@@ -424,6 +441,33 @@ class JsonApi:
                 total=None, connect=seconds, sock_connect=min(5.0, seconds), sock_read=seconds
             )
         return timeout
+
+    async def _send_wire(self, wire: Any, path: str, content: bytes, seconds: float) -> Any:
+        """One POST through the wire (:mod:`~pytest_aimeasure.judge.backends.wire`): the call's
+        slot freed as soon as a 2xx reply is in (:data:`~pytest_aimeasure.judge.backends.base.
+        ANSWERED`). A reply that is an error, or encoded (gzip), becomes the httpx response it was,
+        so its status, headers and text read as on the other paths."""
+        import httpx
+
+        sent = self._first_written if self._after_first_request is not None else None
+        reply = await wire.post(path, content, seconds, answered=ANSWERED.get(), sent=sent)
+        if reply.status < 400 and reply.header("content-encoding") in (None, "identity"):
+            return _Body(reply.status, reply.body)
+        response = httpx.Response(
+            reply.status,
+            headers=reply.headers,
+            stream=httpx.ByteStream(reply.body),
+            request=httpx.Request("POST", self.base_url + path),
+        )
+        await response.aread()  # decodes a gzip body, as httpx's own read does
+        return response
+
+    def _first_written(self) -> None:
+        """The first request is out and its reply awaited (whichever transport carried it): the
+        work that the reply's handling needs starts now (``after_first_request``), once."""
+        if self._after_first_request is not None:
+            then, self._after_first_request = self._after_first_request, None
+            then()
 
     async def _send_aiohttp(self, session: Any, path: str, content: bytes, seconds: float) -> Any:
         """One POST through aiohttp, read whole (a gzip body decoded); its failures raised as the
@@ -547,9 +591,8 @@ class JsonApi:
     async def _trace(self, event: str, info: Any) -> None:
         # httpcore's events of a request. Its reply is awaited once it is written (QuickStream
         # writes it with the reply's first read, right after this event).
-        if event.endswith("receive_response_headers.started") and self._after_first_request is not None:
-            then, self._after_first_request = self._after_first_request, None
-            then()
+        if event.endswith("receive_response_headers.started"):
+            self._first_written()
 
     async def aclose(self) -> None:
         """Close the HTTP clients (safe to call twice); those opened on another loop are dropped."""
@@ -558,6 +601,9 @@ class JsonApi:
             self._drop()
             return
         self._clients, self._busy, self._loop, self._session = [], [], None, None
+        wire, self._wire = self._wire, None
+        if wire is not None:
+            wire.close()
         if session is not None:
             await session.close()
         for client in clients:

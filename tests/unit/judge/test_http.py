@@ -116,17 +116,19 @@ def test_an_idle_connection_is_readable_once_the_server_sent_or_closed_and_asks_
     assert recorded.done == [("info", "socket"), ("read", 65536)]  # the socket once, at the start
 
 
-@pytest.mark.parametrize("transport", ["aiohttp", "httpx"])
+@pytest.mark.parametrize("transport", ["wire", "aiohttp", "httpx"])
 def test_a_reply_read_straight_from_the_pool_is_decoded_as_httpx_would(
     transport: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # The calls go to httpx's connection pool without httpx's response objects around them (or
-    # through aiohttp when it is installed); a gzip-encoded reply (the client accepts gzip, as
-    # httpx's does) and an error reply still read as httpx reads them, and the plain one is the
-    # JSON it carried.
+    # The calls go through the wire, or to httpx's connection pool without httpx's response
+    # objects around them, or through aiohttp; a gzip-encoded reply (which httpx and aiohttp ask
+    # for, and a server may send unasked) and an error reply still read as httpx reads them, and the
+    # plain one is the JSON it carried.
+    if transport != "wire":
+        monkeypatch.setattr(http, "USE_WIRE", False)
     if transport == "aiohttp":
         pytest.importorskip("aiohttp")
-    else:
+    if transport == "httpx":
         monkeypatch.setattr(http, "USE_AIOHTTP", False)
     import gzip
     import json
@@ -211,9 +213,10 @@ def _one_reply_server(seen: list[bytes]) -> Any:
 
 def test_the_native_routes_send_through_aiohttp_when_it_is_installed(monkeypatch: pytest.MonkeyPatch) -> None:
     # aiohttp's C parser and pool take half the loop thread's CPU per call that httpx's pure-Python
-    # stack did (benchmarks/speed_bench.py); it carries the calls whenever it is installed and no
-    # proxy applies. (Before, every call went through httpx.)
+    # stack did (benchmarks/speed_bench.py); it carries the calls the wire does not (streamed ones,
+    # or all of them with the wire off) whenever it is installed and no proxy applies.
     pytest.importorskip("aiohttp")
+    monkeypatch.setattr(http, "USE_WIRE", False)
     for name in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy"):
         monkeypatch.delenv(name, raising=False)
     seen: list[bytes] = []
@@ -231,6 +234,31 @@ def test_the_native_routes_send_through_aiohttp_when_it_is_installed(monkeypatch
 
     assert asyncio.run(scenario()) == ("ok", True, [])
     assert b"aiohttp" in seen[0].lower() and b"x-api-key: k" in seen[0].lower()
+
+
+def test_the_native_routes_send_their_unstreamed_calls_on_the_wire(monkeypatch: pytest.MonkeyPatch) -> None:
+    # The unstreamed calls (all but a model's first) are written straight to a kept-alive
+    # connection (judge/backends/wire.py), with the API's headers, asking for no compression.
+    for name in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy"):
+        monkeypatch.delenv(name, raising=False)
+    seen: list[bytes] = []
+
+    async def scenario() -> Any:
+        server = await asyncio.start_server(_one_reply_server(seen), "127.0.0.1", 0)
+        port = server.sockets[0].getsockname()[1]
+        api = http.JsonApi(f"http://127.0.0.1:{port}/api", {"x-api-key": "k"}, timeout=5)
+        try:
+            reply = await api.post("/v1/messages", {"n": 1})
+            return reply.id, api._wire is not None
+        finally:
+            await api.aclose()
+            server.close()
+
+    assert asyncio.run(scenario()) == ("ok", True)
+    head = seen[0].decode().split("\r\n")
+    assert head[0] == "POST /api/v1/messages HTTP/1.1"
+    assert {"user-agent: pytest-aimeasure", "accept-encoding: identity", "x-api-key: k"} <= set(head)
+    assert "content-length: 8" in head
 
 
 @pytest.mark.parametrize("variable", ["HTTP_PROXY", "http_proxy", "ALL_PROXY"])
@@ -257,3 +285,4 @@ def test_a_proxy_named_by_the_environment_carries_the_calls_through_httpx(
 
     assert asyncio.run(scenario()) == ("ok", None)
     assert seen[0].startswith(b"POST http://judge.invalid:8080/v1/messages HTTP/1.1\r\n")
+    assert b"pytest-aimeasure" not in seen[0]  # (not the wire's request)

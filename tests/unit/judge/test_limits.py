@@ -14,6 +14,7 @@ from pytest_aimeasure.judge.limits import (
     MAX_COOLDOWN_S,
     PROBE_HOLD_ROUNDS,
     ProviderLimit,
+    Slot,
     at_once,
     backoff_s,
 )
@@ -204,6 +205,25 @@ def test_slots_are_handed_out_in_order_and_never_during_a_cooldown() -> None:
         assert limit.in_flight == 0
 
     asyncio.run(main())
+
+
+def test_a_slot_is_freed_once_by_its_answer_counted_first_or_by_a_failure() -> None:
+    # The transport may free a call's slot as its answer arrives (base.ANSWERED), and the engine
+    # frees it again when the call returns or fails: only the first counts.
+    clock = FakeClock()
+    limit = ProviderLimit(4, start=2, clock=clock)
+    tokens = [limit.try_acquire(), limit.try_acquire()]
+    assert None not in tokens and limit.in_flight == 2
+    answered, failed = (Slot(limit, token, clock) for token in tokens if token is not None)
+    clock.now += 0.25
+    answered.answered()  # (its latency: since the slot was taken)
+    assert limit.in_flight == 1 and limit._latencies == [0.25]
+    answered.answered(0.5)
+    answered.free()
+    assert limit.in_flight == 1 and limit._latencies == [0.25]
+    failed.free()
+    failed.answered(0.1)
+    assert limit.in_flight == 0 and limit._latencies == [0.25]
 
 
 def test_a_limit_below_one_is_refused() -> None:
