@@ -195,8 +195,10 @@ class Streamed:
 
 
 class JsonApi:
-    """POSTs JSON to one provider's base URL with fixed headers, through :data:`POOL_SHARDS` httpx
-    clients per event loop (a connection pool belongs to the loop that opened it)."""
+    """POSTs JSON to one provider's base URL with fixed headers, through the clients of the running
+    event loop (a connection pool belongs to the loop that opened it): the wire for the unstreamed
+    calls, and aiohttp's session or :data:`POOL_SHARDS` httpx clients for the streamed ones (and for
+    every call when a proxy applies)."""
 
     def __init__(
         self,
@@ -227,8 +229,8 @@ class JsonApi:
         self._wire: Any = None  # the unstreamed calls' transport, when no proxy applies (see _ready)
 
     def _ready(self) -> None:
-        """The clients for the running loop: one aiohttp session (:func:`import_aiohttp`, no proxy),
-        else the httpx shards."""
+        """The clients for the running loop: the wire (:data:`USE_WIRE`, no proxy), and one aiohttp
+        session (:func:`import_aiohttp`, no proxy), else the httpx shards."""
         loop = asyncio.get_running_loop()
         if self._loop is loop and (self._session is not None or self._clients):
             return
