@@ -253,7 +253,10 @@ class ProviderHandler(BaseHTTPRequestHandler):
 
     def _seen(self, protocol: ProtocolName, path: str, body: dict[str, Any], started: float) -> SeenRequest:
         headers = {key.lower(): value for key, value in self.headers.items()}
-        return parse_request(protocol, path, body, headers, started)
+        seen = parse_request(protocol, path, body, headers, started)
+        if isinstance(self.client_address, tuple) and len(self.client_address) >= 2:
+            seen.connection = int(self.client_address[1])
+        return seen
 
     def _read_body(self) -> bytes:
         if "chunked" in self.headers.get("Transfer-Encoding", "").lower():

@@ -85,6 +85,9 @@ class SeenRequest:
     accepted: float = 0.0
     """When the stream's 200 and headers went out (``time.monotonic()``); 0.0 when none did (not
     streamed, or refused before the stream)."""
+    connection: int = 0
+    """The connection it came on, by the client's port: the requests of one kept-alive connection
+    share it (0: not known)."""
 
 
 @dataclass(frozen=True)

@@ -762,6 +762,27 @@ def test_a_first_call_still_out_after_the_wait_lets_the_calls_sent_with_it_go(
         assert server.max_in_flight == n
 
 
+@pytest.mark.parametrize("kind", KINDS)
+def test_calls_one_after_another_share_one_kept_alive_connection_as_the_server_records_it(
+    kind: str, server: ProviderServer
+) -> None:
+    # Every transport keeps its connection for the next call, and the local server says which
+    # connection each request came on (the benchmarks' turnaround on a connection reads it).
+    backend = make_backend(kind, server)
+    judge(backend)  # the model's first call (streamed where the route can)
+
+    async def two() -> None:
+        try:
+            for _ in range(2):
+                await backend.judge(judge_request())
+        finally:
+            await backend.aclose()
+
+    asyncio.run(two())
+    connections = [seen.connection for seen in server.requests]
+    assert len(connections) == 3 and connections[1] == connections[2] != 0
+
+
 @pytest.mark.parametrize("transport", ["httpx"], indirect=True)
 @pytest.mark.parametrize("kind", KINDS)
 def test_calls_in_flight_are_spread_over_several_connection_pools(kind: str) -> None:
