@@ -213,6 +213,12 @@ class _Connection(asyncio.Protocol):
         self._waiter = self._answered = self._head = self._length = None
         self._chunked = self._to_end = False
         self._chunks = []
+        if waiter.done():
+            # The call was given up (timed out, cancelled) before its reply came: its task closes
+            # the connection when it resumes, and frees its slot, so the connection must not be
+            # handed to another call meanwhile, nor the slot counted as answered.
+            self.abort()
+            return
         if kept and not self._buffer and not self.closed:
             self._owner.park(self)  # free for the next request now, before this reply is read
         else:
@@ -221,8 +227,7 @@ class _Connection(asyncio.Protocol):
             if answered is not None and 200 <= status < 300 and self.loop is not None:
                 answered(self.loop.time() - self._written)
         finally:
-            if not waiter.done():
-                waiter.set_result(Reply(status, headers, body))
+            waiter.set_result(Reply(status, headers, body))
 
     def _ended(self, exc: Exception | None) -> None:
         self.closed = True

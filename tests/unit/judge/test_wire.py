@@ -341,3 +341,40 @@ def test_a_certificate_the_context_does_not_trust_is_a_connection_failure() -> N
     with pytest.raises(httpx.ConnectError, match="CERTIFICATE_VERIFY_FAILED") as caught:
         tls_run(ssl.create_default_context())  # the system's CAs: not the test's own certificate
     assert is_connection_failure(caught.value)
+
+
+@pytest.mark.parametrize("given_up", ["cancelled", "timed out"])
+def test_a_reply_that_comes_after_its_call_was_given_up_is_not_handed_on(given_up: str) -> None:
+    # Between a call being given up and its task resuming to close the connection, the reply may
+    # still arrive: the connection must not go back to the pool (another call would take it, and
+    # the resuming task would then close it under that call), nor the call count as answered.
+    from pytest_aimeasure.judge.backends import wire
+
+    class Transport(asyncio.Transport):
+        def __init__(self) -> None:
+            super().__init__()
+            self.written: list[bytes] = []
+            self.aborted = False
+
+        def write(self, data: Any) -> None:
+            self.written.append(bytes(data))
+
+        def abort(self) -> None:
+            self.aborted = True
+
+    async def main() -> tuple[bool, bool, list[float]]:
+        owner = Wire("http://127.0.0.1:9", {}, None)
+        owner._loop = asyncio.get_running_loop()
+        connection = wire._Connection(owner)
+        transport = Transport()
+        connection.connection_made(transport)
+        heard: list[float] = []
+        reply = connection.send(b"POST / HTTP/1.1\r\n\r\n", heard.append)
+        if given_up == "cancelled":
+            reply.cancel()
+        else:
+            wire._time_out(reply)
+        connection.data_received(ok(b"{}"))
+        return transport.aborted, connection in owner._idle, heard
+
+    assert asyncio.run(main()) == (True, False, [])
