@@ -1062,7 +1062,6 @@ class JudgeEngine:
                 # when the session was interrupted) never go out.
                 self._check_running()
                 self._check_reachable(backend)
-                slot.sent = loop.time()
                 answered = ANSWERED.set(slot.answered)
                 try:
                     reply = await backend.judge(request)

@@ -469,22 +469,22 @@ class Slot:
     may come from the transport's callback, as soon as the reply is in
     (:data:`~pytest_aimeasure.judge.backends.base.ANSWERED`), before the reply is read."""
 
-    __slots__ = ("_clock", "_held", "_limit", "_token", "sent")
+    __slots__ = ("_clock", "_held", "_limit", "_sent", "_token")
 
     def __init__(self, limit: ProviderLimit, token: int, clock: Callable[[], float]) -> None:
         self._limit = limit
         self._token = token
         self._clock = clock
         self._held = True
-        self.sent = clock()
-        """When the call was made (the latency counted when the answer does not say its own)."""
+        self._sent = clock()  # the latency counted when the answer does not say its own
 
     def answered(self, latency_s: float | None = None) -> None:
-        """The call got an answer, after ``latency_s`` (None: since :attr:`sent`): count it, free the slot."""
+        """The call got an answer, after ``latency_s`` (None: since the slot was taken): count it,
+        free the slot."""
         if self._held:
             self._held = False
             self._limit.note_success(
-                self._token, latency_s if latency_s is not None else self._clock() - self.sent
+                self._token, latency_s if latency_s is not None else self._clock() - self._sent
             )
             self._limit.release()
 

@@ -254,8 +254,7 @@ class ProviderHandler(BaseHTTPRequestHandler):
     def _seen(self, protocol: ProtocolName, path: str, body: dict[str, Any], started: float) -> SeenRequest:
         headers = {key.lower(): value for key, value in self.headers.items()}
         seen = parse_request(protocol, path, body, headers, started)
-        if isinstance(self.client_address, tuple) and len(self.client_address) >= 2:
-            seen.connection = int(self.client_address[1])
+        seen.connection = int(self.client_address[1])  # (host, port, ...): a TCP server's
         return seen
 
     def _read_body(self) -> bytes:

@@ -629,17 +629,7 @@ async def call_judge(
     first = not batched and await quirks.first_call()
     accepted = quirks.first_call_done if first else None
     learned: list[str] = []
-    freed = ANSWERED.get()
-    heard = None
-    if freed is not None:
-
-        def answered(latency_s: float, freed: Callable[[float], None] = freed) -> None:
-            # A 2xx is in: the model took the switches as they stand. Noted before the slot goes
-            # to the next call, which is built at once and reads them (and what they decide).
-            quirks.note_answer()
-            freed(latency_s)
-
-        heard = ANSWERED.set(answered)
+    heard = _quirks_hear_first(quirks)
     try:
         for _ in range(5):
             send_temperature = request.temperature is not None and quirks.sends_temperature
@@ -680,6 +670,21 @@ async def call_judge(
             ANSWERED.reset(heard)
         if first:
             quirks.first_call_done()
+
+
+def _quirks_hear_first(quirks: Quirks) -> contextvars.Token[Callable[[float], None] | None] | None:
+    """Have the transport's early answer (:data:`ANSWERED`, when the engine set one) tell ``quirks``
+    first that the model took the switches as they stand: the call that takes the freed slot is
+    built at once and reads them (and what they decide). The token to reset, or None."""
+    freed = ANSWERED.get()
+    if freed is None:
+        return None
+
+    def answered(latency_s: float) -> None:
+        quirks.note_answer()
+        freed(latency_s)
+
+    return ANSWERED.set(answered)
 
 
 async def call_generate(

@@ -324,13 +324,17 @@ class JsonApi:
             wait: float | None = None
             self._ready()
             session = self._session
-            shard, busy = (0, [0]) if session is not None else (self._least_busy(), self._busy)
+            wire = self._wire if stream is None else None
+            # Only the calls an httpx shard carries count toward picking the least busy one.
+            shard, busy = (
+                (0, [0]) if session is not None or wire is not None else (self._least_busy(), self._busy)
+            )
             busy[shard] += 1
             try:
                 if stream is not None:
                     response = await self._stream(session, shard, path, content, seconds, stream)
-                elif self._wire is not None:
-                    response = await self._send_wire(self._wire, path, content, seconds)
+                elif wire is not None:
+                    response = await self._send_wire(wire, path, content, seconds)
                 elif session is not None:
                     response = await self._send_aiohttp(session, path, content, seconds)
                 else:
@@ -449,20 +453,10 @@ class JsonApi:
         slot freed as soon as a 2xx reply is in (:data:`~pytest_aimeasure.judge.backends.base.
         ANSWERED`). A reply that is an error, or encoded (gzip), becomes the httpx response it was,
         so its status, headers and text read as on the other paths."""
-        import httpx
-
         sent = self._first_written if self._after_first_request is not None else None
         reply = await wire.post(path, content, seconds, answered=ANSWERED.get(), sent=sent)
-        if reply.status < 400 and reply.header("content-encoding") in (None, "identity"):
-            return _Body(reply.status, reply.body)
-        response = httpx.Response(
-            reply.status,
-            headers=reply.headers,
-            stream=httpx.ByteStream(reply.body),
-            request=httpx.Request("POST", self.base_url + path),
-        )
-        await response.aread()  # decodes a gzip body, as httpx's own read does
-        return response
+        encoded = reply.header("content-encoding") not in (None, "identity")
+        return await _read_whole(reply.status, reply.headers, reply.body, self.base_url + path, encoded)
 
     def _first_written(self) -> None:
         """The first request is out and its reply awaited (whichever transport carried it): the
@@ -571,17 +565,8 @@ class JsonApi:
         except httpx.RequestError as exc:
             exc.request = httpx.Request("POST", url)  # as the client does: the error names the URL
             raise
-        if reply.status < 400 and not any(name.lower() == b"content-encoding" for name, _ in reply.headers):
-            return _Body(reply.status, body)
-        response = httpx.Response(
-            reply.status,
-            headers=reply.headers,
-            stream=httpx.ByteStream(body),
-            request=httpx.Request("POST", url),
-            extensions=reply.extensions,
-        )
-        await response.aread()  # decodes a gzip body, as httpx's own read does
-        return response
+        encoded = any(name.lower() == b"content-encoding" for name, _ in reply.headers)
+        return await _read_whole(reply.status, reply.headers, body, url, encoded, reply.extensions)
 
     def _extensions(self, timeouts: dict[str, float | None]) -> dict[str, Any]:
         """A request's httpcore extensions: its timeouts, and until the first request is out, the
@@ -610,6 +595,27 @@ class JsonApi:
             await session.close()
         for client in clients:
             await client.aclose()
+
+
+async def _read_whole(
+    status: int, headers: Any, body: bytes, url: Any, encoded: bool, extensions: Any = None
+) -> Any:
+    """A reply read whole off a connection, as :meth:`JsonApi.post` reads it: a success whose body is
+    not encoded as it came (:class:`_Body`), else the httpx response it was (a gzip body decoded, as
+    httpx's own read does), so that an error's status, headers and text read as on every path."""
+    import httpx
+
+    if status < 400 and not encoded:
+        return _Body(status, body)
+    response = httpx.Response(
+        status,
+        headers=headers,
+        stream=httpx.ByteStream(body),
+        request=httpx.Request("POST", url),
+        extensions=extensions,
+    )
+    await response.aread()
+    return response
 
 
 def _error_response(reply: Any, body: bytes, url: str) -> Any:

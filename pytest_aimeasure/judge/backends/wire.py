@@ -62,12 +62,8 @@ class Reply:
         return None
 
 
-class _Unanswered(Exception):
-    """The connection ended before any byte of the reply came."""
-
-
 class _Malformed(Exception):
-    """The reply broke HTTP/1.1's framing, or ended before its end."""
+    """No whole reply: it broke HTTP/1.1's framing, or the connection ended before or during it."""
 
 
 class _Connection(asyncio.Protocol):
@@ -241,7 +237,7 @@ class _Connection(asyncio.Protocol):
         if self._got:
             waiter.set_exception(_Malformed(f"the server closed the connection mid-reply{why}"))
         else:
-            waiter.set_exception(_Unanswered(f"the server closed the connection{why}"))
+            waiter.set_exception(_Malformed(f"the server closed the connection{why}"))
 
     def _fail(self, exc: Exception) -> None:
         waiter, self._waiter, self._answered = self._waiter, None, None
@@ -311,7 +307,7 @@ class Wire:
         timer = loop.call_later(seconds, _time_out, reply)
         try:
             return await reply
-        except (_Unanswered, _Malformed) as exc:
+        except _Malformed as exc:
             # Not sent again here, even when nothing of a reply came: the server may have read the
             # request (a reset after it did looks the same), and the engine's retries count it.
             raise httpx.RemoteProtocolError(str(exc), request=httpx.Request("POST", url)) from exc
@@ -362,7 +358,7 @@ class Wire:
 
     def park(self, connection: _Connection) -> None:
         """Keep ``connection``, whose reply is in, for the next request (closed once the wire is)."""
-        if self._closed or connection._owner is not self or connection.loop is not self._loop:
+        if self._closed or connection.loop is not self._loop:
             connection.abort()
         else:
             self._idle.append(connection)

@@ -211,54 +211,54 @@ def _one_reply_server(seen: list[bytes]) -> Any:
     return serve
 
 
+def _one_post(monkeypatch: pytest.MonkeyPatch, base_path: str = "") -> tuple[str, dict[str, bool], bytes]:
+    """One ``post`` of a fresh JsonApi, with no proxy in the environment, to a local server at
+    ``base_path``: the reply's id, which clients the API held (the wire, aiohttp's session, httpx's
+    shards), and the head of the request the server got."""
+    for name in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy"):
+        monkeypatch.delenv(name, raising=False)
+    seen: list[bytes] = []
+
+    async def scenario() -> tuple[str, dict[str, bool]]:
+        server = await asyncio.start_server(_one_reply_server(seen), "127.0.0.1", 0)
+        port = server.sockets[0].getsockname()[1]
+        api = http.JsonApi(f"http://127.0.0.1:{port}{base_path}", {"x-api-key": "k"}, timeout=5)
+        try:
+            reply = await api.post("/v1/messages", {"n": 1})
+            held = {
+                "wire": api._wire is not None,
+                "aiohttp": api._session is not None,
+                "httpx": bool(api._clients),
+            }
+            return reply.id, held
+        finally:
+            await api.aclose()
+            server.close()
+
+    reply_id, held = asyncio.run(scenario())
+    return reply_id, held, seen[0]
+
+
 def test_the_native_routes_send_through_aiohttp_when_it_is_installed(monkeypatch: pytest.MonkeyPatch) -> None:
     # aiohttp's C parser and pool take half the loop thread's CPU per call that httpx's pure-Python
     # stack did (benchmarks/speed_bench.py); it carries the calls the wire does not (streamed ones,
     # or all of them with the wire off) whenever it is installed and no proxy applies.
     pytest.importorskip("aiohttp")
     monkeypatch.setattr(http, "USE_WIRE", False)
-    for name in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy"):
-        monkeypatch.delenv(name, raising=False)
-    seen: list[bytes] = []
-
-    async def scenario() -> Any:
-        server = await asyncio.start_server(_one_reply_server(seen), "127.0.0.1", 0)
-        port = server.sockets[0].getsockname()[1]
-        api = http.JsonApi(f"http://127.0.0.1:{port}", {"x-api-key": "k"}, timeout=5)
-        try:
-            reply = await api.post("/v1/messages", {"n": 1})
-            return reply.id, api._session is not None, api._clients
-        finally:
-            await api.aclose()
-            server.close()
-
-    assert asyncio.run(scenario()) == ("ok", True, [])
-    assert b"aiohttp" in seen[0].lower() and b"x-api-key: k" in seen[0].lower()
+    reply_id, held, head = _one_post(monkeypatch)
+    assert (reply_id, held) == ("ok", {"wire": False, "aiohttp": True, "httpx": False})
+    assert b"aiohttp" in head.lower() and b"x-api-key: k" in head.lower()
 
 
 def test_the_native_routes_send_their_unstreamed_calls_on_the_wire(monkeypatch: pytest.MonkeyPatch) -> None:
     # The unstreamed calls (all but a model's first) are written straight to a kept-alive
     # connection (judge/backends/wire.py), with the API's headers, asking for no compression.
-    for name in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy"):
-        monkeypatch.delenv(name, raising=False)
-    seen: list[bytes] = []
-
-    async def scenario() -> Any:
-        server = await asyncio.start_server(_one_reply_server(seen), "127.0.0.1", 0)
-        port = server.sockets[0].getsockname()[1]
-        api = http.JsonApi(f"http://127.0.0.1:{port}/api", {"x-api-key": "k"}, timeout=5)
-        try:
-            reply = await api.post("/v1/messages", {"n": 1})
-            return reply.id, api._wire is not None
-        finally:
-            await api.aclose()
-            server.close()
-
-    assert asyncio.run(scenario()) == ("ok", True)
-    head = seen[0].decode().split("\r\n")
-    assert head[0] == "POST /api/v1/messages HTTP/1.1"
-    assert {"user-agent: pytest-aimeasure", "accept-encoding: identity", "x-api-key: k"} <= set(head)
-    assert "content-length: 8" in head
+    reply_id, held, head = _one_post(monkeypatch, "/api")
+    assert (reply_id, held["wire"]) == ("ok", True)
+    lines = head.decode().split("\r\n")
+    assert lines[0] == "POST /api/v1/messages HTTP/1.1"
+    assert {"user-agent: pytest-aimeasure", "accept-encoding: identity", "x-api-key: k"} <= set(lines)
+    assert "content-length: 8" in lines
 
 
 @pytest.mark.parametrize("variable", ["HTTP_PROXY", "http_proxy", "ALL_PROXY"])
