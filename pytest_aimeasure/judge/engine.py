@@ -1052,9 +1052,9 @@ class JudgeEngine:
         quirks = getattr(backend, "quirks", None)
         for attempt in range(attempts):
             self._check_reachable(backend)
-            if isinstance(quirks, Quirks) and not quirks.known:
-                await quirks.first_call_ended()  # without a slot: see Quirks.first_call_ended
-            token = await limit.acquire()
+            # Behind the model's first call, without a slot: see Quirks.gate.
+            gate = quirks.gate() if isinstance(quirks, Quirks) and not quirks.known else None
+            token = await limit.acquire(gate)
             slot = Slot(limit, token, loop.time)
             pause = 0.0
             try:

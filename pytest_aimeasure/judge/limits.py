@@ -188,6 +188,8 @@ class ProviderLimit:
         self._peak = 0  # the most calls in flight since the current level began
         self._streak = 0  # rate limits in a row, for the backoff without retry-after
         self._waiters: deque[asyncio.Future[int]] = deque()
+        self._gated: dict[asyncio.Future[None], deque[asyncio.Future[int]]] = {}
+        """Calls held apart until a gate opens (see :meth:`acquire`), by gate."""
         self._timer: asyncio.TimerHandle | None = None
 
     # -- state -----------------------------------------------------------------------------------
@@ -198,8 +200,8 @@ class ProviderLimit:
 
     @property
     def waiting(self) -> int:
-        """Calls waiting for a slot."""
-        return len(self._waiters)
+        """Calls waiting for a slot (the ones a gate holds apart included)."""
+        return len(self._waiters) + sum(len(held) for held in self._gated.values())
 
     @property
     def limited_in_a_row(self) -> int:
@@ -260,22 +262,47 @@ class ProviderLimit:
             return self._start()
         return None
 
-    async def acquire(self) -> int:
-        """Wait for a slot; the returned token names the level the call starts at."""
-        token = self.try_acquire()
-        if token is not None:
-            return token
+    async def acquire(self, gate: asyncio.Future[None] | None = None) -> int:
+        """Wait for a slot; the returned token names the level the call starts at. With ``gate``
+        (:meth:`~pytest_aimeasure.judge.backends.base.Quirks.gate`: the model's first call is out)
+        the call is held apart until the gate is done and then queues for a slot: a first
+        session's calls wait here, not each on the gate, so that when the first call is accepted
+        the hundreds its tests queued are not all woken to queue again (5-9 ms of the judge's loop
+        thread, ahead of the calls that had room to start), only as many as there is room for."""
+        if gate is not None and gate.done():
+            gate = None
+        if gate is None:
+            token = self.try_acquire()
+            if token is not None:
+                return token
         waiter: asyncio.Future[int] = asyncio.get_running_loop().create_future()
-        self._waiters.append(waiter)
-        self._wake()
+        held = self._gated.get(gate) if gate is not None else None
+        if gate is None:
+            self._waiters.append(waiter)
+            self._wake()
+        elif held is None:
+            self._gated[gate] = deque([waiter])
+            gate.add_done_callback(self._let_in)
+        else:
+            held.append(waiter)
         try:
             return await waiter
         except asyncio.CancelledError:
             if waiter.done() and not waiter.cancelled():
                 self.release()  # a slot was handed over just as the call was cancelled: give it back
-            else:
+            elif waiter in self._waiters:
                 self._waiters.remove(waiter)
+            elif gate is not None and gate in self._gated:
+                self._gated[gate].remove(waiter)
             raise
+
+    def _let_in(self, gate: asyncio.Future[None]) -> None:
+        """``gate`` opened: the calls it held queue for slots, in the order they came (behind the
+        calls already queued, as when each waited on the gate and then queued)."""
+        held = self._gated.pop(gate, None)
+        if held:
+            self._waiters.extend(held)
+            self._wake()
 
     def release(self) -> None:
         """Free a slot (after the call, whatever its outcome)."""

@@ -518,27 +518,31 @@ class Quirks:
             await self._wait(first, left)
         return False
 
-    async def first_call_ended(self) -> None:
-        """Wait while another call is the model's first, as :meth:`first_call` does, without becoming
-        the first: the engine waits here before it takes a slot of the provider's limit, so the calls
-        sent with the first one wait without holding slots, and what ended it applies to them (a
-        429's cooldown and halved limit: they no longer all went at once into a provider that had
-        just refused)."""
+    def gate(self) -> asyncio.Future[None] | None:
+        """While another call is the model's first: the running loop's gate, done when that call
+        is accepted or ends, or after :data:`FIRST_CALL_WAIT_S` (None: no first call is out, or its
+        wait is over). The engine queues its calls behind it in the provider's limit without slots
+        (:meth:`~pytest_aimeasure.judge.limits.ProviderLimit.acquire`), so that what ended it
+        applies to them (a 429's cooldown and halved limit: they no longer all went at once into a
+        provider that had just refused), and when it opens only as many of them leave the queue as
+        the limit has room for. The gate is shared: whoever awaits it shields it."""
         with self._lock:
             if self._known or self._remembered or self._first is None:
-                return
+                return None
             first, left = self._first, FIRST_CALL_WAIT_S - (time.monotonic() - self._first_at)
-        if left > 0:
-            await self._wait(first, left)
+        return self._gate(first, left) if left > 0 else None
 
     async def _wait(self, first: concurrent.futures.Future[None], left: float) -> None:
-        """Wait until ``first`` is done, at most ``left`` seconds. The calls of one event loop share
-        one future, one timer and one wake-up of the loop from ``first``: each waiting on its own
-        (``asyncio.wait`` of its ``wrap_future``) cost a future, a timer and a thread-safe wake-up
-        of the loop (a system call) each, 5-7 ms on the judge's loop thread when a first session's
-        first call let the 350 calls its tests had queued go (2.3-3.3 ms shared), ahead of the
-        connections of the calls that had room to start. A waiter's cancellation does not reach the
-        shared future (shielded), and the timeout opens it without touching ``first``."""
+        await asyncio.shield(self._gate(first, left))
+
+    def _gate(self, first: concurrent.futures.Future[None], left: float) -> asyncio.Future[None]:
+        """The running loop's future that is done once ``first`` is, or after ``left`` seconds. The
+        calls of one event loop share one future, one timer and one wake-up of the loop from
+        ``first``: each waiting on its own (``asyncio.wait`` of its ``wrap_future``) cost a future, a
+        timer and a thread-safe wake-up of the loop (a system call) each, 5-7 ms on the judge's loop
+        thread when a first session's first call let the 350 calls its tests had queued go (2.3-3.3
+        ms shared), ahead of the connections of the calls that had room to start. The timeout opens
+        it without touching ``first``."""
         loop = asyncio.get_running_loop()
         with self._lock:
             gate = self._gates.get(loop)
@@ -558,7 +562,7 @@ class Quirks:
 
             timer = loop.call_later(left, open_gate)
             first.add_done_callback(first_done)
-        await asyncio.shield(gate)
+        return gate
 
     def first_call_done(self) -> None:
         """The first call was accepted (its streamed reply's 200) or ended: the calls waiting for it

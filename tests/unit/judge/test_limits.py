@@ -677,3 +677,21 @@ def test_a_limits_timeline_follows_its_changes_from_the_first_call() -> None:
     assert [level for _, level in timeline["levels"]] == list(range(32, 65))
     assert timeline["until"] == 101.0 and timeline["reached"] == 32 and timeline["most"] == 32
     assert at_once([timeline], "reached") == limit.reached
+
+
+def test_a_call_cancelled_as_a_freed_slot_passes_it_by_is_cancelled_and_leaves_the_queue() -> None:
+    # Its waiter is cancelled at once, its task resumes a turn later: a slot freed in between skips
+    # the cancelled waiter. The call then removed itself from the queue again, and raised
+    # ValueError (not in the queue) where it was being cancelled.
+    async def main() -> tuple[int, int]:
+        limit = ProviderLimit(1)
+        assert limit.try_acquire() is not None
+        task = asyncio.create_task(limit.acquire())
+        await asyncio.sleep(0)
+        task.cancel()
+        limit.release()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        return limit.in_flight, limit.waiting
+
+    assert asyncio.run(main()) == (0, 0)
