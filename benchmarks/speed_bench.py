@@ -52,7 +52,9 @@ To compare two trees of the plugin side by side (e.g. main and a branch) on a lo
 round by round, and a second table gives per tree and route the wall, the span over its floor, the
 limit reached and the process's CPU per judge call. ``--ours-only`` skips inspect-ai, W and the
 inert runs; ``--jitter`` makes the server's latency vary (each answer waits ``--latency`` plus up to
-``--jitter`` seconds more, uniform).
+``--jitter`` seconds more, uniform); ``--connect-delay S`` makes each new connection wait S seconds
+before its first request is read, as the handshakes of a remote provider's new TLS connection (two
+round trips) delay the first request on it.
 
 ``--capacity N`` makes the server a provider that allows N calls at once: a call that arrives while
 N are in flight is answered at once with a 429 (``retry-after`` ``--capacity-retry-after``, 1 s),
@@ -407,6 +409,12 @@ def main() -> None:
     parser.add_argument("--dir", type=Path, default=None, help="where the runs' folders go (default: ./)")
     parser.add_argument("--jitter", type=float, default=0.0, help="up to this many seconds more per answer")
     parser.add_argument(
+        "--connect-delay",
+        type=float,
+        default=0.0,
+        help="seconds before a new connection's first request is read (a remote provider's handshakes)",
+    )
+    parser.add_argument(
         "--tree", action="append", default=[], metavar="LABEL=PATH",
         help="run ours from this source tree (its PYTHONPATH); repeat to compare trees side by side",
     )  # fmt: skip
@@ -445,7 +453,7 @@ def main() -> None:
     started = time.monotonic()
     calls = args.items * args.samples
     try:
-        with ProviderServer(latency=args.latency, jitter=args.jitter) as server:
+        with _server(args) as server:
             steps: list[tuple[str, Callable[[], Any]]] = []
             for n in range(max(args.rounds, args.small_rounds)):
                 if n < args.rounds:
@@ -579,6 +587,13 @@ def _routes(args: argparse.Namespace) -> list[str]:
     return routes
 
 
+def _server(args: argparse.Namespace) -> ProviderServer:
+    """The local provider, as the options ask (``--latency``, ``--jitter``, ``--connect-delay``)."""
+    server = ProviderServer(latency=args.latency, jitter=args.jitter)
+    server.connect_delay = args.connect_delay
+    return server
+
+
 def _bench_root(args: argparse.Namespace) -> Path:
     """This run's folder under ``--dir`` (made when missing), else under the current directory."""
     parent = args.dir or Path.cwd()
@@ -608,7 +623,7 @@ def _compare_trees(args: argparse.Namespace, trees: dict[str, Path]) -> None:
     calls = args.items * args.samples
     started = time.monotonic()
     try:
-        with ProviderServer(latency=args.latency, jitter=args.jitter) as server:
+        with _server(args) as server:
             for _ in range(args.rounds):
                 for route in routes:
                     for label, tree in trees.items():
@@ -635,7 +650,8 @@ def _compare_trees(args: argparse.Namespace, trees: dict[str, Path]) -> None:
     load_after = os.getloadavg()
     print(
         f"\nspeed_bench trees: {os.cpu_count()} cores, load average {load_before[0]:.2f} before, "
-        f"{load_after[0]:.2f} after; latency {args.latency:g} s, jitter {args.jitter:g} s; "
+        f"{load_after[0]:.2f} after; latency {args.latency:g} s, jitter {args.jitter:g} s, "
+        f"connect delay {args.connect_delay:g} s; "
         f"{args.items} x {args.samples}, {args.rounds} rounds; {args.judge_args or 'defaults'}; "
         f"{time.monotonic() - started:.0f} s in all"
     )
@@ -684,6 +700,7 @@ def _capacity(args: argparse.Namespace, trees: dict[str, Path]) -> None:
     labels = list(trees)
     started = time.monotonic()
     server = CappedServer(args.capacity, args.capacity_retry_after, latency=args.latency, jitter=args.jitter)
+    server.connect_delay = args.connect_delay
     try:
         with server:
             for n in range(args.rounds):
@@ -725,7 +742,7 @@ def _start_only(args: argparse.Namespace, trees: dict[str, Path]) -> None:
     labels = list(trees)
     started = time.monotonic()
     try:
-        with ProviderServer(latency=args.latency, jitter=args.jitter) as server:
+        with _server(args) as server:
             for n in range(args.small_rounds):
                 for label in labels if n % 2 == 0 else labels[::-1]:
                     for route in routes:

@@ -1050,11 +1050,19 @@ class JudgeEngine:
         attempts = self.settings.retries + 1
         failures = 0
         quirks = getattr(backend, "quirks", None)
+        # Connections opened while the calls that will use them wait (see ProviderLimit.wanted):
+        # asked as a call queues and as it takes its slot (the one that fills slow start's first
+        # round asks for the next round's).
+        open_ahead = getattr(backend, "open_ahead", None)
         for attempt in range(attempts):
             self._check_reachable(backend)
             # Behind the model's first call, without a slot: see Quirks.gate.
             gate = quirks.gate() if isinstance(quirks, Quirks) and not quirks.known else None
+            if open_ahead is not None:
+                open_ahead(limit.wanted(coming=1))
             token = await limit.acquire(gate)
+            if open_ahead is not None:
+                open_ahead(limit.wanted())
             slot = Slot(limit, token, loop.time)
             pause = 0.0
             try:

@@ -232,6 +232,17 @@ class ProviderLimit:
         """The fewest calls in flight a 429/529 came at this session (None: none came)."""
         return self._refused
 
+    def wanted(self, coming: int = 0) -> int:
+        """How many calls may soon be in flight, no more than there are (in flight, waiting, and
+        ``coming``: about to queue): the
+        limit, or once slow start's first round is full the level its answers grow it to (one slot
+        more an answer: see :meth:`note_success`). What the engine has the backend keep connections
+        open for, so that those calls do not each open one as they start."""
+        level = self.limit
+        if self._base is None and self._slow_start and self._peak >= self._round_limit:
+            level = min(2 * self._round_limit, self.ceiling)
+        return min(level, self.in_flight + self.waiting + coming)
+
     def starved_s(self) -> float:
         """Seconds the provider has answered nothing but 429/529 (0 when its last answer was one)."""
         return 0.0 if self.limited_since is None else self._clock() - self.limited_since

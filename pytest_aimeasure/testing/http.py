@@ -51,6 +51,11 @@ class Responder(Protocol):
     """What the handler asks of the server behind it (called from handler threads; private to the
     package, hence the underscores)."""
 
+    connect_delay: float
+    """Seconds a new connection waits before its first request is read."""
+
+    def _connect(self, port: int) -> None: ...
+
     def _enter(self) -> None: ...
 
     def _leave(self) -> None: ...
@@ -124,6 +129,13 @@ class ProviderHandler(BaseHTTPRequestHandler):
 
     def log_message(self, format: str, *args: Any) -> None:
         return  # no access log on stderr
+
+    def setup(self) -> None:
+        super().setup()
+        self.server.provider._connect(int(self.client_address[1]))  # (host, port, ...): a TCP server's
+        delay = self.server.provider.connect_delay
+        if delay:
+            self.server.provider._sleep(delay)  # (Aborted on stop: the connection just closes)
 
     def do_GET(self) -> None:
         if self.path.startswith(BATCHES_PREFIX):

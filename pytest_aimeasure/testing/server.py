@@ -46,6 +46,7 @@ from __future__ import annotations
 
 import random
 import threading
+import time
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
@@ -92,6 +93,9 @@ class ProviderServer:
     ) -> None:
         self.latency = latency
         self.latency_by_model: dict[str, float] = {}
+        self.connect_delay = 0.0
+        """Seconds a new connection waits before its first request is read: what the handshakes of
+        a remote provider's new TLS connection (two round trips) cost before a request can go on it."""
         self.stream_gap = 0.0
         """Seconds between a streamed reply's events (after its latency), as a provider streams the
         tokens it generates."""
@@ -124,6 +128,7 @@ class ProviderServer:
         self._in_flight = 0
         self._max_in_flight = 0
         self._requests: list[SeenRequest] = []
+        self._connected: dict[int, float] = {}
 
     # -- lifecycle ---------------------------------------------------------------------------------
 
@@ -273,9 +278,17 @@ class ProviderServer:
         with self._lock:
             return list(self._requests)
 
+    @property
+    def connected(self) -> dict[int, float]:
+        """When each connection was accepted (``time.monotonic()``), by the client's port (as
+        :attr:`SeenRequest.connection` names it)."""
+        with self._lock:
+            return dict(self._connected)
+
     def reset_stats(self) -> None:
         """Forget the statistics and recorded requests (the script and settings stay)."""
         with self._lock:
+            self._connected = {}
             self._calls = 0
             self._calls_by_model = {}
             self._judge_calls = 0
@@ -283,6 +296,10 @@ class ProviderServer:
             self._requests = []
 
     # -- request handling (called from handler threads) --------------------------------------------
+
+    def _connect(self, port: int) -> None:
+        with self._lock:
+            self._connected[port] = time.monotonic()
 
     def _enter(self) -> None:
         with self._lock:

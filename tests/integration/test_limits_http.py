@@ -405,3 +405,26 @@ def test_a_call_in_flight_when_the_engine_closes_is_cancelled_not_failed_by_its_
         future.result(timeout=5)
     assert engine.spend.transport_retries == 0
     assert server.calls == 1
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_the_calls_queued_behind_the_first_call_go_on_connections_opened_while_it_was_out(
+    kind: str, server: ProviderServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A new connection to a remote provider costs its handshakes (two round trips over TLS) before
+    # a request can go on it. The calls queued behind a model's first call opened theirs once it
+    # was accepted, each then paying them; the calls that fill slow start's first round did the same
+    # for the round after it. The server here reads a new connection's first request 0.2 s after it
+    # accepted it (the first call's own connection too).
+    server.connect_delay = 0.2
+    engine = engine_for(kind, server, monkeypatch, concurrency=4)
+    try:
+        measure_all(engine, [spec(0), spec(1)])
+    finally:
+        engine.close()
+    first, *others = sorted(server.requests, key=lambda r: r.started)
+    connected = server.connected
+    assert first.accepted is not None and len(others) == 5
+    # The three that had room when the first call was accepted: each on a connection open before.
+    assert [connected[r.connection] < first.accepted for r in others[:3]] == [True] * 3
+    assert len(connected) == 5  # the first call's (it streams) and the four the limit lets go at once

@@ -239,6 +239,13 @@ class AnthropicBackend(LearnsQuirks):
             self._client_loop = loop
         return self._client
 
+    def open_ahead(self, connections: int) -> None:
+        """Have ``connections`` open or opening for the calls about to go (the engine asks, from
+        the provider's limit: :meth:`~pytest_aimeasure.judge.limits.ProviderLimit.wanted`); once the
+        first call made the client, and only on its own HTTP client (:meth:`JsonApi.open_ahead`)."""
+        if self._api is not None:
+            self._api.open_ahead(connections)
+
     async def aclose(self) -> None:
         """Close the HTTP clients (safe to call twice)."""
         if self.batch is not None:

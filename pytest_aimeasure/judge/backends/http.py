@@ -249,6 +249,14 @@ class JsonApi:
         else:
             self._least_busy()
 
+    def open_ahead(self, connections: int) -> None:
+        """Have ``connections`` connections open or opening for the unstreamed calls about to go
+        (:meth:`Wire.open_ahead <pytest_aimeasure.judge.backends.wire.Wire.open_ahead>`); nothing
+        where the wire does not carry them (a proxy, ``USE_WIRE`` off)."""
+        self._ready()
+        if self._wire is not None:
+            self._wire.open_ahead(connections)
+
     def _aiohttp_session(self, aiohttp: Any) -> Any:
         traces = []
         if self._after_first_request is not None:

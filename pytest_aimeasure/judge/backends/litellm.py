@@ -250,6 +250,13 @@ class LitellmBackend(LearnsQuirks):
     def __repr__(self) -> str:
         return f"LitellmBackend(model={self.model!r}, api_base={self.api_base!r}, timeout={self.timeout!r})"
 
+    def open_ahead(self, connections: int) -> None:
+        """Have ``connections`` open or opening for the calls about to go (the engine asks, from
+        the provider's limit: :meth:`~pytest_aimeasure.judge.limits.ProviderLimit.wanted`); once the
+        first call made the client, and only on its own HTTP client (:meth:`JsonApi.open_ahead`)."""
+        if self._api is not None:
+            self._api.open_ahead(connections)
+
     async def aclose(self) -> None:
         """Let litellm finish its background logging tasks on this event loop, then stop its logging
         worker (bounded, best effort).

@@ -17,11 +17,13 @@ clients use); replies framed by ``Content-Length``, chunked, or the connection's
 skipped; ``Connection: close`` (and HTTP/1.0) honoured. It asks for no compression
 (``accept-encoding: identity``); a reply encoded anyway is decoded by the caller. Connections are
 kept alive and reused last-in first-out; one the server closed while idle is dropped as the close
-arrives. A request is sent once: one that meets a close or a reset is a failure the engine's
-retries count, as on the other paths (the server may have read it). Failures are raised as the
-httpx exceptions the other paths raise: a connection that could not be opened ``ConnectError``
-(``ConnectTimeout`` after 5 s), no whole reply within the call's limit ``ReadTimeout``, a reply cut
-short or not HTTP ``RemoteProtocolError``.
+arrives. :meth:`Wire.open_ahead` opens connections in the background for the calls about to go
+(the engine asks, from the provider's limit), so that they do not each pay a connection's opening
+(two round trips over TLS) as they start. A request is sent once: one that meets a close or a
+reset is a failure the engine's retries count, as on the other paths (the server may have read
+it). Failures are raised as the httpx exceptions the other paths raise: a connection that could
+not be opened ``ConnectError`` (``ConnectTimeout`` after 5 s), no whole reply within the call's
+limit ``ReadTimeout``, a reply cut short or not HTTP ``RemoteProtocolError``.
 Streamed calls and proxies stay with aiohttp and httpx (:class:`~pytest_aimeasure.judge.backends.
 http.JsonApi` decides).
 """
@@ -30,6 +32,7 @@ from __future__ import annotations
 
 import asyncio
 import ssl
+from collections import deque
 from collections.abc import Callable, Mapping
 from typing import Any
 from urllib.parse import urlsplit
@@ -90,6 +93,7 @@ class _Connection(asyncio.Protocol):
         assert isinstance(transport, asyncio.Transport)
         self.transport = transport
         self.loop = asyncio.get_running_loop()
+        self._owner.live.add(self)
 
     def data_received(self, data: bytes) -> None:
         if self._waiter is None:
@@ -109,6 +113,7 @@ class _Connection(asyncio.Protocol):
         return False  # (the transport closes itself)
 
     def connection_lost(self, exc: Exception | None) -> None:
+        self._owner.live.discard(self)
         self._ended(exc)
 
     # -- a request -------------------------------------------------------------------------------
@@ -269,6 +274,13 @@ class Wire:
         # Built once: only the request line, the length and the body change from call to call.
         self._fixed = "".join(f"{name}: {value}\r\n" for name, value in fields.items()).encode("latin-1")
         self._idle: list[_Connection] = []
+        self.live: set[_Connection] = set()
+        """The connections open on this loop (idle or carrying a call)."""
+        self._connecting = 0  # connections being opened for a call that needs one now
+        self._opening = 0  # connections being opened ahead (open_ahead)
+        self._claims: deque[asyncio.Future[_Connection | None]] = deque()
+        """Calls waiting for a connection opened ahead (None: it failed; the call opens its own)."""
+        self._ahead: set[asyncio.Task[None]] = set()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._closed = False
 
@@ -300,7 +312,13 @@ class Wire:
                 content,
             )
         )
-        connection = self._reusable() or await self._connect(url, seconds)
+        connection = self._reusable() or await self._claim(url, seconds)
+        if connection is None:
+            self._connecting += 1
+            try:
+                connection = await self._connect(url, seconds)
+            finally:
+                self._connecting -= 1
         reply = connection.send(request, answered)
         if sent is not None:
             sent()
@@ -322,6 +340,72 @@ class Wire:
             raise
         finally:
             timer.cancel()
+
+    def open_ahead(self, connections: int) -> None:
+        """Open connections in the background until ``connections`` are open or being opened, for
+        calls about to go: a call that finds none idle takes one being opened, instead of opening
+        one more. A first session's calls queued behind the model's first call, and the calls a
+        first round's answers add, then find their connections open (a new TLS connection to a
+        provider costs two round trips before the request can go). Nothing when the wire is closed."""
+        loop = asyncio.get_running_loop()
+        if self._loop is not loop:
+            self.forget()
+            self._loop = loop
+        if self._closed:
+            return
+        missing = connections - len(self.live) - self._connecting - self._opening
+        for _ in range(max(0, missing)):
+            self._opening += 1
+            task = loop.create_task(self._open_one())
+            self._ahead.add(task)
+            task.add_done_callback(self._ahead.discard)
+
+    async def _open_one(self) -> None:
+        try:
+            connection: _Connection | None = await self._connect(self.base_url, CONNECT_S)
+        except Exception:  # the call that waits for it opens its own, and meets the failure there
+            connection = None
+        except BaseException:  # cancelled (the wire closed)
+            self._opening -= 1
+            self._hand(None)
+            raise
+        self._opening -= 1
+        if not self._hand(connection) and connection is not None:
+            self.park(connection)
+
+    def _hand(self, connection: _Connection | None) -> bool:
+        """Give ``connection`` to the call that waited longest for one being opened ahead; False
+        when none waits."""
+        while self._claims:
+            claim = self._claims.popleft()
+            if not claim.done():
+                claim.set_result(connection)
+                return True
+        return False
+
+    async def _claim(self, url: str, seconds: float) -> _Connection | None:
+        """A connection being opened ahead that no other call waits for, once it is open (None: none
+        is being opened, or it failed)."""
+        while self._claims and self._claims[0].done():
+            self._claims.popleft()
+        if self._opening <= len(self._claims):
+            return None
+        import httpx
+
+        claim: asyncio.Future[_Connection | None] = asyncio.get_running_loop().create_future()
+        self._claims.append(claim)
+        limit = min(CONNECT_S, seconds)
+        try:
+            return await asyncio.wait_for(claim, limit)
+        except asyncio.TimeoutError as exc:
+            raise httpx.ConnectTimeout(
+                f"no connection to {self.base_url} within {limit:g}s", request=httpx.Request("POST", url)
+            ) from exc
+        except BaseException:
+            # Cancelled as the connection was handed over: kept for the next call, not lost open.
+            if claim.done() and not claim.cancelled() and (handed := claim.result()) is not None:
+                self.park(handed)
+            raise
 
     def _reusable(self) -> _Connection | None:
         while self._idle:
@@ -369,10 +453,14 @@ class Wire:
         idle, self._idle = self._idle, []
         for connection in idle:
             connection.abort()
+        for task in list(self._ahead):
+            task.cancel()
 
     def forget(self) -> None:
         """Drop the connections of a loop that is gone, without touching them (they are its)."""
         self._idle, self._loop = [], None
+        self.live, self._ahead, self._claims = set(), set(), deque()
+        self._connecting = self._opening = 0
 
 
 def _time_out(reply: asyncio.Future[Any]) -> None:

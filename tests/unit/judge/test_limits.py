@@ -695,3 +695,35 @@ def test_a_call_cancelled_as_a_freed_slot_passes_it_by_is_cancelled_and_leaves_t
         return limit.in_flight, limit.waiting
 
     assert asyncio.run(main()) == (0, 0)
+
+
+def test_the_connections_wanted_are_for_the_calls_the_limit_lets_go_soon_and_no_more() -> None:
+    # What the engine has the backend keep connections open for (ProviderLimit.wanted).
+    async def main() -> list[int]:
+        wanted = []
+        limit = ProviderLimit(64, start=32)
+        first = limit.try_acquire()
+        assert first is not None
+        waiters = [asyncio.create_task(limit.acquire()) for _ in range(10)]
+        await asyncio.sleep(0)
+        wanted.append(limit.wanted())  # the first call and the 10 it let go: 11
+        wanted.append(limit.wanted(coming=1))  # and one about to queue
+        more = [asyncio.create_task(limit.acquire()) for _ in range(100)]
+        await asyncio.sleep(0)
+        # The first round is full (32): its answers grow it one slot each, to twice its size.
+        wanted.append(limit.wanted())
+        for task in [*waiters, *more]:
+            task.cancel()
+        await asyncio.gather(*waiters, *more, return_exceptions=True)
+        given = ProviderLimit(8)  # --judge-concurrency 8: no slow start
+        while given.try_acquire() is not None:
+            pass
+        queued = [asyncio.create_task(given.acquire()) for _ in range(20)]
+        await asyncio.sleep(0)
+        wanted.append(given.wanted())
+        for task in queued:
+            task.cancel()
+        await asyncio.gather(*queued, return_exceptions=True)
+        return wanted
+
+    assert asyncio.run(main()) == [11, 12, 64, 8]

@@ -378,3 +378,88 @@ def test_a_reply_that_comes_after_its_call_was_given_up_is_not_handed_on(given_u
         return transport.aborted, connection in owner._idle, heard
 
     assert asyncio.run(main()) == (True, False, [])
+
+
+async def answer_each(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    while await read_request(reader):
+        writer.write(ok(b"{}"))
+        await writer.drain()
+
+
+def test_connections_opened_ahead_carry_the_calls_that_come_and_no_more_are_opened() -> None:
+    async def calls(wire: Wire) -> tuple[int, int, list[int]]:
+        wire.open_ahead(3)
+        wire.open_ahead(3)  # asked again while they open: nothing more
+        await asyncio.sleep(0.2)
+        opened = len(wire.live)
+        replies = await asyncio.gather(*(wire.post("/v1/messages", b"{}", 5.0) for _ in range(3)))
+        wire.open_ahead(2)  # fewer than are open: nothing
+        return opened, len(wire.live), [reply.status for reply in replies]
+
+    (opened, live, statuses), accepted = run(answer_each, calls)
+    assert (opened, live, statuses, accepted) == (3, 3, [200, 200, 200], 3)
+
+
+def test_a_call_that_finds_none_idle_takes_a_connection_still_being_opened_ahead(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # The calls queued behind a model's first call go the moment it is accepted, while the
+    # connections opened for them may still be opening (a remote provider's TLS handshakes): each
+    # takes one of those, instead of opening one more of its own.
+    loop_class = type(asyncio.new_event_loop())
+    create = loop_class.create_connection
+
+    async def slow(self: asyncio.AbstractEventLoop, *args: Any, **kwargs: Any) -> Any:
+        await asyncio.sleep(0.1)
+        return await create(self, *args, **kwargs)
+
+    monkeypatch.setattr(loop_class, "create_connection", slow)
+
+    async def calls(wire: Wire) -> list[int]:
+        wire.open_ahead(2)
+        replies = await asyncio.gather(*(wire.post("/v1/messages", b"{}", 5.0) for _ in range(3)))
+        return [reply.status for reply in replies]
+
+    statuses, accepted = run(answer_each, calls)
+    assert statuses == [200, 200, 200]
+    assert accepted == 3  # two opened ahead and taken, one the third call opened itself
+
+
+def test_a_connection_that_could_not_be_opened_ahead_leaves_its_call_to_open_its_own() -> None:
+    async def main() -> str:
+        with socket.socket() as spare:
+            spare.bind(("127.0.0.1", 0))
+            port = spare.getsockname()[1]  # nothing listens there
+        wire = Wire(f"http://127.0.0.1:{port}", {}, None)
+        wire.open_ahead(1)
+        try:
+            await asyncio.wait_for(wire.post("/v1/messages", b"{}", 5.0), 10)
+        except httpx.ConnectError as exc:
+            return type(exc).__name__
+        finally:
+            wire.close()
+        return "answered"
+
+    assert asyncio.run(main()) == "ConnectError"
+
+
+def test_closing_the_wire_stops_the_connections_being_opened_ahead(monkeypatch: pytest.MonkeyPatch) -> None:
+    loop_class = type(asyncio.new_event_loop())
+    create = loop_class.create_connection
+
+    async def slow(self: asyncio.AbstractEventLoop, *args: Any, **kwargs: Any) -> Any:
+        await asyncio.sleep(0.1)
+        return await create(self, *args, **kwargs)
+
+    monkeypatch.setattr(loop_class, "create_connection", slow)
+
+    async def calls(wire: Wire) -> tuple[int, int]:
+        wire.open_ahead(2)
+        await asyncio.sleep(0.01)
+        wire.close()
+        wire.open_ahead(2)  # closed: nothing
+        await asyncio.sleep(0.3)
+        return len(wire.live), len(wire._ahead)
+
+    (live, opening), accepted = run(answer_each, calls)
+    assert (live, opening, accepted) == (0, 0, 0)
