@@ -234,10 +234,10 @@ class ProviderLimit:
 
     def wanted(self, coming: int = 0) -> int:
         """How many calls may soon be in flight, no more than there are (in flight, waiting, and
-        ``coming``: about to queue): the
-        limit, or once slow start's first round is full the level its answers grow it to (one slot
-        more an answer: see :meth:`note_success`). What the engine has the backend keep connections
-        open for, so that those calls do not each open one as they start."""
+        ``coming``: about to queue): the limit, or once slow start's first round is full the level
+        its answers grow it to (one slot more an answer: see :meth:`note_success`). What the engine
+        has the backend keep connections open for, so that those calls do not each open one as they
+        start."""
         level = self.limit
         if self._base is None and self._slow_start and self._peak >= self._round_limit:
             level = min(2 * self._round_limit, self.ceiling)
@@ -287,15 +287,14 @@ class ProviderLimit:
             if token is not None:
                 return token
         waiter: asyncio.Future[int] = asyncio.get_running_loop().create_future()
-        held = self._gated.get(gate) if gate is not None else None
         if gate is None:
             self._waiters.append(waiter)
             self._wake()
-        elif held is None:
+        elif gate in self._gated:
+            self._gated[gate].append(waiter)
+        else:
             self._gated[gate] = deque([waiter])
             gate.add_done_callback(self._let_in)
-        else:
-            held.append(waiter)
         try:
             return await waiter
         except asyncio.CancelledError:

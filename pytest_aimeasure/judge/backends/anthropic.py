@@ -65,7 +65,7 @@ from pytest_aimeasure.judge.backends.base import (
     rejects_temperature,
     retry_after_of,
 )
-from pytest_aimeasure.judge.backends.http import HttpStatusError, JsonApi, Streamed, View
+from pytest_aimeasure.judge.backends.http import HttpStatusError, JsonApi, OnJsonApi, Streamed, View
 from pytest_aimeasure.judge.backends.secrets import remember
 from pytest_aimeasure.judge.backends.streams import AnthropicStream
 
@@ -88,7 +88,7 @@ __all__ = [
 ]
 
 
-class AnthropicBackend(LearnsQuirks):
+class AnthropicBackend(LearnsQuirks, OnJsonApi):
     """A judge backend on the Anthropic Messages API with forced tool use.
 
     ``timeout`` (seconds, per attempt; None = the SDK default) and ``max_retries`` (the SDK's own
@@ -238,13 +238,6 @@ class AnthropicBackend(LearnsQuirks):
             self._client = built_from_environ(lambda: self._sdk.AsyncAnthropic(**kwargs))
             self._client_loop = loop
         return self._client
-
-    def open_ahead(self, connections: int) -> None:
-        """Have ``connections`` open or opening for the calls about to go (the engine asks, from
-        the provider's limit: :meth:`~pytest_aimeasure.judge.limits.ProviderLimit.wanted`); once the
-        first call made the client, and only on its own HTTP client (:meth:`JsonApi.open_ahead`)."""
-        if self._api is not None:
-            self._api.open_ahead(connections)
 
     async def aclose(self) -> None:
         """Close the HTTP clients (safe to call twice)."""

@@ -45,6 +45,7 @@ __all__ = [
     "DEFAULT_TIMEOUT_S",
     "HttpStatusError",
     "JsonApi",
+    "OnJsonApi",
     "Streamed",
     "View",
     "import_aiohttp",
@@ -603,6 +604,20 @@ class JsonApi:
             await session.close()
         for client in clients:
             await client.aclose()
+
+
+class OnJsonApi:
+    """What both native-route backends do with their :class:`JsonApi` (``_api``, made by their first
+    call): one copy of it."""
+
+    _api: JsonApi | None
+
+    def open_ahead(self, connections: int) -> None:
+        """Have ``connections`` open or opening for the calls about to go (the engine asks, from
+        the provider's limit: :meth:`~pytest_aimeasure.judge.limits.ProviderLimit.wanted`); once the
+        first call made the client (:meth:`JsonApi.open_ahead`)."""
+        if self._api is not None:
+            self._api.open_ahead(connections)
 
 
 async def _read_whole(

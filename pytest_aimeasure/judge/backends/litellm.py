@@ -65,7 +65,7 @@ from pytest_aimeasure.judge.backends.base import (
     request_origin,
     retry_after_of,
 )
-from pytest_aimeasure.judge.backends.http import HttpStatusError, JsonApi, Streamed
+from pytest_aimeasure.judge.backends.http import HttpStatusError, JsonApi, OnJsonApi, Streamed
 from pytest_aimeasure.judge.backends.secrets import remember
 from pytest_aimeasure.judge.backends.streams import ChatStream
 
@@ -148,7 +148,7 @@ def base_url_from_env(prefix: str) -> str | None:
     return None
 
 
-class LitellmBackend(LearnsQuirks):
+class LitellmBackend(LearnsQuirks, OnJsonApi):
     """A judge backend on ``litellm.acompletion`` with a forced function call.
 
     ``model`` is litellm's ``provider/model`` string. ``timeout`` (seconds, per attempt) and
@@ -249,13 +249,6 @@ class LitellmBackend(LearnsQuirks):
 
     def __repr__(self) -> str:
         return f"LitellmBackend(model={self.model!r}, api_base={self.api_base!r}, timeout={self.timeout!r})"
-
-    def open_ahead(self, connections: int) -> None:
-        """Have ``connections`` open or opening for the calls about to go (the engine asks, from
-        the provider's limit: :meth:`~pytest_aimeasure.judge.limits.ProviderLimit.wanted`); once the
-        first call made the client, and only on its own HTTP client (:meth:`JsonApi.open_ahead`)."""
-        if self._api is not None:
-            self._api.open_ahead(connections)
 
     async def aclose(self) -> None:
         """Let litellm finish its background logging tasks on this event loop, then stop its logging

@@ -31,6 +31,7 @@ http.JsonApi` decides).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import ssl
 from collections import deque
 from collections.abc import Callable, Mapping
@@ -361,16 +362,15 @@ class Wire:
             task.add_done_callback(self._ahead.discard)
 
     async def _open_one(self) -> None:
+        connection: _Connection | None = None
         try:
-            connection: _Connection | None = await self._connect(self.base_url, CONNECT_S)
-        except Exception:  # the call that waits for it opens its own, and meets the failure there
-            connection = None
-        except BaseException:  # cancelled (the wire closed)
+            # A failure leaves the call that waits for it to open its own, and meet it there.
+            with contextlib.suppress(Exception):
+                connection = await self._connect(self.base_url, CONNECT_S)
+        finally:  # (cancelled: the wire closed, and the waiting call gets None too)
             self._opening -= 1
-            self._hand(None)
-            raise
-        self._opening -= 1
-        if not self._hand(connection) and connection is not None:
+            handed = self._hand(connection)
+        if not handed and connection is not None:
             self.park(connection)
 
     def _hand(self, connection: _Connection | None) -> bool:

@@ -386,6 +386,18 @@ async def answer_each(reader: asyncio.StreamReader, writer: asyncio.StreamWriter
         await writer.drain()
 
 
+@pytest.fixture
+def slow_connects(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every connection takes 0.1 s to open, as a remote provider's handshakes do."""
+    create = asyncio.BaseEventLoop.create_connection
+
+    async def slow(self: asyncio.BaseEventLoop, *args: Any, **kwargs: Any) -> Any:
+        await asyncio.sleep(0.1)
+        return await create(self, *args, **kwargs)
+
+    monkeypatch.setattr(asyncio.BaseEventLoop, "create_connection", slow)
+
+
 def test_connections_opened_ahead_carry_the_calls_that_come_and_no_more_are_opened() -> None:
     async def calls(wire: Wire) -> tuple[int, int, list[int]]:
         wire.open_ahead(3)
@@ -400,21 +412,10 @@ def test_connections_opened_ahead_carry_the_calls_that_come_and_no_more_are_open
     assert (opened, live, statuses, accepted) == (3, 3, [200, 200, 200], 3)
 
 
-def test_a_call_that_finds_none_idle_takes_a_connection_still_being_opened_ahead(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
+def test_a_call_that_finds_none_idle_takes_a_connection_still_being_opened_ahead(slow_connects: None) -> None:
     # The calls queued behind a model's first call go the moment it is accepted, while the
     # connections opened for them may still be opening (a remote provider's TLS handshakes): each
     # takes one of those, instead of opening one more of its own.
-    loop_class = type(asyncio.new_event_loop())
-    create = loop_class.create_connection
-
-    async def slow(self: asyncio.AbstractEventLoop, *args: Any, **kwargs: Any) -> Any:
-        await asyncio.sleep(0.1)
-        return await create(self, *args, **kwargs)
-
-    monkeypatch.setattr(loop_class, "create_connection", slow)
-
     async def calls(wire: Wire) -> list[int]:
         wire.open_ahead(2)
         replies = await asyncio.gather(*(wire.post("/v1/messages", b"{}", 5.0) for _ in range(3)))
@@ -443,16 +444,7 @@ def test_a_connection_that_could_not_be_opened_ahead_leaves_its_call_to_open_its
     assert asyncio.run(main()) == "ConnectError"
 
 
-def test_closing_the_wire_stops_the_connections_being_opened_ahead(monkeypatch: pytest.MonkeyPatch) -> None:
-    loop_class = type(asyncio.new_event_loop())
-    create = loop_class.create_connection
-
-    async def slow(self: asyncio.AbstractEventLoop, *args: Any, **kwargs: Any) -> Any:
-        await asyncio.sleep(0.1)
-        return await create(self, *args, **kwargs)
-
-    monkeypatch.setattr(loop_class, "create_connection", slow)
-
+def test_closing_the_wire_stops_the_connections_being_opened_ahead(slow_connects: None) -> None:
     async def calls(wire: Wire) -> tuple[int, int]:
         wire.open_ahead(2)
         await asyncio.sleep(0.01)
